@@ -1,0 +1,44 @@
+package slidelog
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package wraps one of them,
+// so callers can test with errors.Is. A denial is never an error: it is a
+// Result with Allowed == false. An error means no decision could be made.
+var (
+	// ErrInvalidPolicy reports a policy with Limit <= 0, a Window under one
+	// millisecond, or two policies of one limiter with the same name.
+	ErrInvalidPolicy = errors.New("slidelog: invalid policy")
+
+	// ErrInvalidCost reports a cost below 1 or above the smallest limit of
+	// the limiter's policies (such a request could never be admitted).
+	ErrInvalidCost = errors.New("slidelog: invalid cost")
+
+	// ErrInvalidKey reports an empty identity, or one longer than the
+	// limiter's maximum key length. HTTP adapters answer it with a 4xx
+	// before any store is called.
+	ErrInvalidKey = errors.New("slidelog: invalid key")
+
+	// ErrInvalidOption reports an option with a value it cannot take, such
+	// as a key prefix containing a brace.
+	ErrInvalidOption = errors.New("slidelog: invalid option")
+
+	// ErrNilClient reports a nil Redis client passed to NewRedisStore.
+	ErrNilClient = errors.New("slidelog: nil redis client")
+
+	// ErrNilStore reports a nil Store passed to New.
+	ErrNilStore = errors.New("slidelog: nil store")
+
+	// ErrClosed reports a call on a limiter or store after Close.
+	ErrClosed = errors.New("slidelog: closed")
+
+	// ErrUnavailable reports that the store could not make a decision: Redis
+	// was unreachable, too slow for the deadline, out of memory or answered
+	// with an error. The underlying cause is wrapped.
+	ErrUnavailable = errors.New("slidelog: store unavailable")
+
+	// ErrNotRefundable reports a Refund of a Result that recorded nothing:
+	// a denial, a zero Result, or a decision that did not come from the
+	// limiter's store.
+	ErrNotRefundable = errors.New("slidelog: result cannot be refunded")
+)

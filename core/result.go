@@ -1,0 +1,130 @@
+package slidelog
+
+import "time"
+
+// Source tells which part of the limiter made a decision.
+type Source uint8
+
+// Decision sources.
+const (
+	// SourceNone is the zero Source: no decision was made.
+	SourceNone Source = iota
+	// SourceRedis is a decision of the Redis store's script.
+	SourceRedis
+	// SourceMemory is a decision of the in-memory store used as the
+	// limiter's primary store.
+	SourceMemory
+	// SourceFallback is a decision of the local fallback limiter, taken
+	// because the primary store could not decide.
+	SourceFallback
+	// SourceFailOpen is an admission without any check, taken because the
+	// store could not decide and the failure mode is FailOpen.
+	SourceFailOpen
+	// SourceFailClosed is a denial without any check, taken because the
+	// store could not decide and the failure mode is FailClosed.
+	SourceFailClosed
+	// SourceDenyCache is a denial answered locally from an earlier denial of
+	// the same key whose RetryAfter has not yet passed.
+	SourceDenyCache
+)
+
+var sourceNames = [...]string{"none", "redis", "memory", "fallback", "fail_open", "fail_closed", "deny_cache"}
+
+// String returns the source's name as used in metric labels, such as
+// "redis" or "fallback".
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
+
+// PolicyResult is the state of one policy after a decision.
+type PolicyResult struct {
+	// Policy is the policy this state belongs to.
+	Policy Policy
+	// Allowed reports whether this policy had room for the request's cost.
+	Allowed bool
+	// Remaining is the number of units still free in the rolling window
+	// after this decision (a denial records nothing, so it is what was
+	// free before it).
+	Remaining int
+	// RetryAfter is, on a denial by this policy, exactly how long until
+	// enough entries leave the window for the request's cost to fit. It is
+	// zero when the policy had room.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the window holds no entries at all.
+	ResetAfter time.Duration
+}
+
+// Result is a limiter's decision. A denial is Allowed == false, never an
+// error.
+//
+// The top-level fields describe the binding policy: on a denial the
+// violated policy that frees up last, otherwise the policy with the fewest
+// units remaining. Policies holds every policy's state.
+type Result struct {
+	// Allowed reports whether the request was admitted and recorded.
+	Allowed bool
+	// Limit is the binding policy's limit.
+	Limit int
+	// Remaining is the number of units the binding policy still has free.
+	Remaining int
+	// RetryAfter is zero when Allowed; otherwise exactly how long until
+	// every violated policy has room for the request's cost.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the binding policy's window is empty.
+	ResetAfter time.Duration
+	// Policy is the binding policy.
+	Policy Policy
+	// Policies is the state of each of the limiter's policies, in the
+	// order they were configured.
+	Policies []PolicyResult
+	// Source tells what made the decision.
+	Source Source
+
+	// ticket identifies what was recorded, for Refund; Cost == 0 when
+	// nothing was.
+	ticket Request
+}
+
+// NewResult builds a Result from the state of every policy: allowed only
+// when every policy allowed, with the binding policy chosen as documented
+// on Result. Store implementations outside this package use it.
+func NewResult(policies []PolicyResult, source Source) Result {
+	r := Result{Allowed: true, Policies: policies, Source: source}
+	bind := -1
+	for i, p := range policies {
+		if !p.Allowed {
+			if r.Allowed || p.RetryAfter > r.RetryAfter {
+				bind = i
+				r.RetryAfter = p.RetryAfter
+			}
+			r.Allowed = false
+			continue
+		}
+		if r.Allowed && (bind < 0 || p.Remaining < policies[bind].Remaining) {
+			bind = i
+		}
+	}
+	if bind >= 0 {
+		b := policies[bind]
+		r.Policy, r.Limit, r.Remaining, r.ResetAfter = b.Policy, b.Policy.Limit, b.Remaining, b.ResetAfter
+	}
+	if len(policies) == 0 {
+		r.Allowed = false
+	}
+	return r
+}
+
+// Violated returns the names of the policies that denied the request, in
+// configuration order; nil when the request was allowed.
+func (r Result) Violated() []string {
+	var names []string
+	for _, p := range r.Policies {
+		if !p.Allowed {
+			names = append(names, p.Policy.String())
+		}
+	}
+	return names
+}
