@@ -71,12 +71,10 @@ func (f storeOptionFunc) applyStore(c *storeConfig) error { return f(c) }
 // server (RedisStore) or the process's monotonic clock (MemoryStore). It
 // exists for tests that need to move time by hand; production code should
 // not use it, since app instances with skewed clocks would disagree.
-// Times are truncated to microseconds. Applies to both stores.
+// Times are truncated to microseconds; a nil clock keeps the default.
+// Applies to both stores.
 func WithClock(clock func() time.Time) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) error {
-		if clock == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
-		}
 		c.clock = clock
 		return nil
 	})

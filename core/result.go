@@ -82,6 +82,9 @@ type Result struct {
 	Policies []PolicyResult
 	// Source tells what made the decision.
 	Source Source
+	// DecidedAt is when the decision was made, by the deciding store's
+	// clock (the Redis server's for RedisStore), to the microsecond.
+	DecidedAt time.Time
 
 	// ticket identifies what was recorded, for Refund; Cost == 0 when
 	// nothing was.

@@ -1,0 +1,343 @@
+package slidelog
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Defaults of the MemoryStore.
+const (
+	// DefaultMaxKeys is how many identities a MemoryStore keeps before it
+	// evicts the least recently used one.
+	DefaultMaxKeys = 100_000
+	// DefaultSweepInterval is how often a MemoryStore removes the logs
+	// whose every entry has left its longest window.
+	DefaultSweepInterval = time.Minute
+)
+
+// MemoryStore keeps each identity's log in process memory, with exactly the
+// semantics of RedisStore (it passes the same conformance suite) but for
+// one process only. It is the store to use without Redis, in tests, and as
+// the fallback of a Redis-backed limiter.
+//
+// The number of identities is bounded (WithMaxKeys): past it the least
+// recently used identity is forgotten, which can let that identity through
+// early, so size it above the number of identities active within the
+// longest window. A background goroutine sweeps expired logs every sweep
+// interval until Close. MemoryStore is safe for concurrent use.
+type MemoryStore struct {
+	logs   *lru.Cache[string, *memoryLog]
+	clock  func() time.Time
+	start  time.Time
+	closed atomic.Bool
+	stop   chan struct{}
+	done   sync.WaitGroup
+}
+
+// memoryLog is one identity's log: entries in time order, one per admitted
+// request, with the running total of units so counts are two lookups.
+type memoryLog struct {
+	mu      sync.Mutex
+	entries []memoryEntry
+	expires int64 // microseconds; when every entry has left the longest window
+	dead    bool  // removed from the store; a caller holding it must look again
+}
+
+type memoryEntry struct {
+	at   int64  // microseconds
+	id   uint64 // request ID
+	cost int64
+	cum  int64 // units recorded in this log up to and including this entry
+}
+
+// NewMemoryStore returns a store in process memory. Options: WithMaxKeys,
+// WithSweepInterval, WithClock; options of RedisStore are ignored.
+func NewMemoryStore(opts ...StoreOption) *MemoryStore {
+	cfg := storeConfig{}
+	for _, o := range opts {
+		if o != nil {
+			_ = o.applyStore(&cfg) // only RedisStore's options can fail
+		}
+	}
+	if cfg.maxKeys <= 0 {
+		cfg.maxKeys = DefaultMaxKeys
+	}
+	if cfg.sweepInterval <= 0 {
+		cfg.sweepInterval = DefaultSweepInterval
+	}
+	logs, err := lru.NewWithEvict(cfg.maxKeys, func(_ string, l *memoryLog) {
+		l.mu.Lock()
+		l.dead = true
+		l.mu.Unlock()
+	})
+	if err != nil {
+		panic("slidelog: unreachable: lru rejected a positive size")
+	}
+	s := &MemoryStore{logs: logs, clock: cfg.clock, start: time.Now(), stop: make(chan struct{})}
+	s.done.Add(1)
+	go s.sweep(cfg.sweepInterval)
+	return s
+}
+
+// WithMaxKeys bounds how many identities a MemoryStore keeps (default
+// DefaultMaxKeys; n <= 0 keeps the default). RedisStore ignores it.
+func WithMaxKeys(n int) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) error {
+		c.maxKeys = n
+		return nil
+	})
+}
+
+// WithSweepInterval sets how often a MemoryStore removes expired logs
+// (default DefaultSweepInterval; d <= 0 keeps the default). RedisStore
+// ignores it; Redis expires its keys itself.
+func WithSweepInterval(d time.Duration) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) error {
+		c.sweepInterval = d
+		return nil
+	})
+}
+
+// Len returns how many identities the store holds now.
+func (s *MemoryStore) Len() int { return s.logs.Len() }
+
+// now returns the store's time in microseconds: monotonic unless a test
+// clock was given.
+func (s *MemoryStore) now() int64 {
+	if s.clock != nil {
+		return s.clock().UnixMicro()
+	}
+	return s.start.UnixMicro() + time.Since(s.start).Microseconds()
+}
+
+// lock returns key's log, locked, creating it when create is set. It
+// returns nil when the key has no log and create is not set.
+func (s *MemoryStore) lock(key string, create bool) *memoryLog {
+	for {
+		l, ok := s.logs.Get(key)
+		if !ok {
+			if !create {
+				return nil
+			}
+			l = &memoryLog{}
+			if found, _ := s.logs.ContainsOrAdd(key, l); found {
+				continue
+			}
+		}
+		l.mu.Lock()
+		if !l.dead {
+			return l
+		}
+		l.mu.Unlock()
+	}
+}
+
+// Take implements Store.
+func (s *MemoryStore) Take(ctx context.Context, req Request) (Result, error) {
+	if s.closed.Load() {
+		return Result{}, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if req.Cost < 1 || len(req.Policies) == 0 {
+		return Result{}, fmt.Errorf("%w: cost %d with %d policies", ErrInvalidCost, req.Cost, len(req.Policies))
+	}
+	now := s.now()
+	var longest int64
+	for _, p := range req.Policies {
+		longest = max(longest, p.windowMicros())
+	}
+	l := s.lock(req.Key, true)
+	defer l.mu.Unlock()
+
+	l.evict(now - longest)
+	replay := l.find(req.ID) >= 0
+	cost := int64(req.Cost)
+	allowed := true
+	if !replay {
+		for _, p := range req.Policies {
+			if l.count(now-p.windowMicros())+cost > int64(p.Limit) {
+				allowed = false
+				break
+			}
+		}
+		if allowed {
+			l.add(now, req.ID, cost)
+			l.expires = max(l.expires, now+longest)
+		}
+	}
+
+	states := make([]PolicyResult, len(req.Policies))
+	for i, p := range req.Policies {
+		w := p.windowMicros()
+		count := l.count(now - w)
+		st := PolicyResult{Policy: p, Allowed: true, Remaining: max(0, p.Limit-int(count))}
+		if !allowed && count+cost > int64(p.Limit) {
+			st.Allowed = false
+			st.RetryAfter = time.Duration(l.nthUnitAt(now-w, count+cost-int64(p.Limit))+w-now) * time.Microsecond
+		}
+		if n := len(l.entries); n > 0 && l.entries[n-1].at+w > now {
+			st.ResetAfter = time.Duration(l.entries[n-1].at+w-now) * time.Microsecond
+		}
+		states[i] = st
+	}
+	res := NewResult(states, SourceMemory)
+	res.DecidedAt = time.UnixMicro(now)
+	return res, nil
+}
+
+// Refund implements Store.
+func (s *MemoryStore) Refund(ctx context.Context, req Request) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l := s.lock(req.Key, false)
+	if l == nil {
+		return nil
+	}
+	defer l.mu.Unlock()
+	if i := l.find(req.ID); i >= 0 {
+		l.entries = append(l.entries[:i], l.entries[i+1:]...)
+		for j := i; j < len(l.entries); j++ {
+			l.entries[j].cum -= int64(req.Cost)
+		}
+	}
+	return nil
+}
+
+// Reset implements Store.
+func (s *MemoryStore) Reset(ctx context.Context, key string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l := s.lock(key, false); l != nil {
+		l.dead = true
+		s.logs.Remove(key)
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// Close stops the sweeper and forgets every log. It is idempotent.
+func (s *MemoryStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	close(s.stop)
+	s.done.Wait()
+	s.logs.Purge()
+	return nil
+}
+
+// sweep removes, every interval, the logs whose entries have all expired.
+func (s *MemoryStore) sweep(interval time.Duration) {
+	defer s.done.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sweepOnce()
+		}
+	}
+}
+
+func (s *MemoryStore) sweepOnce() {
+	now := s.now()
+	for _, key := range s.logs.Keys() {
+		l, ok := s.logs.Peek(key)
+		if !ok {
+			continue
+		}
+		l.mu.Lock()
+		if !l.dead && l.expires <= now {
+			l.dead = true
+			s.logs.Remove(key)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// evict drops the entries stamped at or before cutoff.
+func (l *memoryLog) evict(cutoff int64) {
+	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].at > cutoff })
+	if i > 0 {
+		l.entries = l.entries[i:]
+	}
+}
+
+// find returns the index of the entry of request id, or -1.
+func (l *memoryLog) find(id uint64) int {
+	for i := range l.entries {
+		if l.entries[i].id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// count returns the units stamped after cutoff.
+func (l *memoryLog) count(cutoff int64) int64 {
+	n := len(l.entries)
+	i := sort.Search(n, func(i int) bool { return l.entries[i].at > cutoff })
+	if i == n {
+		return 0
+	}
+	return l.entries[n-1].cum - (l.entries[i].cum - l.entries[i].cost)
+}
+
+// nthUnitAt returns the time of the k-th oldest unit stamped after cutoff
+// (k >= 1): the entry whose leaving frees k units.
+func (l *memoryLog) nthUnitAt(cutoff, k int64) int64 {
+	n := len(l.entries)
+	i := sort.Search(n, func(i int) bool { return l.entries[i].at > cutoff })
+	if i == n {
+		return cutoff
+	}
+	base := l.entries[i].cum - l.entries[i].cost
+	j := i + sort.Search(n-i, func(j int) bool { return l.entries[i+j].cum-base >= k })
+	if j == n {
+		j = n - 1
+	}
+	return l.entries[j].at
+}
+
+// add records an entry, keeping time order even if a test clock went back.
+func (l *memoryLog) add(at int64, id uint64, cost int64) {
+	n := len(l.entries)
+	var cum int64
+	if n > 0 {
+		cum = l.entries[n-1].cum
+	}
+	e := memoryEntry{at: at, id: id, cost: cost, cum: cum + cost}
+	if n == 0 || l.entries[n-1].at <= at {
+		l.entries = append(l.entries, e)
+		return
+	}
+	i := sort.Search(n, func(i int) bool { return l.entries[i].at > at })
+	l.entries = append(l.entries, memoryEntry{})
+	copy(l.entries[i+1:], l.entries[i:])
+	l.entries[i] = e
+	for j := i; j < len(l.entries); j++ {
+		prev := int64(0)
+		if j > 0 {
+			prev = l.entries[j-1].cum
+		}
+		l.entries[j].cum = prev + l.entries[j].cost
+	}
+}

@@ -1,0 +1,204 @@
+package slidelog
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed script.lua
+var scriptSource string
+
+// script is the one decision script; its text never changes per request.
+var script = redis.NewScript(scriptSource)
+
+// DefaultKeyPrefix is the prefix of every Redis key unless WithKeyPrefix
+// says otherwise.
+const DefaultKeyPrefix = "slidelog:"
+
+// keyTagBytes is how many bytes of the identity's HMAC name its key: 128
+// bits, so that no two identities share a key.
+const keyTagBytes = 16
+
+// RedisStore keeps each identity's log in one Redis sorted set and decides
+// with one Lua script run per call, so decisions are atomic and exact on a
+// single Redis and on a Redis Cluster alike.
+//
+// The key of an identity is prefix + "{" + tag + "}", where tag is the
+// first 128 bits of HMAC-SHA-256(secret, identity), base64url-encoded. The
+// hash tag keeps all of an identity's data in one slot, no identity can
+// choose its key or, with a secret, its slot, and braces, colons or any
+// other byte in an identity are harmless.
+//
+// RedisStore is safe for concurrent use. Close does not close the client.
+type RedisStore struct {
+	client redis.UniversalClient
+	prefix string
+	secret []byte
+	clock  func() time.Time
+	macs   sync.Pool
+}
+
+// NewRedisStore returns a store on client, a *redis.Client, a
+// *redis.ClusterClient or anything else implementing
+// redis.UniversalClient. Options: WithKeyPrefix, WithKeySecret, WithClock.
+// It fails with ErrNilClient or ErrInvalidOption.
+func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	cfg := storeConfig{keyPrefix: DefaultKeyPrefix}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyStore(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &RedisStore{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock}
+	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
+	return s, nil
+}
+
+// WithKeyPrefix sets the prefix of every Redis key of a RedisStore
+// (default DefaultKeyPrefix). It may not contain '{' or '}', which would
+// change the key's hash tag. MemoryStore ignores it.
+func WithKeyPrefix(prefix string) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) error {
+		if strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("%w: key prefix %q contains a brace", ErrInvalidOption, prefix)
+		}
+		c.keyPrefix = prefix
+		return nil
+	})
+}
+
+// WithKeySecret sets the secret of the HMAC that turns identities into
+// RedisStore keys. Every instance sharing a Redis must use the same secret.
+// Without one the HMAC key is empty: keys stay distinct and brace-proof,
+// but a client that can pick its identity freely could search for
+// identities that land on one Cluster slot. MemoryStore ignores it.
+func WithKeySecret(secret []byte) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) error {
+		c.keySecret = append([]byte(nil), secret...)
+		return nil
+	})
+}
+
+// Key returns the Redis key that holds identity's log.
+func (s *RedisStore) Key(identity string) string {
+	mac := s.macs.Get().(hash.Hash)
+	mac.Reset()
+	mac.Write([]byte(identity))
+	var sum [sha256.Size]byte
+	tag := mac.Sum(sum[:0])[:keyTagBytes]
+	s.macs.Put(mac)
+	var buf [64]byte
+	b := append(buf[:0], s.prefix...)
+	b = append(b, '{')
+	b = base64.RawURLEncoding.AppendEncode(b, tag)
+	b = append(b, '}')
+	return string(b)
+}
+
+// Take implements Store with one run of the decision script.
+func (s *RedisStore) Take(ctx context.Context, req Request) (Result, error) {
+	args := make([]any, 0, 3+2*len(req.Policies))
+	args = append(args, s.nowArg(), member(req.ID), req.Cost)
+	for _, p := range req.Policies {
+		args = append(args, p.Limit, p.windowMicros())
+	}
+	reply, err := script.Run(ctx, s.client, []string{s.Key(req.Key)}, args...).Int64Slice()
+	if err != nil {
+		return Result{}, unavailable(ctx, err)
+	}
+	if len(reply) != 2+3*len(req.Policies) {
+		return Result{}, fmt.Errorf("%w: script returned %d values for %d policies", ErrUnavailable, len(reply), len(req.Policies))
+	}
+	return decode(reply, req.Policies, SourceRedis), nil
+}
+
+// Refund implements Store: it removes the request's entries with ZREM.
+func (s *RedisStore) Refund(ctx context.Context, req Request) error {
+	members := make([]any, req.Cost)
+	id := member(req.ID)
+	for c := range req.Cost {
+		if c == 0 {
+			members[c] = id
+		} else {
+			members[c] = id + strconv.Itoa(c+1)
+		}
+	}
+	if err := s.client.ZRem(ctx, s.Key(req.Key), members...).Err(); err != nil {
+		return unavailable(ctx, err)
+	}
+	return nil
+}
+
+// Reset implements Store: it deletes the identity's key.
+func (s *RedisStore) Reset(ctx context.Context, key string) error {
+	if err := s.client.Del(ctx, s.Key(key)).Err(); err != nil {
+		return unavailable(ctx, err)
+	}
+	return nil
+}
+
+// Close implements Store. It does not close the Redis client, which the
+// caller owns.
+func (s *RedisStore) Close() error { return nil }
+
+func (s *RedisStore) nowArg() int64 {
+	if s.clock == nil {
+		return 0 // the script reads the server's clock
+	}
+	return s.clock().UnixMicro()
+}
+
+// member is the 8-byte binary form of a request ID: the shortest member
+// that is unique per call. Retries of a call send the same member.
+func member(id uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], id)
+	return string(b[:])
+}
+
+// decode turns the script's reply into a Result.
+func decode(reply []int64, policies []Policy, source Source) Result {
+	allowed := reply[0] == 1
+	states := make([]PolicyResult, len(policies))
+	for i, p := range policies {
+		v := reply[2+3*i:]
+		states[i] = PolicyResult{
+			Policy:     p,
+			Allowed:    allowed || v[1] == 0,
+			Remaining:  int(v[0]),
+			RetryAfter: time.Duration(v[1]) * time.Microsecond,
+			ResetAfter: time.Duration(v[2]) * time.Microsecond,
+		}
+	}
+	res := NewResult(states, source)
+	res.DecidedAt = time.UnixMicro(reply[1])
+	return res
+}
+
+// unavailable wraps a Redis error in ErrUnavailable, keeping the context's
+// own error visible when the caller gave up.
+func unavailable(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("%w: %w (%w)", ErrUnavailable, ctxErr, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
