@@ -1,0 +1,237 @@
+// Package contender wraps slidelog and its Go peers behind one interface,
+// so that the benchmark harness and the go test benchmarks drive them all
+// the same way: one decision per call, for one key, at cost 1.
+package contender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/httprate"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	golimiter "github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/slidelog/slidelog/core"
+	"github.com/throttled/throttled/v2"
+	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	"github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	"golang.org/x/time/rate"
+)
+
+// Limiter is one rate limiter under test. Allow decides one request of
+// cost 1 for key; an error means no decision was made.
+type Limiter interface {
+	Allow(ctx context.Context, key string) (bool, error)
+	Close() error
+}
+
+// Names of the contenders, as they appear in tables and charts.
+const (
+	Slidelog       = "slidelog"
+	SlidelogMemory = "slidelog (memory)"
+	RedisRate      = "redis_rate v10"
+	Ulule          = "ulule/limiter v3"
+	Throttled      = "throttled v2"
+	EvalSHA        = "EVALSHA round trip"
+	HTTPRate       = "httprate"
+	GoLimiter      = "go-limiter (memory)"
+	XTimeRate      = "x/time/rate"
+)
+
+// Redis lists the contenders that keep their state in Redis, slidelog
+// first, in the order they are run and shown.
+var Redis = []string{Slidelog, RedisRate, Ulule, Throttled}
+
+// Memory lists the in-process contenders, slidelog's memory store first.
+var Memory = []string{SlidelogMemory, GoLimiter, HTTPRate, XTimeRate}
+
+// NewRedis returns the Redis-backed contender name on client, limit
+// requests per window, every key it writes starting with prefix (possibly
+// after the peer's own fixed prefix).
+func NewRedis(ctx context.Context, name string, client redis.UniversalClient, prefix string, limit int, window time.Duration) (Limiter, error) {
+	switch name {
+	case Slidelog:
+		store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+		if err != nil {
+			return nil, err
+		}
+		return newSlidelog(store, limit, window)
+	case RedisRate:
+		return &redisRate{l: redis_rate.NewLimiter(client), prefix: prefix,
+			limit: redis_rate.Limit{Rate: limit, Burst: limit, Period: window}}, nil
+	case Ulule:
+		store, err := ululeredis.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: prefix})
+		if err != nil {
+			return nil, err
+		}
+		return &ulule{l: limiter.New(store, limiter.Rate{Period: window, Limit: int64(limit)})}, nil
+	case Throttled:
+		store, err := goredisstore.NewCtx(client, prefix)
+		if err != nil {
+			return nil, err
+		}
+		l, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{
+			MaxRate: throttled.PerDuration(limit, window), MaxBurst: limit - 1})
+		if err != nil {
+			return nil, err
+		}
+		return &throttledGCRA{l: l}, nil
+	case EvalSHA:
+		return &evalSHA{client: client, prefix: prefix}, nil
+	}
+	return nil, fmt.Errorf("unknown redis contender %q", name)
+}
+
+// NewMemory returns the in-process contender name, limit requests per
+// window.
+func NewMemory(name string, limit int, window time.Duration) (Limiter, error) {
+	switch name {
+	case SlidelogMemory:
+		return newSlidelog(slidelog.NewMemoryStore(), limit, window)
+	case GoLimiter:
+		store, err := memorystore.New(&memorystore.Config{Tokens: uint64(limit), Interval: window})
+		if err != nil {
+			return nil, err
+		}
+		return &goLimiter{s: store}, nil
+	case HTTPRate:
+		return newHTTPRate(limit, window), nil
+	case XTimeRate:
+		return &xTimeRate{every: rate.Every(window / time.Duration(limit)), burst: limit}, nil
+	}
+	return nil, fmt.Errorf("unknown memory contender %q", name)
+}
+
+type slidelogLimiter struct{ l *slidelog.Limiter }
+
+func newSlidelog(store slidelog.Store, limit int, window time.Duration) (Limiter, error) {
+	l, err := slidelog.New(store, slidelog.Policy{Name: "bench", Limit: limit, Window: window})
+	if err != nil {
+		return nil, errors.Join(err, store.Close())
+	}
+	return slidelogLimiter{l}, nil
+}
+
+func (s slidelogLimiter) Allow(ctx context.Context, key string) (bool, error) {
+	res, err := s.l.Allow(ctx, key)
+	return res.Allowed, err
+}
+
+func (s slidelogLimiter) Close() error { return s.l.Close() }
+
+type redisRate struct {
+	l      *redis_rate.Limiter
+	prefix string
+	limit  redis_rate.Limit
+}
+
+func (r *redisRate) Allow(ctx context.Context, key string) (bool, error) {
+	// redis_rate has no prefix option: its keys are "rate:" + key.
+	res, err := r.l.Allow(ctx, r.prefix+key, r.limit)
+	if err != nil {
+		return false, err
+	}
+	return res.Allowed > 0, nil
+}
+
+func (r *redisRate) Close() error { return nil }
+
+type ulule struct{ l *limiter.Limiter }
+
+func (u *ulule) Allow(ctx context.Context, key string) (bool, error) {
+	c, err := u.l.Get(ctx, key)
+	return !c.Reached, err
+}
+
+func (u *ulule) Close() error { return nil }
+
+type throttledGCRA struct{ l *throttled.GCRARateLimiterCtx }
+
+func (t *throttledGCRA) Allow(ctx context.Context, key string) (bool, error) {
+	limited, _, err := t.l.RateLimitCtx(ctx, key, 1)
+	return !limited, err
+}
+
+func (t *throttledGCRA) Close() error { return nil }
+
+// evalSHAScript is the smallest keyed script: one EVALSHA round trip to the
+// key's node, the floor under any script-based limiter.
+var evalSHAScript = redis.NewScript(`return 1`)
+
+type evalSHA struct {
+	client redis.UniversalClient
+	prefix string
+}
+
+func (e *evalSHA) Allow(ctx context.Context, key string) (bool, error) {
+	err := evalSHAScript.Run(ctx, e.client, []string{e.prefix + key}).Err()
+	return err == nil, err
+}
+
+func (e *evalSHA) Close() error { return nil }
+
+type goLimiter struct{ s golimiter.Store }
+
+func (g *goLimiter) Allow(ctx context.Context, key string) (bool, error) {
+	_, _, _, ok, err := g.s.Take(ctx, key)
+	return ok, err
+}
+
+func (g *goLimiter) Close() error { return g.s.Close(context.Background()) }
+
+// httpRate drives httprate's RateLimiter the way its middleware does,
+// through OnLimit, which needs a request (for its context) and a
+// response writer (for its headers). The header maps are pooled, so that
+// the allocations counted are httprate's own.
+type httpRate struct {
+	l       *httprate.RateLimiter
+	req     *http.Request
+	headers sync.Pool
+}
+
+func newHTTPRate(limit int, window time.Duration) *httpRate {
+	req, _ := http.NewRequest(http.MethodGet, "/", nil)
+	h := &httpRate{l: httprate.NewRateLimiter(limit, window), req: req}
+	h.headers.New = func() any { return headerWriter{} }
+	return h
+}
+
+func (h *httpRate) Allow(_ context.Context, key string) (bool, error) {
+	w := h.headers.Get().(headerWriter)
+	clear(w)
+	limited := h.l.OnLimit(w, h.req, key)
+	h.headers.Put(w)
+	return !limited, nil
+}
+
+func (h *httpRate) Close() error { return nil }
+
+type headerWriter http.Header
+
+func (w headerWriter) Header() http.Header         { return http.Header(w) }
+func (w headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w headerWriter) WriteHeader(int)             {}
+
+// xTimeRate is the usual keyed use of golang.org/x/time/rate: one token
+// bucket per key in a sync.Map, never evicted.
+type xTimeRate struct {
+	every   rate.Limit
+	burst   int
+	buckets sync.Map
+}
+
+func (x *xTimeRate) Allow(_ context.Context, key string) (bool, error) {
+	b, ok := x.buckets.Load(key)
+	if !ok {
+		b, _ = x.buckets.LoadOrStore(key, rate.NewLimiter(x.every, x.burst))
+	}
+	return b.(*rate.Limiter).Allow(), nil
+}
+
+func (x *xTimeRate) Close() error { return nil }
