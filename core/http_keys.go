@@ -1,0 +1,170 @@
+package slidelog
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Key functions prefix each identity with its kind ("ip:", "h:", "v:",
+// "r:"), so that a header value can never be taken for an IP address or
+// a route when several kinds share one limiter.
+
+// ByClientIP keys requests by client address: the socket peer unless it
+// is a trusted proxy (WithTrustedProxies), IPv6 grouped by prefix
+// (WithIPv6Prefix, /64 by default). The identity is "ip:" followed by the
+// IPv4 address or the IPv6 prefix, such as "ip:192.0.2.1" or
+// "ip:2001:db8:1:2::/64". It is the default key function.
+func ByClientIP() KeyFunc {
+	return func(r *HTTPRequest) (string, error) {
+		p, err := r.ClientPrefix()
+		if err != nil {
+			return "", err
+		}
+		if p.Addr().Is4() {
+			return "ip:" + p.Addr().String(), nil
+		}
+		return "ip:" + p.String(), nil
+	}
+}
+
+// ByHeader keys requests by the first value of the named header field,
+// such as an API key: "h:" + the lower-case name + ":" + the value. A
+// request without the field, or with an empty value, fails with ErrNoKey;
+// a value with control characters with ErrInvalidKey (400); one longer
+// than the limiter's maximum key length with ErrIdentityTooLong (431).
+//
+// Only use a header the client cannot forge into someone else's identity
+// (a secret API key), or one your own proxy sets.
+func ByHeader(name string) KeyFunc {
+	prefix := "h:" + strings.ToLower(name) + ":"
+	return func(r *HTTPRequest) (string, error) {
+		v := strings.TrimSpace(r.HeaderValue(name))
+		if v == "" {
+			return "", fmt.Errorf("%w: header %s", ErrNoKey, name)
+		}
+		if hasControl(v) {
+			return "", fmt.Errorf("%w: control character in header %s", ErrInvalidKey, name)
+		}
+		return prefix + v, nil
+	}
+}
+
+// ByContextValue keys requests by a value the application's
+// authentication middleware stored for the request after verifying it,
+// such as the subject claim of a verified JWT: the value r.Value(key)
+// finds (gin's and echo's Set, fiber's Locals, or the request context). It
+// must be a string, a fmt.Stringer or an integer; absent or empty, the
+// request fails with ErrNoKey.
+//
+// Never key by a claim of a token that was not verified (signature,
+// algorithm allow-list, expiry): decoding an unverified token lets any
+// client choose its identity. Verification costs CPU, so put a limit by
+// IP in front of the authentication middleware too.
+func ByContextValue(key any) KeyFunc {
+	var prefix string
+	if s, ok := key.(string); ok {
+		prefix = "v:" + s + ":"
+	} else {
+		prefix = fmt.Sprintf("v:%T:", key)
+	}
+	return func(r *HTTPRequest) (string, error) {
+		var s string
+		switch v := r.Value(key).(type) {
+		case nil:
+		case string:
+			s = v
+		case fmt.Stringer:
+			s = v.String()
+		case int:
+			s = strconv.Itoa(v)
+		case int64:
+			s = strconv.FormatInt(v, 10)
+		case uint64:
+			s = strconv.FormatUint(v, 10)
+		default:
+			return "", fmt.Errorf("slidelog: context value %T cannot be an identity", v)
+		}
+		if s == "" {
+			return "", fmt.Errorf("%w: no context value %v", ErrNoKey, key)
+		}
+		if hasControl(s) {
+			return "", fmt.Errorf("%w: control character in context value", ErrInvalidKey)
+		}
+		return prefix + s, nil
+	}
+}
+
+// ByRoute keys requests by the pattern of the route the framework matched
+// ("r:/users/:id"), never by the raw path, so /users/1 and /users/2 share
+// one identity. Requests that matched no route share the identity "r:".
+// Combine it with ByClientIP in Composite for a per-client, per-route
+// limit.
+func ByRoute() KeyFunc {
+	return func(r *HTTPRequest) (string, error) {
+		return "r:" + r.Route(), nil
+	}
+}
+
+// Composite keys requests by several identities at once, such as route
+// and client: the parts are escaped and joined with "|" so that no two
+// different lists of parts give the same identity. Any part's error is
+// the composite's error.
+func Composite(fs ...KeyFunc) KeyFunc {
+	return func(r *HTTPRequest) (string, error) {
+		var b strings.Builder
+		for i, f := range fs {
+			part, err := f(r)
+			if err != nil {
+				return "", err
+			}
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			for j := 0; j < len(part); j++ {
+				if part[j] == '|' || part[j] == '\\' {
+					b.WriteByte('\\')
+				}
+				b.WriteByte(part[j])
+			}
+		}
+		return b.String(), nil
+	}
+}
+
+// FirstOf keys requests by the first key function that finds an
+// identity: it moves on when one fails with ErrNoKey and stops at any
+// other error. For example FirstOf(ByContextValue(userKey), ByClientIP())
+// limits signed-in users by account and everyone else by address. When
+// none finds one, it fails with ErrNoKey.
+func FirstOf(fs ...KeyFunc) KeyFunc {
+	return func(r *HTTPRequest) (string, error) {
+		for _, f := range fs {
+			key, err := f(r)
+			if err == nil || !errors.Is(err, ErrNoKey) {
+				return key, err
+			}
+		}
+		return "", ErrNoKey
+	}
+}
+
+// SkipPaths returns a SkipFunc that lets requests for exactly these paths
+// (such as "/healthz") bypass the limiter.
+func SkipPaths(paths ...string) SkipFunc {
+	set := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		set[p] = true
+	}
+	return func(r *HTTPRequest) bool { return set[r.Path()] }
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,226 @@
+package slidelog
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HeaderStyle chooses which rate-limit header fields responses carry.
+type HeaderStyle uint8
+
+// Header styles.
+const (
+	// HeadersIETF sends RateLimit-Policy and RateLimit as defined by
+	// draft-ietf-httpapi-ratelimit-headers-10, one list member per policy:
+	//
+	//	RateLimit-Policy: "per-minute";q=100;w=60
+	//	RateLimit: "per-minute";r=42;t=17
+	//
+	// q is the policy's limit and w its window in seconds; r is the exact
+	// number of units remaining after this decision and t the seconds,
+	// rounded up, until the policy's window holds no entries (full
+	// capacity is back). The default.
+	HeadersIETF HeaderStyle = iota
+	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (seconds until full capacity, rounded up) for the
+	// binding policy (see Result).
+	HeadersLegacy
+	// HeadersNone sends no rate-limit header fields. Retry-After is still
+	// sent on a denial.
+	HeadersNone
+)
+
+// String returns "ietf", "legacy" or "none".
+func (s HeaderStyle) String() string {
+	switch s {
+	case HeadersIETF:
+		return "ietf"
+	case HeadersLegacy:
+		return "legacy"
+	case HeadersNone:
+		return "none"
+	}
+	return "unknown"
+}
+
+// HeaderField is one response header field.
+type HeaderField struct {
+	Name, Value string
+}
+
+// RateLimitHeaders returns the rate-limit header fields of style for
+// res. Adapters get them in HTTPDecision.Header; this is for custom
+// handlers and tests.
+func RateLimitHeaders(style HeaderStyle, res Result) []HeaderField {
+	return appendRateLimitHeaders(nil, style, res)
+}
+
+func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res Result) []HeaderField {
+	switch style {
+	case HeadersIETF:
+		if len(res.Policies) == 0 {
+			return h
+		}
+		var policy, state strings.Builder
+		for i, p := range res.Policies {
+			if i > 0 {
+				policy.WriteString(", ")
+				state.WriteString(", ")
+			}
+			name := sfString(p.Policy.String())
+			policy.WriteString(name)
+			policy.WriteString(";q=")
+			policy.WriteString(strconv.Itoa(p.Policy.Limit))
+			policy.WriteString(";w=")
+			policy.WriteString(strconv.FormatInt(ceilSeconds(p.Policy.Window), 10))
+			state.WriteString(name)
+			state.WriteString(";r=")
+			state.WriteString(strconv.Itoa(max(p.Remaining, 0)))
+			state.WriteString(";t=")
+			state.WriteString(strconv.FormatInt(ceilSeconds(p.ResetAfter), 10))
+		}
+		return append(h,
+			HeaderField{Name: "RateLimit-Policy", Value: policy.String()},
+			HeaderField{Name: "RateLimit", Value: state.String()})
+	case HeadersLegacy:
+		return append(h,
+			HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)},
+			HeaderField{Name: "X-RateLimit-Remaining", Value: strconv.Itoa(max(res.Remaining, 0))},
+			HeaderField{Name: "X-RateLimit-Reset", Value: strconv.FormatInt(ceilSeconds(res.ResetAfter), 10)})
+	}
+	return h
+}
+
+// RetryAfterSeconds formats d as a Retry-After value: whole seconds,
+// rounded up, so that a client retrying then is not denied again; at
+// least 1 for any d > 0.
+func RetryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(ceilSeconds(d), 10)
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// sfString encodes s as a Structured Field String (RFC 9651): quoted,
+// with quote and backslash escaped. Characters a String cannot hold
+// (controls, non-ASCII) become '_'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('_')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// ProblemContentType is the media type of problem bodies (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// Problem type URIs of the bodies the default handlers send.
+const (
+	ProblemTypeRateLimited     = "https://github.com/slidelog/slidelog/blob/main/docs/problems.md#rate-limited"
+	ProblemTypeInvalidIdentity = "https://github.com/slidelog/slidelog/blob/main/docs/problems.md#invalid-identity"
+	ProblemTypeUnavailable     = "https://github.com/slidelog/slidelog/blob/main/docs/problems.md#limiter-unavailable"
+)
+
+// Problem is an RFC 9457 problem details body.
+type Problem struct {
+	// Type is a URI identifying the kind of problem.
+	Type string `json:"type"`
+	// Title is a short, human-readable summary of the kind of problem.
+	Title string `json:"title"`
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Detail explains this occurrence. It never carries internal error
+	// text.
+	Detail string `json:"detail"`
+	// ViolatedPolicies names the policies that denied the request (on a
+	// 429 only).
+	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+}
+
+// JSON returns the problem encoded as JSON.
+func (p Problem) JSON() []byte {
+	b, err := json.Marshal(p)
+	if err != nil { // cannot happen: every field is a string, an int or strings
+		return []byte(`{"status":` + strconv.Itoa(p.Status) + `}`)
+	}
+	return b
+}
+
+// DeniedProblem returns the body of a 429 for the denial res: its
+// violated policies and when to retry.
+func DeniedProblem(res Result) Problem {
+	violated := res.Violated()
+	if violated == nil {
+		violated = []string{}
+	}
+	return Problem{
+		Type:             ProblemTypeRateLimited,
+		Title:            "Too Many Requests",
+		Status:           http.StatusTooManyRequests,
+		Detail:           "Rate limit exceeded; retry after " + RetryAfterSeconds(res.RetryAfter) + " seconds.",
+		ViolatedPolicies: violated,
+	}
+}
+
+// ErrorProblem returns the body for a request the middleware could not
+// decide on, with a generic detail: 400 for an identity wrapping
+// ErrInvalidKey, 431 for ErrIdentityTooLong, 500 for a server-side
+// misconfiguration (ErrInvalidCost, ErrInvalidOption, no limiter), and
+// 503 for everything else (the store was unavailable, the context ended,
+// the limiter was closed). The error's text is never part of the body.
+func ErrorProblem(err error) Problem {
+	switch {
+	case errors.Is(err, ErrIdentityTooLong):
+		return Problem{
+			Type:   ProblemTypeInvalidIdentity,
+			Title:  "Request Header Fields Too Large",
+			Status: http.StatusRequestHeaderFieldsTooLarge,
+			Detail: "The client identity in this request is too long.",
+		}
+	case errors.Is(err, ErrInvalidKey):
+		return Problem{
+			Type:   ProblemTypeInvalidIdentity,
+			Title:  "Bad Request",
+			Status: http.StatusBadRequest,
+			Detail: "This request carries no valid client identity.",
+		}
+	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidOption), errors.Is(err, errNoLimiter):
+		return Problem{
+			Type:   "about:blank",
+			Title:  "Internal Server Error",
+			Status: http.StatusInternalServerError,
+			Detail: "The rate limiter is misconfigured.",
+		}
+	}
+	return Problem{
+		Type:   ProblemTypeUnavailable,
+		Title:  "Service Unavailable",
+		Status: http.StatusServiceUnavailable,
+		Detail: "The rate limiter could not decide on this request; try again later.",
+	}
+}
