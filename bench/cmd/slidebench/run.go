@@ -1,0 +1,384 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/bench/contender"
+)
+
+type runConfig struct {
+	out        string
+	standalone string
+	cluster    []string
+	cell       time.Duration
+	memCell    time.Duration
+	warmup     time.Duration
+	keys       int
+	limit      int
+	callers    []int
+	only       string
+	skipMemory bool
+}
+
+func runMain(args []string) error {
+	fs := newFlagSet("run")
+	var cfg runConfig
+	var clusterAddrs, callers string
+	fs.StringVar(&cfg.out, "out", "results/latest.json", "results file to write")
+	fs.StringVar(&cfg.standalone, "redis", os.Getenv("SLIDELOG_REDIS_ADDR"), "standalone Redis host:port (default $SLIDELOG_REDIS_ADDR)")
+	fs.StringVar(&clusterAddrs, "cluster", os.Getenv("SLIDELOG_CLUSTER_ADDRS"), "comma-separated Redis Cluster seeds (default $SLIDELOG_CLUSTER_ADDRS)")
+	fs.DurationVar(&cfg.cell, "d", 3*time.Second, "measured time per Redis cell")
+	fs.DurationVar(&cfg.memCell, "md", time.Second, "measured time per in-memory cell")
+	fs.DurationVar(&cfg.warmup, "warmup", 300*time.Millisecond, "unmeasured warm-up before each cell")
+	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the many-keys scenario")
+	fs.IntVar(&cfg.limit, "limit", 100, "requests per minute per key")
+	fs.StringVar(&callers, "callers", "1,16,64", "comma-separated numbers of concurrent callers")
+	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
+	fs.BoolVar(&cfg.skipMemory, "skip-memory", false, "skip the in-memory cells")
+	fs.Parse(args)
+	if cfg.standalone == "" || clusterAddrs == "" {
+		return errors.New("need both a standalone Redis (-redis or SLIDELOG_REDIS_ADDR) and a Cluster (-cluster or SLIDELOG_CLUSTER_ADDRS)")
+	}
+	for a := range strings.SplitSeq(clusterAddrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.cluster = append(cfg.cluster, a)
+		}
+	}
+	for c := range strings.SplitSeq(callers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad -callers %q", callers)
+		}
+		cfg.callers = append(cfg.callers, n)
+	}
+	return runAll(cfg)
+}
+
+type topology struct {
+	name      string
+	newClient func() redis.UniversalClient
+}
+
+func runAll(cfg runConfig) error {
+	ctx := context.Background()
+	began := time.Now()
+	runID := "slidebench:" + strconv.FormatInt(began.UnixNano(), 36) + ":"
+	topologies := []topology{
+		{"standalone", func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: cfg.standalone}) }},
+		{"cluster", func() redis.UniversalClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.cluster}) }},
+	}
+	for _, topo := range topologies {
+		c := topo.newClient()
+		err := c.Ping(ctx).Err()
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("%s Redis: %w", topo.name, err)
+		}
+	}
+	res := &Results{Env: describeEnv(ctx, cfg, topologies, runID)}
+	res.Env.Date = began.UTC()
+
+	keys := make([]string, cfg.keys)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	scenarios := []struct {
+		name  string
+		keyOf func(worker int) func() string
+	}{
+		{"many-keys", func(w int) func() string {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(began.UnixNano())))
+			return func() string { return keys[rng.IntN(len(keys))] }
+		}},
+		{"flood", func(int) func() string { return func() string { return "flooded" } }},
+	}
+	cellNo := 0
+	selected := func(parts ...string) bool {
+		return cfg.only == "" || strings.Contains(strings.Join(parts, "/"), cfg.only)
+	}
+
+	for _, topo := range topologies {
+		admin := topo.newClient()
+		for _, sc := range scenarios {
+			names := contender.Redis
+			if sc.name == "many-keys" {
+				names = append(append([]string(nil), names...), contender.EvalSHA)
+			}
+			for _, callers := range cfg.callers {
+				for _, name := range names {
+					if !selected(topo.name, sc.name, name) {
+						continue
+					}
+					cellNo++
+					prefix := runID + "c" + strconv.Itoa(cellNo) + ":"
+					cell, err := redisCell(ctx, topo, name, prefix, sc.name, callers, sc.keyOf, cfg)
+					if derr := deleteKeys(ctx, admin, prefix); derr != nil {
+						err = errors.Join(err, derr)
+					}
+					if err != nil {
+						admin.Close()
+						return fmt.Errorf("%s/%s/%d/%s: %w", topo.name, sc.name, callers, name, err)
+					}
+					report(cell)
+					res.Cells = append(res.Cells, cell)
+				}
+			}
+		}
+		if topo.name == "standalone" && selected(topo.name, "memory-usage", contender.Slidelog) {
+			mu, err := measureMemoryUsage(ctx, topo, admin, runID+"mem:")
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "memory usage on %s: %v\n", topo.name, err)
+			}
+			res.Memory = append(res.Memory, mu...)
+		}
+		admin.Close()
+	}
+
+	if !cfg.skipMemory {
+		for _, sc := range scenarios {
+			for _, callers := range cfg.callers {
+				for _, name := range contender.Memory {
+					if !selected("memory", sc.name, name) {
+						continue
+					}
+					l, err := contender.NewMemory(name, cfg.limit, time.Minute)
+					if err != nil {
+						return err
+					}
+					st, elapsed, _ := drive(l, callers, sc.keyOf, cfg.warmup, cfg.memCell, nil)
+					l.Close()
+					cell := newCell("memory", sc.name, callers, name, st, elapsed, -1)
+					report(cell)
+					res.Cells = append(res.Cells, cell)
+				}
+			}
+		}
+	}
+
+	if selected("standalone", "accuracy") {
+		client := topologies[0].newClient()
+		acc, err := boundaryAttack(ctx, client, runID+"acc:")
+		if derr := deleteKeys(ctx, client, runID+"acc:"); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		client.Close()
+		if err != nil {
+			return fmt.Errorf("accuracy: %w", err)
+		}
+		res.Accuracy = acc
+		for _, a := range acc {
+			fmt.Printf("accuracy  %-20s limit %d per %v: at most %d admitted in any rolling window (%d of %d sent)\n",
+				a.Contender, a.Limit, a.Window, a.MaxInWin, len(a.Admitted), a.Sent)
+		}
+	}
+
+	res.Env.ElapsedTotal = Duration(time.Since(began).Round(time.Second))
+	if err := os.MkdirAll(dirOf(cfg.out), 0o755); err != nil {
+		return err
+	}
+	if err := writeResults(cfg.out, res); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (%v)\n", cfg.out, res.Env.ElapsedTotal)
+	return nil
+}
+
+func redisCell(ctx context.Context, topo topology, name, prefix, scenario string, callers int, keyOf func(int) func() string, cfg runConfig) (Cell, error) {
+	client := topo.newClient()
+	defer client.Close()
+	var commands atomic.Int64
+	client.AddHook(commandCounter{&commands})
+	l, err := contender.NewRedis(ctx, name, client, prefix, cfg.limit, time.Minute)
+	if err != nil {
+		return Cell{}, err
+	}
+	defer l.Close()
+	if scenario == "flood" {
+		// Spend the key's limit first: what is measured is all denials.
+		for range cfg.limit + 1 {
+			if _, err := l.Allow(ctx, "flooded"); err != nil {
+				return Cell{}, err
+			}
+		}
+	}
+	st, elapsed, cmds := drive(l, callers, keyOf, cfg.warmup, cfg.cell, &commands)
+	return newCell(topo.name, scenario, callers, name, st, elapsed, cmds), nil
+}
+
+func newCell(topo, scenario string, callers int, name string, st workerStats, elapsed time.Duration, cmds int64) Cell {
+	c := Cell{
+		Topology: topo, Scenario: scenario, Callers: callers, Contender: name,
+		Decisions: st.decisions, Allowed: st.allowed, Errors: st.errors,
+		Seconds: elapsed.Seconds(), PerSec: float64(st.decisions) / elapsed.Seconds(),
+		P50: st.hist.quantile(0.50) / 1e3, P99: st.hist.quantile(0.99) / 1e3, P999: st.hist.quantile(0.999) / 1e3,
+		Commands: cmds,
+	}
+	if st.hist.n > 0 {
+		c.Mean = st.hist.sum / float64(st.hist.n) / 1e3
+	}
+	if st.firstErr != nil {
+		c.FirstErr = st.firstErr.Error()
+	}
+	return c
+}
+
+func report(c Cell) {
+	cmds := ""
+	if c.Commands >= 0 && c.Decisions > 0 {
+		cmds = fmt.Sprintf("  %.3f cmd/decision", float64(c.Commands)/float64(c.Decisions))
+	}
+	errs := ""
+	if c.Errors > 0 {
+		errs = fmt.Sprintf("  %d errors (%s)", c.Errors, c.FirstErr)
+	}
+	fmt.Printf("%-10s %-9s %3d callers  %-20s %10.0f/s  p50 %8.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  allowed %5.1f%%%s%s\n",
+		c.Topology, c.Scenario, c.Callers, c.Contender, c.PerSec, c.P50, c.P99, c.P999,
+		100*float64(c.Allowed)/float64(max(c.Decisions, 1)), cmds, errs)
+}
+
+// commandCounter is a go-redis hook counting the commands a client sends,
+// pipelined ones one by one.
+type commandCounter struct{ n *atomic.Int64 }
+
+func (c commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// deleteKeys unlinks every key containing prefix, on every master. Keys
+// go one UNLINK each, pipelined, since a Cluster node refuses a
+// multi-key UNLINK across slots.
+func deleteKeys(ctx context.Context, client redis.UniversalClient, prefix string) error {
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
+		pipe := c.Pipeline()
+		for iter.Next(ctx) {
+			pipe.Unlink(ctx, iter.Val())
+			if pipe.Len() == 500 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if pipe.Len() > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		return del(ctx, c)
+	}
+	return fmt.Errorf("unexpected client %T", client)
+}
+
+func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runID string) Env {
+	env := Env{
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		Standalone: cfg.standalone, Cluster: cfg.cluster,
+		CellDuration: Duration(cfg.cell), MemoryCell: Duration(cfg.memCell), Warmup: Duration(cfg.warmup),
+		Keys: cfg.keys, Limit: cfg.limit, Window: Duration(time.Minute),
+		Command: os.Getenv("SLIDEBENCH_COMMAND"), RunIDPrefix: runID,
+	}
+	if env.Command == "" {
+		env.Command = strings.Join(os.Args, " ")
+	}
+	env.CPU = cpuModel()
+	if out, err := exec.Command("git", "-C", "..", "log", "-1", "--format=%h %cs %s", "--", "core").Output(); err == nil {
+		env.CoreRevision = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--", "core").Output(); err == nil && len(st) > 0 {
+			env.CoreRevision += " (plus uncommitted changes in core/)"
+		}
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			switch d.Path {
+			case "github.com/redis/go-redis/v9":
+				env.GoRedis = d.Version
+			case "github.com/go-redis/redis_rate/v10", "github.com/ulule/limiter/v3",
+				"github.com/throttled/throttled/v2", "github.com/go-chi/httprate",
+				"github.com/sethvargo/go-limiter", "golang.org/x/time":
+				env.PeerVersions = append(env.PeerVersions, d.Path+" "+d.Version)
+			}
+		}
+	}
+	c := topologies[0].newClient()
+	if info, err := c.Info(ctx, "server").Result(); err == nil {
+		env.RedisVersion = infoField(info, "redis_version")
+	}
+	c.Close()
+	cc := topologies[1].newClient()
+	if nodes, err := cc.ClusterNodes(ctx).Result(); err == nil {
+		masters, replicas := 0, 0
+		for line := range strings.SplitSeq(strings.TrimSpace(nodes), "\n") {
+			switch {
+			case strings.Contains(line, "master"):
+				masters++
+			case strings.Contains(line, "slave"):
+				replicas++
+			}
+		}
+		env.ClusterNodes = fmt.Sprintf("%d masters + %d replicas", masters, replicas)
+	}
+	cc.Close()
+	return env
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func infoField(info, field string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i]
+	}
+	return "."
+}
