@@ -1,0 +1,34 @@
+// Package slidechi rate-limits chi (and any net/http) requests with a
+// slidelog.Limiter: a strict sliding-window log on Redis, Redis Cluster or
+// memory.
+//
+//	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
+//	r := chi.NewRouter()
+//	r.Use(slidechi.Middleware(l, slidechi.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+//
+// Middleware returns func(http.Handler) http.Handler, so it also wraps a
+// plain http.ServeMux or any handler.
+//
+// Each request is keyed (by default by client IP), checked, and answered
+// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit
+// by default). A denied request gets 429 with Retry-After and an
+// application/problem+json body; a request with a bad identity gets 400
+// or 431 before any store call; when the limiter cannot decide, the error
+// handler answers (503 by default, never with the error's text).
+//
+// Per-route limits: pass different limiters to Middleware on different
+// routes and groups (r.With(slidechi.Middleware(searchLimiter)).Get(...),
+// r.Group, r.Route), key by route with slidelog.ByRoute (chi's route
+// pattern, such as "/users/{id}", found even for middleware added with
+// r.Use), or choose a limiter per request with WithLimiterFunc.
+//
+// # Client IP and chi's RealIP
+//
+// The middleware reads r.RemoteAddr, the socket address, and by default
+// ignores X-Forwarded-For, X-Real-IP and Forwarded. Do not put chi's
+// middleware.RealIP in front of it unless every request comes through a
+// proxy that overwrites those headers: RealIP copies a client-supplied
+// header into r.RemoteAddr. Behind a proxy, list it with
+// WithTrustedProxies instead: the client is then the rightmost forwarded
+// address that is not a trusted proxy.
+package slidechi

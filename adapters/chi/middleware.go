@@ -1,0 +1,112 @@
+package slidechi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// Middleware returns net/http middleware that rate-limits requests with l,
+// or with the limiter WithLimiterFunc chooses (l may then be nil). Use it
+// with chi's r.Use, r.With, r.Group or r.Route, or wrap any http.Handler;
+// different limiters on different routes and groups give per-route
+// limits.
+//
+// It panics when an option is invalid (such as a malformed CIDR), so that
+// a misconfiguration shows at start-up, never per request.
+func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Handler {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	hl, err := slidelog.NewHTTPLimiter(l, cfg.core...)
+	if err != nil {
+		panic("slidechi: " + err.Error())
+	}
+	denied, onError := cfg.denied, cfg.onError
+	if denied == nil {
+		denied = defaultDenied
+	}
+	if onError == nil {
+		onError = defaultError
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			d := hl.Check(&request{r: r})
+			h := w.Header()
+			for _, f := range d.Header {
+				h.Set(f.Name, f.Value)
+			}
+			switch d.Outcome {
+			case slidelog.OutcomeDenied:
+				denied(w, r, d.Result)
+				return
+			case slidelog.OutcomeError:
+				onError(w, r, d.Err)
+				return
+			}
+			if !d.Result.Allowed {
+				// Skipped or let through by shadow mode: nothing to refund.
+				next.ServeHTTP(w, r)
+				return
+			}
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r)
+			d.Finish(ww.Status())
+		})
+	}
+}
+
+func defaultDenied(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
+	writeProblem(w, slidelog.DeniedProblem(res))
+}
+
+func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
+	writeProblem(w, slidelog.ErrorProblem(err))
+}
+
+func writeProblem(w http.ResponseWriter, p slidelog.Problem) {
+	w.Header().Set("Content-Type", slidelog.ProblemContentType)
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(p.JSON())
+}
+
+// request presents a net/http request to slidelog.
+type request struct {
+	r       *http.Request
+	route   string
+	routeOK bool
+}
+
+func (r *request) Context() context.Context    { return r.r.Context() }
+func (r *request) Method() string              { return r.r.Method }
+func (r *request) Path() string                { return r.r.URL.Path }
+func (r *request) RemoteAddr() string          { return r.r.RemoteAddr }
+func (r *request) Native() any                 { return r.r }
+func (r *request) Header(name string) []string { return r.r.Header.Values(name) }
+func (r *request) Value(key any) any           { return r.r.Context().Value(key) }
+
+// Route asks chi's root router which pattern the request matches, since
+// middleware added with r.Use runs before chi has routed the request.
+// Outside chi it is "".
+func (r *request) Route() string {
+	if r.routeOK {
+		return r.route
+	}
+	r.routeOK = true
+	rctx := chi.RouteContext(r.r.Context())
+	if rctx == nil || rctx.Routes == nil {
+		return ""
+	}
+	path := r.r.URL.RawPath
+	if path == "" {
+		path = r.r.URL.Path
+	}
+	r.route = rctx.Routes.Find(chi.NewRouteContext(), r.r.Method, path)
+	return r.route
+}

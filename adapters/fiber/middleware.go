@@ -1,0 +1,112 @@
+package slidefiber
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// Middleware returns fiber middleware that rate-limits requests with l, or
+// with the limiter WithLimiterFunc chooses (l may then be nil). Use it
+// with app.Use, on a group, or on one route; different limiters on
+// different routes and groups give per-route limits.
+//
+// It panics when an option is invalid (such as a malformed CIDR), so that
+// a misconfiguration shows at start-up, never per request.
+func Middleware(l *slidelog.Limiter, opts ...Option) fiber.Handler {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	hl, err := slidelog.NewHTTPLimiter(l, cfg.core...)
+	if err != nil {
+		panic("slidefiber: " + err.Error())
+	}
+	denied, onError := cfg.denied, cfg.onError
+	if denied == nil {
+		denied = defaultDenied
+	}
+	if onError == nil {
+		onError = defaultError
+	}
+	return func(c *fiber.Ctx) error {
+		d := hl.Check(&request{c: c})
+		for _, f := range d.Header {
+			c.Set(f.Name, f.Value)
+		}
+		switch d.Outcome {
+		case slidelog.OutcomeDenied:
+			return denied(c, d.Result)
+		case slidelog.OutcomeError:
+			return onError(c, d.Err)
+		}
+		err := c.Next()
+		d.Finish(status(c, err))
+		return err
+	}
+}
+
+// status is the status the response has or, when the handler returned an
+// error that fiber's error handler has yet to write, will have.
+func status(c *fiber.Ctx, err error) int {
+	if err == nil {
+		return c.Response().StatusCode()
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		return fe.Code
+	}
+	return fiber.StatusInternalServerError
+}
+
+func defaultDenied(c *fiber.Ctx, res slidelog.Result) error {
+	p := slidelog.DeniedProblem(res)
+	c.Set(fiber.HeaderContentType, slidelog.ProblemContentType)
+	return c.Status(p.Status).Send(p.JSON())
+}
+
+func defaultError(c *fiber.Ctx, err error) error {
+	p := slidelog.ErrorProblem(err)
+	c.Set(fiber.HeaderContentType, slidelog.ProblemContentType)
+	return c.Status(p.Status).Send(p.JSON())
+}
+
+// request presents a fiber request to slidelog. Every string it returns is
+// a copy: fasthttp reuses its buffers after the handler returns, and a
+// store may keep a key.
+type request struct{ c *fiber.Ctx }
+
+func (r *request) Context() context.Context { return r.c.UserContext() }
+func (r *request) Method() string           { return strings.Clone(r.c.Method()) }
+func (r *request) Path() string             { return string(r.c.Request().URI().Path()) }
+func (r *request) RemoteAddr() string       { return r.c.Context().RemoteAddr().String() }
+func (r *request) Native() any              { return r.c }
+
+// Route is the path of the route the middleware was registered on: with
+// app.Use, the Use prefix; on a route or a group's route, its pattern.
+// Fiber has not matched the final route when app.Use middleware runs.
+func (r *request) Route() string { return strings.Clone(r.c.Route().Path) }
+
+func (r *request) Header(name string) []string {
+	raw := r.c.Request().Header.PeekAll(name)
+	if len(raw) == 0 {
+		return nil
+	}
+	vs := make([]string, len(raw))
+	for i, b := range raw {
+		vs[i] = string(b)
+	}
+	return vs
+}
+
+func (r *request) Value(key any) any {
+	if v := r.c.Locals(key); v != nil {
+		return v
+	}
+	return r.c.UserContext().Value(key)
+}
