@@ -82,23 +82,24 @@ type workerStats struct {
 
 // drive runs callers goroutines calling l.Allow with keys from keyOf for
 // warmup (not recorded) and then for d, and returns the merged stats and
-// the measured wall time. commands, when not nil, is read right before
-// and after the measured part.
-func drive(l contender.Limiter, callers int, keyOf func(worker int) func() string, warmup, d time.Duration, commands *atomic.Int64) (workerStats, time.Duration, int64) {
+// the measured wall time. The counters commands and trips, when not nil,
+// are read right before and after the measured part, and their deltas
+// returned (-1 when nil).
+func drive(l contender.Limiter, callers int, keyOf func(worker int) func() string, warmup, d time.Duration, commands, trips *atomic.Int64) (workerStats, time.Duration, int64, int64) {
 	ctx := context.Background()
 	if warmup > 0 {
 		run(ctx, l, callers, keyOf, warmup, false)
 	}
-	var before int64
+	var cmds0, trips0 int64
 	if commands != nil {
-		before = commands.Load()
+		cmds0, trips0 = commands.Load(), trips.Load()
 	}
 	stats, elapsed := run(ctx, l, callers, keyOf, d, true)
-	cmds := int64(-1)
+	cmds, rts := int64(-1), int64(-1)
 	if commands != nil {
-		cmds = commands.Load() - before
+		cmds, rts = commands.Load()-cmds0, trips.Load()-trips0
 	}
-	return stats, elapsed, cmds
+	return stats, elapsed, cmds, rts
 }
 
 func run(ctx context.Context, l contender.Limiter, callers int, keyOf func(worker int) func() string, d time.Duration, record bool) (workerStats, time.Duration) {

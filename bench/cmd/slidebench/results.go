@@ -62,6 +62,10 @@ type Cell struct {
 	// sent during the measured part of the cell (go-redis hook, pipelined
 	// commands counted one by one); -1 in memory.
 	Commands int64 `json:"commands"`
+	// RoundTrips is the number of single commands plus pipelines the
+	// client sent; Commands/RoundTrips above 1 means pipelining. -1 in
+	// memory.
+	RoundTrips int64 `json:"round_trips"`
 }
 
 // Accuracy is one limiter's admissions under the boundary attack.

@@ -158,9 +158,9 @@ func runAll(cfg runConfig) error {
 					if err != nil {
 						return err
 					}
-					st, elapsed, _ := drive(l, callers, sc.keyOf, cfg.warmup, cfg.memCell, nil)
+					st, elapsed, _, _ := drive(l, callers, sc.keyOf, cfg.warmup, cfg.memCell, nil, nil)
 					l.Close()
-					cell := newCell("memory", sc.name, callers, name, st, elapsed, -1)
+					cell := newCell("memory", sc.name, callers, name, st, elapsed, -1, -1)
 					report(cell)
 					res.Cells = append(res.Cells, cell)
 				}
@@ -199,8 +199,8 @@ func runAll(cfg runConfig) error {
 func redisCell(ctx context.Context, topo topology, name, prefix, scenario string, callers int, keyOf func(int) func() string, cfg runConfig) (Cell, error) {
 	client := topo.newClient()
 	defer client.Close()
-	var commands atomic.Int64
-	client.AddHook(commandCounter{&commands})
+	var commands, trips atomic.Int64
+	client.AddHook(commandCounter{&commands, &trips})
 	l, err := contender.NewRedis(ctx, name, client, prefix, cfg.limit, time.Minute)
 	if err != nil {
 		return Cell{}, err
@@ -214,17 +214,17 @@ func redisCell(ctx context.Context, topo topology, name, prefix, scenario string
 			}
 		}
 	}
-	st, elapsed, cmds := drive(l, callers, keyOf, cfg.warmup, cfg.cell, &commands)
-	return newCell(topo.name, scenario, callers, name, st, elapsed, cmds), nil
+	st, elapsed, cmds, rts := drive(l, callers, keyOf, cfg.warmup, cfg.cell, &commands, &trips)
+	return newCell(topo.name, scenario, callers, name, st, elapsed, cmds, rts), nil
 }
 
-func newCell(topo, scenario string, callers int, name string, st workerStats, elapsed time.Duration, cmds int64) Cell {
+func newCell(topo, scenario string, callers int, name string, st workerStats, elapsed time.Duration, cmds, trips int64) Cell {
 	c := Cell{
 		Topology: topo, Scenario: scenario, Callers: callers, Contender: name,
 		Decisions: st.decisions, Allowed: st.allowed, Errors: st.errors,
 		Seconds: elapsed.Seconds(), PerSec: float64(st.decisions) / elapsed.Seconds(),
 		P50: st.hist.quantile(0.50) / 1e3, P99: st.hist.quantile(0.99) / 1e3, P999: st.hist.quantile(0.999) / 1e3,
-		Commands: cmds,
+		Commands: cmds, RoundTrips: trips,
 	}
 	if st.hist.n > 0 {
 		c.Mean = st.hist.sum / float64(st.hist.n) / 1e3
@@ -238,7 +238,8 @@ func newCell(topo, scenario string, callers int, name string, st workerStats, el
 func report(c Cell) {
 	cmds := ""
 	if c.Commands >= 0 && c.Decisions > 0 {
-		cmds = fmt.Sprintf("  %.3f cmd/decision", float64(c.Commands)/float64(c.Decisions))
+		cmds = fmt.Sprintf("  %.3f cmd/decision  %.2f cmd/round trip", float64(c.Commands)/float64(c.Decisions),
+			float64(c.Commands)/float64(max(c.RoundTrips, 1)))
 	}
 	errs := ""
 	if c.Errors > 0 {
@@ -251,13 +252,14 @@ func report(c Cell) {
 
 // commandCounter is a go-redis hook counting the commands a client sends,
 // pipelined ones one by one.
-type commandCounter struct{ n *atomic.Int64 }
+type commandCounter struct{ n, trips *atomic.Int64 }
 
 func (c commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.n.Add(1)
+		c.trips.Add(1)
 		return next(ctx, cmd)
 	}
 }
@@ -265,6 +267,7 @@ func (c commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		c.n.Add(int64(len(cmds)))
+		c.trips.Add(1)
 		return next(ctx, cmds)
 	}
 }

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/slidelog/slidelog/bench/contender"
+)
+
+func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	e := r.Env
+
+	p("# Benchmarks\n\n")
+	p("slidelog side by side with its Go peers, on the same Redis servers in one run, and the in-process\n")
+	p("limiters in memory. This file and the charts in `docs/img/` are generated: run `make bench-report`\n")
+	p("to measure again and rewrite them (`make bench` measures and prints without touching the docs).\n")
+	p("The harness is `bench/cmd/slidebench` and the `go test` benchmarks are in `bench/contender`, a\n")
+	p("module of its own, so none of the peers enters the `go.mod` of slidelog or of its adapters.\n\n")
+	p("Numbers are from **one run on one small machine** where the client and every Redis process share\n")
+	p("two cores: absolute rates are low and a cell can move by 10–20%% between runs; read the ratios.\n\n")
+
+	p("## Setup\n\n")
+	p("| | |\n|---|---|\n")
+	p("| Date | %s |\n", e.Date.Format("2006-01-02 15:04 MST"))
+	p("| Machine | %s, %d cores (`nproc`), GOMAXPROCS %d |\n", e.CPU, e.NumCPU, e.GOMAXPROCS)
+	p("| Go | %s |\n", e.GoVersion)
+	p("| Redis | %s; standalone at %s; Cluster of %s (seeds %s), all on this machine |\n", e.RedisVersion, e.Standalone, e.ClusterNodes, strings.Join(e.Cluster, ", "))
+	p("| Client | go-redis %s, default options (pool of 10 connections per GOMAXPROCS) |\n", e.GoRedis)
+	p("| Peers | %s |\n", strings.Join(e.PeerVersions, ", "))
+	p("| slidelog core | %s |\n", orDash(e.CoreRevision))
+	p("| Command | `%s` |\n", e.Command)
+	p("| Cells | %v warm-up, then %v measured per Redis cell and %v per in-memory cell; limit %d per %v |\n",
+		e.Warmup, e.CellDuration, e.MemoryCell, e.Limit, e.Window)
+	p("| Whole run | %v |\n\n", e.ElapsedTotal)
+
+	writeTargets(&b, r, gb)
+
+	for _, sc := range []string{"many-keys", "flood"} {
+		switch sc {
+		case "many-keys":
+			p("## Redis: many keys\n\n")
+			p("Each caller picks one of %d keys at random for every decision, limit %d per minute: nearly\n", e.Keys, e.Limit)
+			p("every request is admitted, so each decision writes. `EVALSHA round trip` is not a limiter: it\n")
+			p("runs the smallest keyed script (`return 1`), the floor under any script-based limiter.\n\n")
+		case "flood":
+			p("## Redis: one flooded key\n\n")
+			p("Every caller hammers one key whose limit was spent before the measurement: every decision is\n")
+			p("a denial, the credential-stuffing case.\n\n")
+		}
+		for _, topo := range []string{"standalone", "cluster"} {
+			if !hasTopology(r, topo) {
+				continue
+			}
+			p("### %s\n\n", topoTitle(topo))
+			writeCellTable(&b, r, topo, sc, true)
+			p("![Latency percentiles, %s, %s](%s)\n\n", topoTitle(topo), sc, charts["latency-"+topo+"-"+sc])
+		}
+	}
+	p("## Throughput by concurrency\n\n")
+	for _, topo := range []string{"standalone", "cluster"} {
+		if id := "throughput-" + topo; charts[id] != "" {
+			p("![Decisions per second by callers, %s](%s)\n\n", topoTitle(topo), charts[id])
+		}
+	}
+
+	if hasTopology(r, "memory") {
+		p("## In memory\n\n")
+		p("The same harness on the in-process limiters (limit %d per minute). `x/time/rate` is used the\n", e.Limit)
+		p("usual way, one token bucket per key in a `sync.Map`; httprate through `OnLimit`, as its middleware\n")
+		p("calls it. At these speeds the two clock reads around each call are part of the latency.\n\n")
+		for _, sc := range []string{"many-keys", "flood"} {
+			p("**%s**\n\n", scenarioTitles[sc])
+			writeCellTable(&b, r, "memory", sc, false)
+		}
+		if c := charts["throughput-memory"]; c != "" {
+			p("![Decisions per second by callers, in memory](%s)\n\n", c)
+		}
+	}
+	if len(gb) > 0 {
+		writeGoBench(&b, gb)
+	}
+	if len(r.Accuracy) > 0 {
+		writeAccuracy(&b, r.Accuracy, charts["accuracy"])
+	}
+	if len(r.Memory) > 0 {
+		p("## Redis memory per entry\n\n")
+		p("One slidelog log filled to its limit, then `MEMORY USAGE key SAMPLES 0` (Redis %s, default\n", e.RedisVersion)
+		p("`zset-max-listpack-entries` 128).\n\n")
+		p("| Limit | Entries | Bytes | Bytes per entry | Encoding |\n|---:|---:|---:|---:|---|\n")
+		for _, m := range r.Memory {
+			p("| %d | %d | %d | %.1f | %s |\n", m.Limit, m.Entries, m.Bytes, m.PerEntry, m.Encoding)
+		}
+		p("\n")
+	}
+	writeMethod(&b, r)
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func writeCellTable(b *strings.Builder, r *Results, topo, scenario string, redis bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	names := contender.Memory
+	base := contender.GoLimiter
+	if redis {
+		names = append(append([]string(nil), contender.Redis...), contender.EvalSHA)
+		base = contender.RedisRate
+	}
+	p("| Contender | Callers | Decisions/s | vs %s | p50 | p99 | p99.9 | Admitted |", base)
+	if redis {
+		p(" Commands / decision | Commands / round trip |")
+	}
+	p(" Errors |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+	if redis {
+		p("---:|---:|")
+	}
+	p("---:|\n")
+	for _, callers := range callerList(r) {
+		ref, _ := find(r, topo, scenario, callers, base)
+		for _, name := range names {
+			c, ok := find(r, topo, scenario, callers, name)
+			if !ok {
+				continue
+			}
+			label := name
+			if name == contender.Slidelog || name == contender.SlidelogMemory {
+				label = "**" + name + "**"
+			}
+			p("| %s | %d | %s | %s | %s | %s | %s | %.1f%% |", label, callers, fmtRate(c.PerSec), fmtRatio(ratio(c.PerSec, ref.PerSec)),
+				fmtMicros(c.P50), fmtMicros(c.P99), fmtMicros(c.P999), 100*float64(c.Allowed)/math.Max(float64(c.Decisions), 1))
+			if redis {
+				p(" %.3f | %.2f |", float64(c.Commands)/math.Max(float64(c.Decisions), 1), float64(c.Commands)/math.Max(float64(c.RoundTrips), 1))
+			}
+			errs := fmt.Sprint(c.Errors)
+			if c.Errors > 0 {
+				errs += " (" + strings.ReplaceAll(c.FirstErr, "|", "/") + ")"
+			}
+			p(" %s |\n", errs)
+		}
+	}
+	p("\n")
+}
+
+func writeGoBench(b *strings.Builder, gb []goBench) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("## `go test` benchmarks\n\n")
+	p("`bench/contender`, `b.Loop` for one goroutine and `b.RunParallel` for all cores, `b.ReportAllocs`.\n")
+	p("`allow` spreads calls over a million keys so that each is admitted; `deny` hammers one key far\n")
+	p("over its limit. The Redis rows run one call at a time on the standalone server: their ns/op is a\n")
+	p("round trip, their allocations are the client side of one decision.\n\n")
+	p("| Benchmark | ns/op | B/op | allocs/op |\n|---|---:|---:|---:|\n")
+	for _, x := range gb {
+		name := x.name
+		if strings.Contains(name, "slidelog") {
+			name = "**" + name + "**"
+		}
+		p("| %s | %s | %.0f | %.0f |\n", name, fmtNs(x.nsPerOp), x.bytes, x.allocs)
+	}
+	p("\n")
+}
+
+func fmtNs(ns float64) string {
+	if ns >= 1000 {
+		return fmt.Sprintf("%.0f", ns)
+	}
+	return fmt.Sprintf("%.1f", ns)
+}
+
+func writeAccuracy(b *strings.Builder, acc []Accuracy, chart string) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	a0 := acc[0]
+	p("## Accuracy: the boundary attack\n\n")
+	p("The article's attack, against the standalone Redis, on slidelog and on ulule/limiter's fixed\n")
+	p("window at once, both at %d requests per %v (a short window, so that the attack takes seconds; its\n", a0.Limit, a0.Window)
+	p("shape does not depend on the window's length). One request at 0 s opens the fixed window; a burst\n")
+	p("of %d requests lands 200 ms before that window ends, another of %d 50 ms after the next window\n", attackBurst, attackBurst)
+	p("starts, and a last one a window later. The chart counts, at every instant, the requests each\n")
+	p("limiter admitted in the rolling window that ends there (decision times are the middle of each\n")
+	p("round trip, measured by the client).\n\n")
+	p("![Admitted requests in every rolling window under the boundary attack](%s)\n\n", chart)
+	p("| Limiter | Requests sent | Admitted | Most admitted in any rolling %v | Limit |\n|---|---:|---:|---:|---:|\n", a0.Window)
+	for _, a := range acc {
+		p("| %s | %d | %d | **%d** | %d |\n", a.Contender, a.Sent, len(a.Admitted), a.MaxInWin, a.Limit)
+	}
+	p("\n")
+}
+
+func writeMethod(b *strings.Builder, r *Results) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("## Method\n\n")
+	p("- Every contender gets its own go-redis client (default options) per cell, and its own key\n")
+	p("  prefix; the cells run one after the other, contenders interleaved at each concurrency. Every\n")
+	p("  key is deleted after its cell; nothing else on the servers is touched.\n")
+	p("- A caller is a goroutine calling `Allow` in a loop; decisions/s is the decisions made divided by\n")
+	p("  the wall time until the last caller returned; latency is per call, from a log-linear\n")
+	p("  histogram (under 1%% error). Errors are counted apart and are not decisions.\n")
+	p("- Commands are counted by a go-redis hook on the contender's client (a pipeline counts each\n")
+	p("  command in it and one round trip), during the measured part only.\n")
+	p("- Peer settings, all for %d per minute: redis_rate `Limit{Rate: %d, Burst: %d, Period: 1m}` (GCRA, as\n", r.Env.Limit, r.Env.Limit, r.Env.Limit)
+	p("  `redis_rate.PerMinute`); ulule/limiter `Rate{Limit: %d, Period: 1m}` with its Redis store (fixed\n", r.Env.Limit)
+	p("  window); throttled `GCRARateLimiterCtx` with `RateQuota{PerDuration(%d, 1m), MaxBurst: %d}` on its\n", r.Env.Limit, r.Env.Limit-1)
+	p("  go-redis v9 store; go-limiter `memorystore` with `Tokens: %d, Interval: 1m`; httprate\n", r.Env.Limit)
+	p("  `NewRateLimiter(%d, 1m)` (sliding-window counter); x/time/rate `Every(1m/%d)`, burst %d.\n", r.Env.Limit, r.Env.Limit, r.Env.Limit)
+	p("- Only slidelog is exact. GCRA and token buckets admit up to a burst plus the rate in a window,\n")
+	p("  the fixed window up to twice its limit across a boundary, httprate's sliding counter an\n")
+	p("  estimate; they do less work per decision, which is the cost the targets ask slidelog to hide.\n\n")
+	if len(r.Env.SkippedReason) > 0 {
+		p("Left out: %s.\n\n", strings.Join(r.Env.SkippedReason, "; "))
+	}
+}
