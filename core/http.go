@@ -2,6 +2,8 @@ package slidelog
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -255,8 +257,16 @@ func WithIPv6Prefix(bits int) HTTPOption {
 // adapters share: it finds a request's identity, rejects bad identities
 // before any store call, asks the limiter, and says which headers to send
 // and whether to call the handler. It is safe for concurrent use.
+//
+// The key it gives the limiter is the identity prefixed with
+// PolicyNamespace of the limiter's policies (12 bytes, counted against
+// the limiter's maximum key length), so that limiters with different
+// policies on one store, such as per-route limits, never share a log.
+// Limiters with identical policies do share one: for separate budgets on
+// two routes, name their policies differently or key by route.
 type HTTPLimiter struct {
 	limiter *Limiter
+	ns      string // namespace of limiter
 	cfg     httpConfig
 }
 
@@ -276,7 +286,11 @@ func NewHTTPLimiter(l *Limiter, opts ...HTTPOption) (*HTTPLimiter, error) {
 	if l == nil && cfg.limiterFunc == nil {
 		return nil, fmt.Errorf("%w: nil limiter and no limiter func", ErrInvalidOption)
 	}
-	return &HTTPLimiter{limiter: l, cfg: cfg}, nil
+	h := &HTTPLimiter{limiter: l, cfg: cfg}
+	if l != nil {
+		h.ns = PolicyNamespace(l.Policies())
+	}
+	return h, nil
 }
 
 // Outcome is what an adapter does with a request after Check.
@@ -375,10 +389,14 @@ func (h *HTTPLimiter) decide(r *HTTPRequest) (Result, *Limiter, error) {
 	if l == nil {
 		return Result{}, nil, errNoLimiter
 	}
-	key, err := h.cfg.keyFunc(r)
+	id, err := h.cfg.keyFunc(r)
 	if err != nil {
 		return Result{}, nil, err
 	}
+	if id == "" {
+		return Result{}, nil, ErrNoKey
+	}
+	key := h.namespace(l) + id
 	if err := l.ValidateKey(key); err != nil {
 		if key != "" {
 			return Result{}, nil, fmt.Errorf("%w: %w", ErrIdentityTooLong, err)
@@ -391,6 +409,34 @@ func (h *HTTPLimiter) decide(r *HTTPRequest) (Result, *Limiter, error) {
 	}
 	res, err := l.AllowN(r.Context(), key, cost)
 	return res, l, err
+}
+
+// namespace returns the prefix that keeps the logs of limiters with
+// different policies apart on one store. A store keeps one log per
+// identity and evicts by the longest window of the call, so two limiters
+// with different policies sharing an identity's log would count each
+// other's requests and evict entries the other still needs. Limiters
+// with identical policies (names, limits, windows) share the log, which
+// is what those policies mean.
+func (h *HTTPLimiter) namespace(l *Limiter) string {
+	if l == h.limiter && h.ns != "" {
+		return h.ns
+	}
+	return PolicyNamespace(l.Policies())
+}
+
+// PolicyNamespace returns the 12-byte prefix (11 characters of URL-safe
+// base64 and "~") that HTTPLimiter puts before every identity it asks a
+// limiter with these policies about: a hash of their names, limits and
+// windows.
+func PolicyNamespace(policies []Policy) string {
+	hash := sha256.New()
+	for _, p := range policies {
+		fmt.Fprintf(hash, "%q %d %d\n", p.String(), p.Limit, p.Window)
+	}
+	var sum [sha256.Size]byte
+	b := base64.RawURLEncoding.AppendEncode(make([]byte, 0, 12), hash.Sum(sum[:0])[:8])
+	return string(append(b, '~'))
 }
 
 // Finish completes a decision once the handler has answered with status.

@@ -1,0 +1,92 @@
+package slidegin_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	slidegin "github.com/slidelog/slidelog/adapters/gin"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func TestHTTPSuiteMemory(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.MemoryStores(), newServer)
+}
+
+func TestHTTPSuiteCluster(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+}
+
+// newServer builds app with gin: the suite's factory.
+func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
+	r := gin.New()
+	if app.Global != nil {
+		r.Use(middleware(app.Global))
+	}
+	for _, rt := range app.Routes {
+		status := rt.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		var handlers []gin.HandlerFunc
+		if rt.Middleware != nil {
+			handlers = append(handlers, middleware(rt.Middleware))
+		}
+		handlers = append(handlers, func(c *gin.Context) { c.String(status, "ok") })
+		method := rt.Method
+		if method == "" {
+			method = http.MethodGet
+		}
+		r.Handle(method, rt.Pattern, handlers...)
+	}
+	return slidelogtest.ServeHandler(r)
+}
+
+// middleware maps the suite's neutral description to slidegin's options.
+func middleware(m *slidelogtest.HTTPMiddleware) gin.HandlerFunc {
+	opts := []slidegin.Option{slidegin.WithHeaders(m.Headers)}
+	if m.KeyFunc != nil {
+		opts = append(opts, slidegin.WithKeyFunc(m.KeyFunc))
+	}
+	if m.SkipFunc != nil {
+		opts = append(opts, slidegin.WithSkipFunc(m.SkipFunc))
+	}
+	if m.Cost != 0 {
+		opts = append(opts, slidegin.WithCost(m.Cost))
+	}
+	if m.CostFunc != nil {
+		opts = append(opts, slidegin.WithCostFunc(m.CostFunc))
+	}
+	if m.LimiterFunc != nil {
+		opts = append(opts, slidegin.WithLimiterFunc(m.LimiterFunc))
+	}
+	if m.ShadowMode {
+		opts = append(opts, slidegin.WithShadowMode(m.ShadowReport))
+	}
+	if m.RefundOnServerError {
+		opts = append(opts, slidegin.WithRefundOnServerError())
+	}
+	if len(m.TrustedProxies) > 0 {
+		opts = append(opts, slidegin.WithTrustedProxies(m.TrustedProxies...))
+	}
+	if m.IPv6Prefix != 0 {
+		opts = append(opts, slidegin.WithIPv6Prefix(m.IPv6Prefix))
+	}
+	if m.DeniedBody != "" {
+		opts = append(opts, slidegin.WithDeniedHandler(func(c *gin.Context, _ slidelog.Result) {
+			c.String(http.StatusTooManyRequests, m.DeniedBody)
+		}))
+	}
+	if m.ErrorBody != "" {
+		opts = append(opts, slidegin.WithErrorHandler(func(c *gin.Context, _ error) {
+			c.String(http.StatusServiceUnavailable, m.ErrorBody)
+		}))
+	}
+	return slidegin.Middleware(m.Limiter, opts...)
+}
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode)
+	m.Run()
+}

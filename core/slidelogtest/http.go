@@ -1,0 +1,198 @@
+package slidelogtest
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// HTTPMiddleware describes one call of an adapter's Middleware in neutral
+// terms. A factory maps every set field to the adapter's option of the
+// same name, so the suite checks the options' wiring as well as the
+// behaviour behind them.
+type HTTPMiddleware struct {
+	// Limiter is Middleware's first argument.
+	Limiter *slidelog.Limiter
+	// KeyFunc, when not nil, is passed with WithKeyFunc.
+	KeyFunc slidelog.KeyFunc
+	// SkipFunc, when not nil, is passed with WithSkipFunc.
+	SkipFunc slidelog.SkipFunc
+	// Cost, when not 0, is passed with WithCost.
+	Cost int
+	// CostFunc, when not nil, is passed with WithCostFunc.
+	CostFunc slidelog.CostFunc
+	// LimiterFunc, when not nil, is passed with WithLimiterFunc.
+	LimiterFunc slidelog.LimiterFunc
+	// ShadowMode, when true, adds WithShadowMode(ShadowReport).
+	ShadowMode   bool
+	ShadowReport slidelog.ShadowFunc
+	// RefundOnServerError, when true, adds WithRefundOnServerError().
+	RefundOnServerError bool
+	// Headers is always passed with WithHeaders (its zero value is the
+	// default, HeadersIETF).
+	Headers slidelog.HeaderStyle
+	// TrustedProxies, when not empty, is passed with WithTrustedProxies.
+	TrustedProxies []string
+	// IPv6Prefix, when not 0, is passed with WithIPv6Prefix.
+	IPv6Prefix int
+	// DeniedBody, when not empty, installs WithDeniedHandler with a
+	// handler that answers 429 with this text/plain body.
+	DeniedBody string
+	// ErrorBody, when not empty, installs WithErrorHandler with a handler
+	// that answers 503 with this text/plain body.
+	ErrorBody string
+}
+
+// HTTPRoute is one route of the server a factory builds. Its handler
+// answers Status (200 when 0) with the text/plain body "ok".
+type HTTPRoute struct {
+	// Method is the route's method; "GET" when empty.
+	Method string
+	// Pattern is the route's path pattern with parameters in colon form,
+	// such as "/items/:id"; a brace-style router converts it with
+	// BracePattern.
+	Pattern string
+	// Status is what the handler answers.
+	Status int
+	// Middleware, when not nil, is installed on this route only.
+	Middleware *HTTPMiddleware
+}
+
+// HTTPApp is the server a factory builds.
+type HTTPApp struct {
+	// Global, when not nil, is installed for every route (engine.Use).
+	Global *HTTPMiddleware
+	// Routes are the server's routes.
+	Routes []HTTPRoute
+}
+
+// HTTPServe serves one request and returns the response. The request's
+// RemoteAddr is the socket address the server must see.
+type HTTPServe func(req *http.Request) *http.Response
+
+// HTTPFactory builds app with the framework under test.
+type HTTPFactory func(t *testing.T, app HTTPApp) HTTPServe
+
+// ServeHandler returns an HTTPServe for a net/http handler, served through
+// httptest.ResponseRecorder.
+func ServeHandler(h http.Handler) HTTPServe {
+	return func(req *http.Request) *http.Response {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Result()
+	}
+}
+
+// BracePattern converts a colon-form pattern ("/items/:id") to brace form
+// ("/items/{id}"), as chi and net/http spell it.
+func BracePattern(pattern string) string {
+	segs := strings.Split(pattern, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, ":") {
+			segs[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// MemoryStores returns a NewStoreFunc that builds memory stores.
+func MemoryStores() NewStoreFunc {
+	return func(_ *testing.T, clock func() time.Time) slidelog.Store {
+		return slidelog.NewMemoryStore(slidelog.WithClock(clock))
+	}
+}
+
+// ClusterStores returns a NewStoreFunc that builds Redis stores on the
+// test Redis Cluster, each under its own key prefix whose keys are deleted
+// when its test ends. It fails t when the Cluster is not configured.
+func ClusterStores(t *testing.T) NewStoreFunc {
+	t.Helper()
+	return redisStores(ClusterClient(t))
+}
+
+// RedisStores is ClusterStores for the standalone test Redis.
+func RedisStores(t *testing.T) NewStoreFunc {
+	t.Helper()
+	return redisStores(RedisClient(t))
+}
+
+func redisStores(c redis.UniversalClient) NewStoreFunc {
+	return func(t *testing.T, clock func() time.Time) slidelog.Store {
+		t.Helper()
+		s, err := slidelog.NewRedisStore(c, slidelog.WithKeyPrefix(KeyPrefix(t, c)), slidelog.WithClock(clock))
+		if err != nil {
+			t.Fatalf("NewRedisStore: %v", err)
+		}
+		return s
+	}
+}
+
+// CountingStore wraps a Store and counts the calls made to it, and keeps
+// the identities Take was asked about. The HTTP suite uses it to prove that
+// a bad identity never reaches the store and that forwarded headers do not
+// create identities.
+type CountingStore struct {
+	slidelog.Store
+	takes   atomic.Int64
+	refunds atomic.Int64
+	mu      sync.Mutex
+	keys    map[string]int
+}
+
+// NewCountingStore wraps s.
+func NewCountingStore(s slidelog.Store) *CountingStore {
+	return &CountingStore{Store: s, keys: make(map[string]int)}
+}
+
+// Take counts the call and forwards it.
+func (s *CountingStore) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	s.takes.Add(1)
+	s.mu.Lock()
+	s.keys[req.Key]++
+	s.mu.Unlock()
+	return s.Store.Take(ctx, req)
+}
+
+// Refund counts the call and forwards it.
+func (s *CountingStore) Refund(ctx context.Context, req slidelog.Request) error {
+	s.refunds.Add(1)
+	return s.Store.Refund(ctx, req)
+}
+
+// Takes returns how many times Take was called.
+func (s *CountingStore) Takes() int { return int(s.takes.Load()) }
+
+// Refunds returns how many times Refund was called.
+func (s *CountingStore) Refunds() int { return int(s.refunds.Load()) }
+
+// Keys returns the identities Take was asked about, with their counts.
+func (s *CountingStore) Keys() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.keys))
+	for k, n := range s.keys {
+		out[k] = n
+	}
+	return out
+}
+
+// Identities is Keys with the PolicyNamespace prefix HTTPLimiter adds
+// removed: the identities the key function returned.
+func (s *CountingStore) Identities() map[string]int {
+	out := make(map[string]int)
+	for k, n := range s.Keys() {
+		if len(k) >= 12 && k[11] == '~' {
+			k = k[12:]
+		}
+		out[k] += n
+	}
+	return out
+}

@@ -1,0 +1,696 @@
+package slidelogtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// RunHTTPSuite runs the HTTP conformance suite: every adapter must pass
+// it, on the memory store and on the Redis Cluster, with the same
+// results. newStore builds the store of each test (see MemoryStores and
+// ClusterStores); factory builds a server with the adapter under test.
+func RunHTTPSuite(t *testing.T, newStore NewStoreFunc, factory HTTPFactory) {
+	for _, tc := range httpCases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewClock(suiteStart)
+			inner := newStore(t, clock.Now)
+			t.Cleanup(func() { _ = inner.Close() })
+			tc.run(t, &httpEnv{newStore: newStore, inner: inner, store: NewCountingStore(inner), clock: clock, factory: factory})
+		})
+	}
+}
+
+type httpEnv struct {
+	newStore NewStoreFunc
+	inner    slidelog.Store
+	store    *CountingStore
+	clock    *Clock
+	factory  HTTPFactory
+}
+
+// limiter returns a limiter on the test's counting store. Limiters are
+// not closed: they share the store, which the suite closes.
+func (e *httpEnv) limiter(t *testing.T, p slidelog.Policy, opts ...slidelog.Option) *slidelog.Limiter {
+	t.Helper()
+	return newLimiter(t, e.store, p, opts...)
+}
+
+func newLimiter(t *testing.T, s slidelog.Store, p slidelog.Policy, opts ...slidelog.Option) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(s, p, opts...)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", p, err)
+	}
+	return l
+}
+
+func (e *httpEnv) serve(t *testing.T, app HTTPApp) HTTPServe {
+	t.Helper()
+	return e.factory(t, app)
+}
+
+// reply is a response read whole.
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends method path from the socket address remote with header
+// name/value pairs.
+func do(t *testing.T, serve HTTPServe, method, path, remote string, header ...string) reply {
+	t.Helper()
+	req := httptest.NewRequestWithContext(t.Context(), method, path, nil)
+	req.RemoteAddr = remote
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp := serve(req)
+	if resp == nil {
+		t.Fatalf("%s %s: no response", method, path)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", method, path, err)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+func get(t *testing.T, serve HTTPServe, path, remote string, header ...string) reply {
+	t.Helper()
+	return do(t, serve, http.MethodGet, path, remote, header...)
+}
+
+func (r reply) wantStatus(t *testing.T, want int) reply {
+	t.Helper()
+	if r.status != want {
+		t.Fatalf("status: got %d, want %d (body %q)", r.status, want, r.body)
+	}
+	return r
+}
+
+func (r reply) wantHeader(t *testing.T, name, want string) reply {
+	t.Helper()
+	vs := r.header.Values(name)
+	got := strings.Join(vs, ", ")
+	if want == "" && len(vs) > 0 {
+		t.Errorf("header %s: got %q, want none", name, got)
+	} else if got != want {
+		t.Errorf("header %s: got %q, want %q", name, got, want)
+	}
+	return r
+}
+
+var rateLimitHeaders = []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"}
+
+func (r reply) wantNoRateLimitHeaders(t *testing.T) reply {
+	t.Helper()
+	for _, h := range rateLimitHeaders {
+		r.wantHeader(t, h, "")
+	}
+	return r
+}
+
+// wantProblem checks an RFC 9457 body and returns its members.
+func (r reply) wantProblem(t *testing.T, status int) map[string]any {
+	t.Helper()
+	r.wantStatus(t, status)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, slidelog.ProblemContentType) {
+		t.Errorf("Content-Type: got %q, want %q", ct, slidelog.ProblemContentType)
+	}
+	var p map[string]any
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
+		t.Fatalf("problem body %q: %v", r.body, err)
+	}
+	for _, k := range []string{"type", "title", "detail"} {
+		if s, _ := p[k].(string); s == "" {
+			t.Errorf("problem %s: got %v, want a non-empty string (body %s)", k, p[k], r.body)
+		}
+	}
+	if got, _ := p["status"].(float64); int(got) != status {
+		t.Errorf("problem status: got %v, want %d", p["status"], status)
+	}
+	return p
+}
+
+// wantNoInternalText checks that a response says nothing of the failure's
+// cause.
+func (r reply) wantNoInternalText(t *testing.T, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		if strings.Contains(r.body, s) {
+			t.Errorf("body %q carries internal text %q", r.body, s)
+		}
+		for name, vs := range r.header {
+			for _, v := range vs {
+				if strings.Contains(v, s) {
+					t.Errorf("header %s: %q carries internal text %q", name, v, s)
+				}
+			}
+		}
+	}
+}
+
+const clientA = "192.0.2.1:41000"
+
+type httpCase struct {
+	name string
+	run  func(t *testing.T, e *httpEnv)
+}
+
+var httpCases = []httpCase{
+	{"AllowedThenDenied", testAllowedThenDenied},
+	{"RetryAfterRoundsUp", testRetryAfterRoundsUp},
+	{"LegacyHeaders", testLegacyHeaders},
+	{"NoHeaders", testNoHeaders},
+	{"MultiplePolicies", testMultiplePolicies},
+	{"DeniedHandler", testDeniedHandler},
+	{"Skip", testSkip},
+	{"Cost", testCost},
+	{"PerRoutePolicies", testPerRoutePolicies},
+	{"KeyByRoute", testKeyByRoute},
+	{"LimiterFunc", testLimiterFunc},
+	{"SpoofedForwardedHeaders", testSpoofedForwardedHeaders},
+	{"TrustedProxies", testTrustedProxies},
+	{"IPv6Prefix", testIPv6Prefix},
+	{"IPNormalisation", testIPNormalisation},
+	{"BadIdentityBeforeStore", testBadIdentityBeforeStore},
+	{"ShadowMode", testShadowMode},
+	{"RefundOnServerError", testRefundOnServerError},
+	{"LimiterError", testLimiterError},
+}
+
+func testAllowedThenDenied(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 3, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+
+	const policy = `"hello";q=3;w=60`
+	for i, remaining := range []int{2, 1, 0} {
+		if i > 0 {
+			e.clock.Advance(10 * time.Second)
+		}
+		r := get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK)
+		if r.body != "ok" {
+			t.Errorf("body: got %q, want the handler's %q", r.body, "ok")
+		}
+		r.wantHeader(t, "RateLimit-Policy", policy).
+			wantHeader(t, "RateLimit", fmt.Sprintf(`"hello";r=%d;t=60`, remaining)).
+			wantHeader(t, "Retry-After", "")
+	}
+
+	// At 25 s the first entry (0 s) leaves the window at 60 s: 35 s to go;
+	// the last (20 s) at 80 s: the window is empty in 55 s.
+	e.clock.Advance(5 * time.Second)
+	r := get(t, serve, "/hello", clientA)
+	p := r.wantProblem(t, http.StatusTooManyRequests)
+	r.wantHeader(t, "Retry-After", "35").
+		wantHeader(t, "RateLimit-Policy", policy).
+		wantHeader(t, "RateLimit", `"hello";r=0;t=55`)
+	if p["title"] != "Too Many Requests" {
+		t.Errorf("problem title: got %v, want %q", p["title"], "Too Many Requests")
+	}
+	if p["type"] != slidelog.ProblemTypeRateLimited {
+		t.Errorf("problem type: got %v, want %q", p["type"], slidelog.ProblemTypeRateLimited)
+	}
+	if d, _ := p["detail"].(string); !strings.Contains(d, "35") {
+		t.Errorf("problem detail: got %q, want it to say 35 seconds", d)
+	}
+	if got := fmt.Sprint(p["violated-policies"]); got != "[hello]" {
+		t.Errorf("problem violated-policies: got %s, want [hello]", got)
+	}
+	if takes := e.store.Takes(); takes != 4 {
+		t.Errorf("store takes: got %d, want 4", takes)
+	}
+
+	// Another client has its own window.
+	get(t, serve, "/hello", "192.0.2.2:41000").wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit", `"hello";r=2;t=60`)
+
+	// Exactly when Retry-After says, the client is admitted again.
+	e.clock.Advance(35 * time.Second)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit", `"hello";r=0;t=60`)
+}
+
+func testRetryAfterRoundsUp(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "one", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK)
+	e.clock.Advance(500 * time.Millisecond)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests).
+		wantHeader(t, "Retry-After", "60").
+		wantHeader(t, "RateLimit", `"one";r=0;t=60`)
+	e.clock.Advance(59 * time.Second)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests).
+		wantHeader(t, "Retry-After", "1").
+		wantHeader(t, "RateLimit", `"one";r=0;t=1`)
+	e.clock.Advance(500 * time.Millisecond)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK)
+}
+
+func testLegacyHeaders(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: l, Headers: slidelog.HeadersLegacy},
+		Routes: []HTTPRoute{{Pattern: "/hello"}},
+	})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "X-RateLimit-Limit", "2").
+		wantHeader(t, "X-RateLimit-Remaining", "1").
+		wantHeader(t, "X-RateLimit-Reset", "60").
+		wantHeader(t, "RateLimit", "").
+		wantHeader(t, "RateLimit-Policy", "")
+	e.clock.Advance(15 * time.Second)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "X-RateLimit-Remaining", "0").
+		wantHeader(t, "X-RateLimit-Reset", "60")
+	e.clock.Advance(1500 * time.Millisecond)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests).
+		wantHeader(t, "X-RateLimit-Limit", "2").
+		wantHeader(t, "X-RateLimit-Remaining", "0").
+		wantHeader(t, "X-RateLimit-Reset", "59"). // 58.5 s until the 15 s entry leaves
+		wantHeader(t, "Retry-After", "44")        // 43.5 s until the 0 s entry leaves
+}
+
+func testNoHeaders(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: l, Headers: slidelog.HeadersNone},
+		Routes: []HTTPRoute{{Pattern: "/hello"}},
+	})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t)
+	r := get(t, serve, "/hello", clientA)
+	r.wantProblem(t, http.StatusTooManyRequests)
+	r.wantHeader(t, "Retry-After", "60")
+	for _, h := range rateLimitHeaders[:5] {
+		r.wantHeader(t, h, "")
+	}
+}
+
+func testMultiplePolicies(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "burst", Limit: 2, Window: time.Second},
+		slidelog.WithPolicy(slidelog.Policy{Name: "hourly", Limit: 100, Window: time.Hour}))
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	const policy = `"burst";q=2;w=1, "hourly";q=100;w=3600`
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit-Policy", policy).
+		wantHeader(t, "RateLimit", `"burst";r=1;t=1, "hourly";r=99;t=3600`)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit", `"burst";r=0;t=1, "hourly";r=98;t=3600`)
+	e.clock.Advance(200 * time.Millisecond)
+	r := get(t, serve, "/hello", clientA)
+	p := r.wantProblem(t, http.StatusTooManyRequests)
+	r.wantHeader(t, "Retry-After", "1").
+		wantHeader(t, "RateLimit", `"burst";r=0;t=1, "hourly";r=98;t=3600`)
+	if got := fmt.Sprint(p["violated-policies"]); got != "[burst]" {
+		t.Errorf("violated-policies: got %s, want [burst]", got)
+	}
+}
+
+func testDeniedHandler(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: l, DeniedBody: "slow down"},
+		Routes: []HTTPRoute{{Pattern: "/hello"}},
+	})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK)
+	r := get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests).
+		wantHeader(t, "Retry-After", "60").
+		wantHeader(t, "RateLimit", `"hello";r=0;t=60`)
+	if r.body != "slow down" {
+		t.Errorf("body: got %q, want the denied handler's %q", r.body, "slow down")
+	}
+}
+
+func testSkip(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: l, SkipFunc: slidelog.SkipPaths("/healthz")},
+		Routes: []HTTPRoute{{Pattern: "/hello"}, {Pattern: "/healthz"}},
+	})
+	for range 5 {
+		get(t, serve, "/healthz", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t)
+	}
+	if n := e.store.Takes(); n != 0 {
+		t.Fatalf("store takes after skipped requests: got %d, want 0", n)
+	}
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests)
+	get(t, serve, "/healthz", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t)
+}
+
+func testCost(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "units", Limit: 10, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{Routes: []HTTPRoute{
+		{Pattern: "/heavy", Middleware: &HTTPMiddleware{Limiter: l, Cost: 5}},
+		{Pattern: "/light", Middleware: &HTTPMiddleware{Limiter: l}},
+		{Pattern: "/priced", Middleware: &HTTPMiddleware{Limiter: l, CostFunc: func(r *slidelog.HTTPRequest) int {
+			n, _ := strconv.Atoi(r.HeaderValue("X-Units"))
+			return n
+		}}},
+	}})
+	get(t, serve, "/heavy", clientA).wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit", `"units";r=5;t=60`)
+	get(t, serve, "/priced", clientA, "X-Units", "3").wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit", `"units";r=2;t=60`)
+	get(t, serve, "/heavy", clientA).wantStatus(t, http.StatusTooManyRequests).wantHeader(t, "RateLimit", `"units";r=2;t=60`)
+	get(t, serve, "/light", clientA).wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit", `"units";r=1;t=60`)
+	get(t, serve, "/priced", clientA, "X-Units", "2").wantStatus(t, http.StatusTooManyRequests)
+	get(t, serve, "/light", clientA).wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit", `"units";r=0;t=60`)
+	// A cost the limiter cannot take is a server error, never an admission.
+	r := get(t, serve, "/priced", clientA, "X-Units", "0")
+	r.wantProblem(t, http.StatusInternalServerError)
+	r.wantNoInternalText(t, "cost", "slidelog")
+}
+
+func testPerRoutePolicies(t *testing.T, e *httpEnv) {
+	strict := e.limiter(t, slidelog.Policy{Name: "strict", Limit: 1, Window: time.Minute})
+	loose := e.limiter(t, slidelog.Policy{Name: "loose", Limit: 3, Window: time.Minute})
+	global := e.limiter(t, slidelog.Policy{Name: "global", Limit: 100, Window: time.Hour})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: global, Headers: slidelog.HeadersNone},
+		Routes: []HTTPRoute{
+			{Pattern: "/strict", Middleware: &HTTPMiddleware{Limiter: strict, Headers: slidelog.HeadersLegacy}},
+			{Pattern: "/loose", Middleware: &HTTPMiddleware{Limiter: loose, Headers: slidelog.HeadersLegacy}},
+			{Pattern: "/open"},
+		},
+	})
+	get(t, serve, "/strict", clientA).wantStatus(t, http.StatusOK).wantHeader(t, "X-RateLimit-Limit", "1")
+	get(t, serve, "/strict", clientA).wantStatus(t, http.StatusTooManyRequests)
+	for i := range 3 {
+		get(t, serve, "/loose", clientA).wantStatus(t, http.StatusOK).
+			wantHeader(t, "X-RateLimit-Limit", "3").
+			wantHeader(t, "X-RateLimit-Remaining", strconv.Itoa(2-i))
+	}
+	get(t, serve, "/loose", clientA).wantStatus(t, http.StatusTooManyRequests)
+	for range 5 {
+		get(t, serve, "/open", clientA).wantStatus(t, http.StatusOK)
+	}
+}
+
+func testKeyByRoute(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "route", Limit: 2, Window: time.Minute})
+	key := slidelog.Composite(slidelog.ByRoute(), slidelog.ByClientIP())
+	serve := e.serve(t, HTTPApp{Routes: []HTTPRoute{
+		{Pattern: "/items/:id", Middleware: &HTTPMiddleware{Limiter: l, KeyFunc: key}},
+		{Pattern: "/things/:id", Middleware: &HTTPMiddleware{Limiter: l, KeyFunc: key}},
+	}})
+	get(t, serve, "/items/1", clientA).wantStatus(t, http.StatusOK)
+	get(t, serve, "/items/2", clientA).wantStatus(t, http.StatusOK)
+	get(t, serve, "/items/3", clientA).wantStatus(t, http.StatusTooManyRequests)
+	get(t, serve, "/things/1", clientA).wantStatus(t, http.StatusOK)
+	get(t, serve, "/items/4", "192.0.2.2:41000").wantStatus(t, http.StatusOK)
+	if keys := e.store.Identities(); len(keys) != 3 {
+		t.Errorf("identities: got %v, want 3 (one per route and client)", keys)
+	}
+}
+
+func testLimiterFunc(t *testing.T, e *httpEnv) {
+	free := e.limiter(t, slidelog.Policy{Name: "free", Limit: 1, Window: time.Minute})
+	pro := e.limiter(t, slidelog.Policy{Name: "pro", Limit: 3, Window: time.Minute})
+	// The plan would come from a verified claim; a header stands in for it
+	// here because the suite cannot set a framework's context values.
+	byPlan := func(r *slidelog.HTTPRequest) *slidelog.Limiter {
+		if r.HeaderValue("X-Test-Plan") == "pro" {
+			return pro
+		}
+		return nil
+	}
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: free, LimiterFunc: byPlan},
+		Routes: []HTTPRoute{{Pattern: "/hello"}},
+	})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit-Policy", `"free";q=1;w=60`)
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests)
+	const clientB = "192.0.2.2:41000"
+	for range 3 {
+		get(t, serve, "/hello", clientB, "X-Test-Plan", "pro").wantStatus(t, http.StatusOK).
+			wantHeader(t, "RateLimit-Policy", `"pro";q=3;w=60`)
+	}
+	get(t, serve, "/hello", clientB, "X-Test-Plan", "pro").wantStatus(t, http.StatusTooManyRequests)
+}
+
+// testSpoofedForwardedHeaders: without a trusted proxy, 1,000 rotating
+// forwarded addresses from one socket land in one bucket.
+func testSpoofedForwardedHeaders(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 10, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	allowed := 0
+	for i := range 1000 {
+		fake := fmt.Sprintf("203.0.%d.%d", i/256, i%256)
+		r := get(t, serve, "/hello", fmt.Sprintf("198.51.100.7:%d", 20000+i),
+			"X-Forwarded-For", fake+", 10.0.0.1",
+			"X-Real-IP", fake,
+			"True-Client-IP", fake,
+			"Forwarded", "for="+fake)
+		switch r.status {
+		case http.StatusOK:
+			allowed++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("request %d: status %d, want 200 or 429", i, r.status)
+		}
+	}
+	if allowed != 10 {
+		t.Errorf("allowed: got %d, want 10", allowed)
+	}
+	if keys := e.store.Identities(); len(keys) != 1 || keys["ip:198.51.100.7"] != 1000 {
+		t.Errorf("identities: got %v, want only ip:198.51.100.7, 1000 times", keys)
+	}
+}
+
+func testTrustedProxies(t *testing.T, e *httpEnv) {
+	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.200"}
+	tests := []struct {
+		name   string
+		remote string
+		header []string
+		want   string
+	}{
+		{"untrusted peer's headers ignored", "192.0.2.50:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:192.0.2.50"},
+		{"single trusted address", "192.0.2.200:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:203.0.113.9"},
+		{"one proxy", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:203.0.113.9"},
+		{"rightmost untrusted", "10.0.0.1:1000", []string{"X-Forwarded-For", "198.51.100.1, 203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
+		{"several fields", "10.0.0.1:1000", []string{"X-Forwarded-For", "198.51.100.1", "X-Forwarded-For", "203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
+		{"ports in chain", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9:5555, [2001:db8:ffff::1]:443"}, "ip:203.0.113.9"},
+		{"all trusted", "10.0.0.1:1000", []string{"X-Forwarded-For", "10.0.0.3, 10.0.0.2"}, "ip:10.0.0.3"},
+		{"garbage stops the walk", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9, garbage, 10.0.0.2"}, "ip:10.0.0.2"},
+		{"ipv6 client grouped", "[2001:db8:ffff::5]:1000", []string{"X-Forwarded-For", "2001:db8:1:2:3:4:5:6"}, "ip:2001:db8:1:2::/64"},
+		{"forwarded", "10.0.0.1:1000", []string{"Forwarded", `for=198.51.100.1, for="[2001:db8:1:2::7]:4711";proto=https, for=10.0.0.2`}, "ip:2001:db8:1:2::/64"},
+		{"x-real-ip", "10.0.0.1:1000", []string{"X-Real-IP", "203.0.113.10"}, "ip:203.0.113.10"},
+		{"no header", "10.0.0.1:1000", nil, "ip:10.0.0.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := NewCountingStore(e.inner)
+			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 100, Window: time.Minute})
+			serve := e.serve(t, HTTPApp{
+				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: trusted},
+				Routes: []HTTPRoute{{Pattern: "/hello"}},
+			})
+			get(t, serve, "/hello", tt.remote, tt.header...).wantStatus(t, http.StatusOK)
+			if keys := store.Identities(); len(keys) != 1 || keys[tt.want] != 1 {
+				t.Errorf("identities: got %v, want %s", keys, tt.want)
+			}
+		})
+	}
+}
+
+// testIPv6Prefix: 2^16 addresses of one /64 land in one bucket.
+func testIPv6Prefix(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 10, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	const n = 1 << 16
+	var allowed, other atomic.Int64
+	var wg sync.WaitGroup
+	const workers = 8
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				remote := fmt.Sprintf("[2001:db8:aa:bb:%x:%x:%x:%x]:%d", i>>8, i&0xff, i*7&0xffff, i*13&0xffff, 1024+i%60000)
+				req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/hello", nil)
+				req.RemoteAddr = remote
+				resp := serve(req)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					allowed.Add(1)
+				case http.StatusTooManyRequests:
+				default:
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 10 || other.Load() != 0 {
+		t.Errorf("allowed: got %d (and %d other statuses), want 10", allowed.Load(), other.Load())
+	}
+	if keys := e.store.Identities(); len(keys) != 1 || keys["ip:2001:db8:aa:bb::/64"] != n {
+		t.Errorf("identities: got %v, want only ip:2001:db8:aa:bb::/64", keys)
+	}
+	// The next /64 is someone else.
+	get(t, serve, "/hello", "[2001:db8:aa:bc::1]:1000").wantStatus(t, http.StatusOK)
+
+	// A configured prefix groups more widely.
+	wide := e.limiter(t, slidelog.Policy{Name: "wide", Limit: 2, Window: time.Minute})
+	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: wide, IPv6Prefix: 48}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	get(t, serve, "/hello", "[2001:db8:cc:1::1]:1000").wantStatus(t, http.StatusOK)
+	get(t, serve, "/hello", "[2001:db8:cc:ffff::2]:1000").wantStatus(t, http.StatusOK)
+	get(t, serve, "/hello", "[2001:db8:cc:1234:5678::3]:1000").wantStatus(t, http.StatusTooManyRequests)
+}
+
+func testIPNormalisation(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 100, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	for _, remote := range []string{"192.0.2.77:80", "192.0.2.77:81", "[::ffff:192.0.2.77]:82", "[::ffff:c000:24d]:83"} {
+		get(t, serve, "/hello", remote).wantStatus(t, http.StatusOK)
+	}
+	if keys := e.store.Identities(); len(keys) != 1 || keys["ip:192.0.2.77"] != 4 {
+		t.Errorf("identities: got %v, want only ip:192.0.2.77, 4 times", keys)
+	}
+}
+
+// testBadIdentityBeforeStore: oversized and missing identities are 4xx
+// with no store call.
+func testBadIdentityBeforeStore(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "key", Limit: 10, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: l, KeyFunc: slidelog.ByHeader("X-Api-Key")},
+		Routes: []HTTPRoute{{Pattern: "/hello"}},
+	})
+	huge := strings.Repeat("k", 10<<10)
+	r := get(t, serve, "/hello", clientA, "X-Api-Key", huge)
+	r.wantProblem(t, http.StatusRequestHeaderFieldsTooLarge)
+	r.wantNoInternalText(t, huge[:300])
+	r.wantNoRateLimitHeaders(t)
+	get(t, serve, "/hello", clientA, "X-Api-Key", strings.Repeat("k", slidelog.DefaultMaxKeyLength)).
+		wantProblem(t, http.StatusRequestHeaderFieldsTooLarge)
+	get(t, serve, "/hello", clientA).wantProblem(t, http.StatusBadRequest)
+	get(t, serve, "/hello", clientA, "X-Api-Key", "   ").wantProblem(t, http.StatusBadRequest)
+	if n := e.store.Takes(); n != 0 {
+		t.Fatalf("store takes after bad identities: got %d, want 0", n)
+	}
+	get(t, serve, "/hello", clientA, "X-Api-Key", "key-1").wantStatus(t, http.StatusOK)
+	if n := e.store.Takes(); n != 1 {
+		t.Errorf("store takes: got %d, want 1", n)
+	}
+}
+
+func testShadowMode(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "shadow", Limit: 2, Window: time.Minute})
+	var mu sync.Mutex
+	var reported []slidelog.Result
+	report := func(_ *slidelog.HTTPRequest, res slidelog.Result, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			t.Errorf("shadow report: unexpected error %v", err)
+		}
+		reported = append(reported, res)
+	}
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: l, ShadowMode: true, ShadowReport: report},
+		Routes: []HTTPRoute{{Pattern: "/hello"}},
+	})
+	for i := range 5 {
+		r := get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+			wantHeader(t, "RateLimit", fmt.Sprintf(`"shadow";r=%d;t=60`, max(1-i, 0))).
+			wantHeader(t, "Retry-After", "")
+		if r.body != "ok" {
+			t.Errorf("request %d: body %q, want the handler's", i, r.body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) != 3 {
+		t.Fatalf("shadow reports: got %d, want 3", len(reported))
+	}
+	for _, res := range reported {
+		if res.Allowed || res.RetryAfter != time.Minute {
+			t.Errorf("shadow report: got allowed=%v retry=%v, want a denial retrying in 1m", res.Allowed, res.RetryAfter)
+		}
+	}
+	// Only admissions were recorded: after the window, full capacity.
+	e.clock.Advance(time.Minute)
+	get(t, serve, "/hello", clientA).wantHeader(t, "RateLimit", `"shadow";r=1;t=60`)
+
+	// Shadow mode lets requests through when the limiter cannot decide.
+	failing := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 1, Window: time.Minute})
+	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing, ShadowMode: true}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t)
+}
+
+func testRefundOnServerError(t *testing.T, e *httpEnv) {
+	refunded := e.limiter(t, slidelog.Policy{Name: "refunded", Limit: 2, Window: time.Minute})
+	counted := e.limiter(t, slidelog.Policy{Name: "counted", Limit: 2, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{Routes: []HTTPRoute{
+		{Pattern: "/fail", Status: http.StatusInternalServerError, Middleware: &HTTPMiddleware{Limiter: refunded, RefundOnServerError: true}},
+		{Pattern: "/unavailable", Status: http.StatusServiceUnavailable, Middleware: &HTTPMiddleware{Limiter: refunded, RefundOnServerError: true}},
+		{Pattern: "/teapot", Status: http.StatusTeapot, Middleware: &HTTPMiddleware{Limiter: refunded, RefundOnServerError: true}},
+		{Pattern: "/ok", Middleware: &HTTPMiddleware{Limiter: refunded, RefundOnServerError: true}},
+		{Pattern: "/fail-counted", Status: http.StatusInternalServerError, Middleware: &HTTPMiddleware{Limiter: counted}},
+	}})
+	for range 4 {
+		get(t, serve, "/fail", clientA).wantStatus(t, http.StatusInternalServerError)
+		get(t, serve, "/unavailable", clientA).wantStatus(t, http.StatusServiceUnavailable)
+	}
+	if n := e.store.Refunds(); n != 8 {
+		t.Errorf("refunds: got %d, want 8", n)
+	}
+	get(t, serve, "/ok", clientA).wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit", `"refunded";r=1;t=60`)
+	get(t, serve, "/teapot", clientA).wantStatus(t, http.StatusTeapot) // a 4xx is the client's: it counts
+	get(t, serve, "/ok", clientA).wantStatus(t, http.StatusTooManyRequests)
+	if n := e.store.Refunds(); n != 8 {
+		t.Errorf("refunds after 2xx and 4xx: got %d, want 8", n)
+	}
+
+	// Without the option a 5xx counts.
+	get(t, serve, "/fail-counted", clientA).wantStatus(t, http.StatusInternalServerError)
+	get(t, serve, "/fail-counted", clientA).wantStatus(t, http.StatusInternalServerError)
+	get(t, serve, "/fail-counted", clientA).wantStatus(t, http.StatusTooManyRequests)
+}
+
+// errSecret is the kind of internal detail a store error carries and a
+// response must never show.
+const errSecret = "dial tcp 10.9.8.7:6379: connect: connection refused"
+
+type failingStore struct{}
+
+func (failingStore) Take(context.Context, slidelog.Request) (slidelog.Result, error) {
+	return slidelog.Result{}, fmt.Errorf("%w: %w", slidelog.ErrUnavailable, errors.New(errSecret))
+}
+func (failingStore) Refund(context.Context, slidelog.Request) error { return nil }
+func (failingStore) Reset(context.Context, string) error            { return nil }
+func (failingStore) Close() error                                   { return nil }
+
+func testLimiterError(t *testing.T, e *httpEnv) {
+	failing := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	r := get(t, serve, "/hello", clientA)
+	p := r.wantProblem(t, http.StatusServiceUnavailable)
+	r.wantNoInternalText(t, "10.9.8.7", "dial", "refused", "slidelog:")
+	r.wantNoRateLimitHeaders(t)
+	if p["type"] != slidelog.ProblemTypeUnavailable {
+		t.Errorf("problem type: got %v, want %q", p["type"], slidelog.ProblemTypeUnavailable)
+	}
+
+	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing, ErrorBody: "limiter down"}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	r = get(t, serve, "/hello", clientA).wantStatus(t, http.StatusServiceUnavailable)
+	if r.body != "limiter down" {
+		t.Errorf("body: got %q, want the error handler's %q", r.body, "limiter down")
+	}
+}
