@@ -5,8 +5,10 @@ package contender
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -39,6 +41,7 @@ const (
 	Ulule          = "ulule/limiter v3"
 	Throttled      = "throttled v2"
 	EvalSHA        = "EVALSHA round trip"
+	SlidelogScript = "slidelog script, plain EVALSHA"
 	HTTPRate       = "httprate"
 	GoLimiter      = "go-limiter (memory)"
 	XTimeRate      = "x/time/rate"
@@ -175,6 +178,43 @@ func (e *evalSHA) Allow(ctx context.Context, key string) (bool, error) {
 }
 
 func (e *evalSHA) Close() error { return nil }
+
+// NewScript returns a contender that runs slidelog's decision script src
+// (core/script.lua) with one plain EVALSHA per call, on the keys
+// slidelog's Redis store would use: what slidelog costs with nothing
+// around the script. Its arguments follow the script's header: now (0,
+// the server's clock), a unique member, cost 1, then limit and window in
+// microseconds.
+func NewScript(client redis.UniversalClient, src, prefix string, limit int, window time.Duration) (Limiter, error) {
+	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	if err != nil {
+		return nil, err
+	}
+	return &plainScript{client: client, script: redis.NewScript(src), store: store, limit: limit, window: window.Microseconds()}, nil
+}
+
+type plainScript struct {
+	client redis.UniversalClient
+	script *redis.Script
+	store  *slidelog.RedisStore
+	limit  int
+	window int64
+}
+
+func (p *plainScript) Allow(ctx context.Context, key string) (bool, error) {
+	var member [8]byte
+	binary.BigEndian.PutUint64(member[:], rand.Uint64())
+	reply, err := p.script.Run(ctx, p.client, []string{p.store.Key(key)}, 0, member[:], 1, p.limit, p.window).Int64Slice()
+	if err != nil {
+		return false, err
+	}
+	if len(reply) == 0 {
+		return false, errors.New("empty reply from slidelog's script")
+	}
+	return reply[0] == 1, nil
+}
+
+func (p *plainScript) Close() error { return nil }
 
 type goLimiter struct{ s golimiter.Store }
 

@@ -26,6 +26,7 @@ var colors = map[string]color.RGBA{
 	contender.Ulule:          {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	contender.Throttled:      {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	contender.EvalSHA:        {R: 0x80, G: 0x80, B: 0x80, A: 0xff},
+	contender.SlidelogScript: {R: 0x7f, G: 0xa8, B: 0xf0, A: 0xff},
 	contender.GoLimiter:      {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 	contender.HTTPRate:       {R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 	contender.XTimeRate:      {R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
@@ -36,7 +37,7 @@ func styleOf(name string) draw.LineStyle {
 	if s.Color == nil {
 		s.Color = color.Black
 	}
-	if name == contender.EvalSHA {
+	if name == contender.EvalSHA || name == contender.SlidelogScript {
 		s.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
 	}
 	if name == contender.Slidelog || name == contender.SlidelogMemory {
@@ -236,7 +237,11 @@ func throughputChart(r *Results, topo string, names []string, path string) error
 			}
 			ss = append(ss, s)
 		}
-		p, err := categoryPlot(scenarioTitles[sc], "concurrent callers", "decisions/s (log scale)", cats, ss)
+		title := scenarioTitles[sc]
+		if topo == "memory" && sc == "many-keys" {
+			title = fmt.Sprintf("many keys (%s keys, 100/min)", fmtCount(r.Env.MemKeys))
+		}
+		p, err := categoryPlot(title, "concurrent callers", "decisions/s (log scale)", cats, ss)
 		if err != nil {
 			return err
 		}

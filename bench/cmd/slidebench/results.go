@@ -32,6 +32,7 @@ type Env struct {
 	MemoryCell    Duration  `json:"memory_cell_duration"`
 	Warmup        Duration  `json:"warmup"`
 	Keys          int       `json:"keys"`
+	MemKeys       int       `json:"mem_keys"`
 	Limit         int       `json:"limit"`
 	Window        Duration  `json:"window"`
 	ElapsedTotal  Duration  `json:"elapsed_total"`

@@ -27,9 +27,11 @@ type runConfig struct {
 	memCell    time.Duration
 	warmup     time.Duration
 	keys       int
+	memKeys    int
 	limit      int
 	callers    []int
 	only       string
+	script     string
 	skipMemory bool
 }
 
@@ -43,10 +45,12 @@ func runMain(args []string) error {
 	fs.DurationVar(&cfg.cell, "d", 3*time.Second, "measured time per Redis cell")
 	fs.DurationVar(&cfg.memCell, "md", time.Second, "measured time per in-memory cell")
 	fs.DurationVar(&cfg.warmup, "warmup", 300*time.Millisecond, "unmeasured warm-up before each cell")
-	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the many-keys scenario")
+	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the many-keys scenario on Redis")
+	fs.IntVar(&cfg.memKeys, "mem-keys", 1<<18, "keys in the many-keys scenario in memory (enough that no key reaches the limit)")
 	fs.IntVar(&cfg.limit, "limit", 100, "requests per minute per key")
 	fs.StringVar(&callers, "callers", "1,16,64", "comma-separated numbers of concurrent callers")
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
+	fs.StringVar(&cfg.script, "script", "../core/script.lua", "slidelog's decision script, run with plain EVALSHA as a baseline (empty: skip)")
 	fs.BoolVar(&cfg.skipMemory, "skip-memory", false, "skip the in-memory cells")
 	fs.Parse(args)
 	if cfg.standalone == "" || clusterAddrs == "" {
@@ -91,19 +95,33 @@ func runAll(cfg runConfig) error {
 	res := &Results{Env: describeEnv(ctx, cfg, topologies, runID)}
 	res.Env.Date = began.UTC()
 
-	keys := make([]string, cfg.keys)
+	keys := make([]string, max(cfg.keys, cfg.memKeys))
 	for i := range keys {
 		keys[i] = "user-" + strconv.Itoa(i)
 	}
-	scenarios := []struct {
+	// In memory the peers decide millions of times a second: 10,000 keys
+	// would all be over their limit within the warm-up, so the in-memory
+	// many-keys scenario spreads over memKeys keys instead.
+	randomKey := func(n int) func(w int) func() string {
+		return func(w int) func() string {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(began.UnixNano())))
+			return func() string { return keys[rng.IntN(n)] }
+		}
+	}
+	type scenario struct {
 		name  string
 		keyOf func(worker int) func() string
-	}{
-		{"many-keys", func(w int) func() string {
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(began.UnixNano())))
-			return func() string { return keys[rng.IntN(len(keys))] }
-		}},
-		{"flood", func(int) func() string { return func() string { return "flooded" } }},
+	}
+	flood := scenario{"flood", func(int) func() string { return func() string { return "flooded" } }}
+	scenarios := []scenario{{"many-keys", randomKey(cfg.keys)}, flood}
+	memScenarios := []scenario{{"many-keys", randomKey(cfg.memKeys)}, flood}
+	var scriptSrc string
+	if cfg.script != "" {
+		b, err := os.ReadFile(cfg.script)
+		if err != nil {
+			return fmt.Errorf("baseline script: %w", err)
+		}
+		scriptSrc = string(b)
 	}
 	cellNo := 0
 	selected := func(parts ...string) bool {
@@ -116,6 +134,9 @@ func runAll(cfg runConfig) error {
 			names := contender.Redis
 			if sc.name == "many-keys" {
 				names = append(append([]string(nil), names...), contender.EvalSHA)
+				if scriptSrc != "" {
+					names = append(names, contender.SlidelogScript)
+				}
 			}
 			for _, callers := range cfg.callers {
 				for _, name := range names {
@@ -124,7 +145,7 @@ func runAll(cfg runConfig) error {
 					}
 					cellNo++
 					prefix := runID + "c" + strconv.Itoa(cellNo) + ":"
-					cell, err := redisCell(ctx, topo, name, prefix, sc.name, callers, sc.keyOf, cfg)
+					cell, err := redisCell(ctx, topo, name, prefix, sc.name, callers, sc.keyOf, cfg, scriptSrc)
 					if derr := deleteKeys(ctx, admin, prefix); derr != nil {
 						err = errors.Join(err, derr)
 					}
@@ -148,7 +169,7 @@ func runAll(cfg runConfig) error {
 	}
 
 	if !cfg.skipMemory {
-		for _, sc := range scenarios {
+		for _, sc := range memScenarios {
 			for _, callers := range cfg.callers {
 				for _, name := range contender.Memory {
 					if !selected("memory", sc.name, name) {
@@ -196,12 +217,18 @@ func runAll(cfg runConfig) error {
 	return nil
 }
 
-func redisCell(ctx context.Context, topo topology, name, prefix, scenario string, callers int, keyOf func(int) func() string, cfg runConfig) (Cell, error) {
+func redisCell(ctx context.Context, topo topology, name, prefix, scenario string, callers int, keyOf func(int) func() string, cfg runConfig, scriptSrc string) (Cell, error) {
 	client := topo.newClient()
 	defer client.Close()
 	var commands, trips atomic.Int64
 	client.AddHook(commandCounter{&commands, &trips})
-	l, err := contender.NewRedis(ctx, name, client, prefix, cfg.limit, time.Minute)
+	var l contender.Limiter
+	var err error
+	if name == contender.SlidelogScript {
+		l, err = contender.NewScript(client, scriptSrc, prefix, cfg.limit, time.Minute)
+	} else {
+		l, err = contender.NewRedis(ctx, name, client, prefix, cfg.limit, time.Minute)
+	}
 	if err != nil {
 		return Cell{}, err
 	}
@@ -308,7 +335,7 @@ func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runI
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		Standalone: cfg.standalone, Cluster: cfg.cluster,
 		CellDuration: Duration(cfg.cell), MemoryCell: Duration(cfg.memCell), Warmup: Duration(cfg.warmup),
-		Keys: cfg.keys, Limit: cfg.limit, Window: Duration(time.Minute),
+		Keys: cfg.keys, MemKeys: cfg.memKeys, Limit: cfg.limit, Window: Duration(time.Minute),
 		Command: os.Getenv("SLIDEBENCH_COMMAND"), RunIDPrefix: runID,
 	}
 	if env.Command == "" {
