@@ -7,6 +7,7 @@ replace github.com/slidelog/slidelog/core => ../../core
 require (
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/slidelog/slidelog/core v0.0.0-00010101000000-000000000000
+	github.com/valyala/fasthttp v1.51.0
 )
 
 require (
@@ -21,7 +22,6 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/rivo/uniseg v0.2.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fasthttp v1.51.0 // indirect
 	github.com/valyala/tcplisten v1.0.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

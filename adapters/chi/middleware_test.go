@@ -1,0 +1,93 @@
+package slidechi_test
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	slidechi "github.com/slidelog/slidelog/adapters/chi"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func TestHTTPSuiteMemory(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.MemoryStores(), newServer)
+}
+
+func TestHTTPSuiteCluster(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+}
+
+// newServer builds app with chi: the suite's factory.
+func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
+	r := chi.NewRouter()
+	if app.Global != nil {
+		r.Use(middleware(app.Global))
+	}
+	for _, rt := range app.Routes {
+		status := rt.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, "ok")
+		})
+		router := chi.Router(r)
+		if rt.Middleware != nil {
+			router = r.With(middleware(rt.Middleware))
+		}
+		method := rt.Method
+		if method == "" {
+			method = http.MethodGet
+		}
+		router.Method(method, slidelogtest.BracePattern(rt.Pattern), h)
+	}
+	return slidelogtest.ServeHandler(r)
+}
+
+// middleware maps the suite's neutral description to slidechi's options.
+func middleware(m *slidelogtest.HTTPMiddleware) func(http.Handler) http.Handler {
+	opts := []slidechi.Option{slidechi.WithHeaders(m.Headers)}
+	if m.KeyFunc != nil {
+		opts = append(opts, slidechi.WithKeyFunc(m.KeyFunc))
+	}
+	if m.SkipFunc != nil {
+		opts = append(opts, slidechi.WithSkipFunc(m.SkipFunc))
+	}
+	if m.Cost != 0 {
+		opts = append(opts, slidechi.WithCost(m.Cost))
+	}
+	if m.CostFunc != nil {
+		opts = append(opts, slidechi.WithCostFunc(m.CostFunc))
+	}
+	if m.LimiterFunc != nil {
+		opts = append(opts, slidechi.WithLimiterFunc(m.LimiterFunc))
+	}
+	if m.ShadowMode {
+		opts = append(opts, slidechi.WithShadowMode(m.ShadowReport))
+	}
+	if m.RefundOnServerError {
+		opts = append(opts, slidechi.WithRefundOnServerError())
+	}
+	if len(m.TrustedProxies) > 0 {
+		opts = append(opts, slidechi.WithTrustedProxies(m.TrustedProxies...))
+	}
+	if m.IPv6Prefix != 0 {
+		opts = append(opts, slidechi.WithIPv6Prefix(m.IPv6Prefix))
+	}
+	if m.DeniedBody != "" {
+		opts = append(opts, slidechi.WithDeniedHandler(func(w http.ResponseWriter, _ *http.Request, _ slidelog.Result) {
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, m.DeniedBody)
+		}))
+	}
+	if m.ErrorBody != "" {
+		opts = append(opts, slidechi.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, _ error) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, m.ErrorBody)
+		}))
+	}
+	return slidechi.Middleware(m.Limiter, opts...)
+}

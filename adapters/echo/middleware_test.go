@@ -1,0 +1,86 @@
+package slideecho_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	slideecho "github.com/slidelog/slidelog/adapters/echo"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func TestHTTPSuiteMemory(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.MemoryStores(), newServer)
+}
+
+func TestHTTPSuiteCluster(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+}
+
+// newServer builds app with echo: the suite's factory.
+func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
+	e := echo.New()
+	if app.Global != nil {
+		e.Use(middleware(app.Global))
+	}
+	for _, rt := range app.Routes {
+		status := rt.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		var mws []echo.MiddlewareFunc
+		if rt.Middleware != nil {
+			mws = append(mws, middleware(rt.Middleware))
+		}
+		method := rt.Method
+		if method == "" {
+			method = http.MethodGet
+		}
+		e.Add(method, rt.Pattern, func(c echo.Context) error { return c.String(status, "ok") }, mws...)
+	}
+	return slidelogtest.ServeHandler(e)
+}
+
+// middleware maps the suite's neutral description to slideecho's options.
+func middleware(m *slidelogtest.HTTPMiddleware) echo.MiddlewareFunc {
+	opts := []slideecho.Option{slideecho.WithHeaders(m.Headers)}
+	if m.KeyFunc != nil {
+		opts = append(opts, slideecho.WithKeyFunc(m.KeyFunc))
+	}
+	if m.SkipFunc != nil {
+		opts = append(opts, slideecho.WithSkipFunc(m.SkipFunc))
+	}
+	if m.Cost != 0 {
+		opts = append(opts, slideecho.WithCost(m.Cost))
+	}
+	if m.CostFunc != nil {
+		opts = append(opts, slideecho.WithCostFunc(m.CostFunc))
+	}
+	if m.LimiterFunc != nil {
+		opts = append(opts, slideecho.WithLimiterFunc(m.LimiterFunc))
+	}
+	if m.ShadowMode {
+		opts = append(opts, slideecho.WithShadowMode(m.ShadowReport))
+	}
+	if m.RefundOnServerError {
+		opts = append(opts, slideecho.WithRefundOnServerError())
+	}
+	if len(m.TrustedProxies) > 0 {
+		opts = append(opts, slideecho.WithTrustedProxies(m.TrustedProxies...))
+	}
+	if m.IPv6Prefix != 0 {
+		opts = append(opts, slideecho.WithIPv6Prefix(m.IPv6Prefix))
+	}
+	if m.DeniedBody != "" {
+		opts = append(opts, slideecho.WithDeniedHandler(func(c echo.Context, _ slidelog.Result) error {
+			return c.String(http.StatusTooManyRequests, m.DeniedBody)
+		}))
+	}
+	if m.ErrorBody != "" {
+		opts = append(opts, slideecho.WithErrorHandler(func(c echo.Context, _ error) error {
+			return c.String(http.StatusServiceUnavailable, m.ErrorBody)
+		}))
+	}
+	return slideecho.Middleware(m.Limiter, opts...)
+}

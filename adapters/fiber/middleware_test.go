@@ -1,0 +1,130 @@
+package slidefiber_test
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"testing"
+
+	"github.com/gofiber/fiber/v2"
+	slidefiber "github.com/slidelog/slidelog/adapters/fiber"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/valyala/fasthttp"
+)
+
+func TestHTTPSuiteMemory(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.MemoryStores(), newServer)
+}
+
+func TestHTTPSuiteCluster(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+}
+
+// newServer builds app with fiber: the suite's factory.
+func newServer(t *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
+	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	if app.Global != nil {
+		f.Use(middleware(app.Global))
+	}
+	for _, rt := range app.Routes {
+		status := rt.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		var handlers []fiber.Handler
+		if rt.Middleware != nil {
+			handlers = append(handlers, middleware(rt.Middleware))
+		}
+		handlers = append(handlers, func(c *fiber.Ctx) error { return c.Status(status).SendString("ok") })
+		method := rt.Method
+		if method == "" {
+			method = http.MethodGet
+		}
+		f.Add(method, rt.Pattern, handlers...)
+	}
+	return serve(t, f)
+}
+
+// serve calls the app's fasthttp handler directly with the request's
+// RemoteAddr as the socket address. fiber's app.Test cannot set it: its
+// connection always reports 0.0.0.0.
+func serve(t *testing.T, app *fiber.App) slidelogtest.HTTPServe {
+	handler := app.Handler()
+	return func(req *http.Request) *http.Response {
+		var fctx fasthttp.RequestCtx
+		fr := &fasthttp.Request{}
+		fr.Header.SetMethod(req.Method)
+		fr.SetRequestURI(req.URL.RequestURI())
+		fr.Header.SetHost(req.Host)
+		for name, vs := range req.Header {
+			for _, v := range vs {
+				fr.Header.Add(name, v)
+			}
+		}
+		ap, err := netip.ParseAddrPort(req.RemoteAddr)
+		if err != nil {
+			t.Fatalf("RemoteAddr %q: %v", req.RemoteAddr, err)
+		}
+		fctx.Init(fr, net.TCPAddrFromAddrPort(ap), nil)
+		handler(&fctx)
+		resp := &http.Response{
+			StatusCode: fctx.Response.StatusCode(),
+			Header:     make(http.Header),
+			Body:       io.NopCloser(bytes.NewReader(append([]byte(nil), fctx.Response.Body()...))),
+			Request:    req,
+		}
+		fctx.Response.Header.VisitAll(func(k, v []byte) {
+			resp.Header.Add(string(k), string(v))
+		})
+		if ct := string(fctx.Response.Header.ContentType()); ct != "" && resp.Header.Get("Content-Type") == "" {
+			resp.Header.Set("Content-Type", ct)
+		}
+		return resp
+	}
+}
+
+// middleware maps the suite's neutral description to slidefiber's options.
+func middleware(m *slidelogtest.HTTPMiddleware) fiber.Handler {
+	opts := []slidefiber.Option{slidefiber.WithHeaders(m.Headers)}
+	if m.KeyFunc != nil {
+		opts = append(opts, slidefiber.WithKeyFunc(m.KeyFunc))
+	}
+	if m.SkipFunc != nil {
+		opts = append(opts, slidefiber.WithSkipFunc(m.SkipFunc))
+	}
+	if m.Cost != 0 {
+		opts = append(opts, slidefiber.WithCost(m.Cost))
+	}
+	if m.CostFunc != nil {
+		opts = append(opts, slidefiber.WithCostFunc(m.CostFunc))
+	}
+	if m.LimiterFunc != nil {
+		opts = append(opts, slidefiber.WithLimiterFunc(m.LimiterFunc))
+	}
+	if m.ShadowMode {
+		opts = append(opts, slidefiber.WithShadowMode(m.ShadowReport))
+	}
+	if m.RefundOnServerError {
+		opts = append(opts, slidefiber.WithRefundOnServerError())
+	}
+	if len(m.TrustedProxies) > 0 {
+		opts = append(opts, slidefiber.WithTrustedProxies(m.TrustedProxies...))
+	}
+	if m.IPv6Prefix != 0 {
+		opts = append(opts, slidefiber.WithIPv6Prefix(m.IPv6Prefix))
+	}
+	if m.DeniedBody != "" {
+		opts = append(opts, slidefiber.WithDeniedHandler(func(c *fiber.Ctx, _ slidelog.Result) error {
+			return c.Status(http.StatusTooManyRequests).SendString(m.DeniedBody)
+		}))
+	}
+	if m.ErrorBody != "" {
+		opts = append(opts, slidefiber.WithErrorHandler(func(c *fiber.Ctx, _ error) error {
+			return c.Status(http.StatusServiceUnavailable).SendString(m.ErrorBody)
+		}))
+	}
+	return slidefiber.Middleware(m.Limiter, opts...)
+}
