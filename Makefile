@@ -1,0 +1,78 @@
+# slidelog - developer targets. Modules are the `use` lines of go.work.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -o pipefail -c
+.DEFAULT_GOAL := help
+
+MODULES := $(shell scripts/modules.sh)
+FRAMEWORK ?= chi
+GOLANGCI_LINT ?= go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+
+# foreach_module runs $(1) in every module directory, keeps going after a
+# failure and fails at the end, naming the modules that failed.
+define foreach_module
+	@fail=""; for m in $(MODULES); do \
+		echo "==> $$m: $(1)"; \
+		( cd "$$m" && $(1) ) || fail="$$fail $$m"; \
+	done; \
+	if [ -n "$$fail" ]; then echo "FAILED in:$$fail"; exit 1; fi
+endef
+
+.PHONY: help build vet lint tidy-check test cluster-up cluster-down demo bench bench-report
+
+help: ## list targets
+	@echo "slidelog make targets (modules: $(MODULES))"
+	@awk -F':.*## ' '/^[a-z-]+:.*## /{printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## go build ./... in every module
+	$(call foreach_module,go build ./...)
+
+vet: ## go vet ./... in every module
+	$(call foreach_module,go vet ./...)
+
+lint: ## golangci-lint v2 run ./... in every module (first run builds the linter, ~2 min)
+	$(call foreach_module,$(GOLANGCI_LINT) run ./...)
+
+tidy-check: ## fail if `GOWORK=off go mod tidy` would change any module's go.mod/go.sum
+	@fail=""; for m in $(MODULES); do \
+		echo "==> $$m: GOWORK=off go mod tidy (check)"; \
+		tmp=$$(mktemp -d); cp "$$m/go.mod" "$$tmp/go.mod"; \
+		if [ -f "$$m/go.sum" ]; then cp "$$m/go.sum" "$$tmp/go.sum"; fi; \
+		if ! ( cd "$$m" && GOWORK=off go mod tidy ); then \
+			fail="$$fail $$m"; \
+		elif ! cmp -s "$$m/go.mod" "$$tmp/go.mod" || \
+		     { [ -f "$$tmp/go.sum" ] && ! cmp -s "$$m/go.sum" "$$tmp/go.sum"; } || \
+		     { [ ! -f "$$tmp/go.sum" ] && [ -s "$$m/go.sum" ]; }; then \
+			echo "$$m: go.mod/go.sum not tidy; run (cd $$m && GOWORK=off go mod tidy). Diff:"; \
+			diff -u "$$tmp/go.mod" "$$m/go.mod" || true; \
+			if [ -f "$$tmp/go.sum" ]; then diff -u "$$tmp/go.sum" "$$m/go.sum" | head -n 40 || true; fi; \
+			fail="$$fail $$m"; \
+		fi; \
+		cp "$$tmp/go.mod" "$$m/go.mod"; \
+		if [ -f "$$tmp/go.sum" ]; then cp "$$tmp/go.sum" "$$m/go.sum"; else rm -f "$$m/go.sum"; fi; \
+		rm -rf "$$tmp"; \
+	done; \
+	if [ -n "$$fail" ]; then echo "tidy-check FAILED in:$$fail"; exit 1; fi; \
+	echo "tidy-check: all modules tidy"
+
+test: ## start the Redis rig, go test -race in every module (+ short fuzz), stop the rig
+	scripts/test.sh
+
+cluster-up: ## start standalone Redis :6399 + Redis Cluster :7100-7105 (reuses a healthy rig)
+	@scripts/redis-rig.sh up
+	@scripts/redis-rig.sh env
+
+cluster-down: ## stop the Redis rig started by cluster-up / test
+	@scripts/redis-rig.sh down
+
+demo: ## run the demo for FRAMEWORK (default chi)
+	@if [ -d "examples/$(FRAMEWORK)" ] && [ -f scripts/demo.sh ]; then \
+		bash scripts/demo.sh "$(FRAMEWORK)"; \
+	else \
+		echo "demo arrives with the adapters issue (no examples/$(FRAMEWORK) or scripts/demo.sh yet)"; \
+	fi
+
+bench: ## run the benchmarks (scripts/bench.sh)
+	@if [ -f scripts/bench.sh ]; then bash scripts/bench.sh; else echo "scripts/bench.sh is not there yet"; fi
+
+bench-report: ## write the benchmark report (scripts/bench.sh report)
+	@if [ -f scripts/bench.sh ]; then bash scripts/bench.sh report; else echo "scripts/bench.sh is not there yet"; fi

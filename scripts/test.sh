@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# test.sh - run every module's tests against the local Redis rig.
+#
+# Installs Redis if needed, brings up scripts/redis-rig.sh (standalone +
+# cluster), exports SLIDELOG_REDIS_ADDR / SLIDELOG_CLUSTER_ADDRS /
+# SLIDELOG_REQUIRE_REDIS=1, runs `go test -race -count=1 ./...` in every
+# module listed in go.work, a short FuzzRedisKey run in core if that target
+# exists, and prints a per-module summary. Exits non-zero if anything failed.
+#
+# The rig is stopped on exit (success, failure, Ctrl-C) if this run started
+# it. A rig that was already up and healthy before the run (someone's
+# `make cluster-up`) is reused and left running; set SLIDELOG_RIG_DOWN=always
+# to stop it anyway.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+RIG="$ROOT/scripts/redis-rig.sh"
+FUZZTIME="${SLIDELOG_FUZZTIME:-10s}"
+TEST_TIMEOUT="${SLIDELOG_TEST_TIMEOUT:-10m}" # per test binary, as go test's default
+start=$SECONDS
+
+"$RIG" install || { echo "test.sh: redis install failed" >&2; exit 1; }
+
+started=0
+if [[ "${SLIDELOG_RIG_DOWN:-}" == always ]] || ! "$RIG" check; then
+  started=1
+fi
+cleanup() {
+  local rc=$?
+  if ((started)); then
+    "$RIG" down || echo "test.sh: WARNING: rig down failed" >&2
+  else
+    echo "test.sh: rig was already up before this run; leaving it up" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "test.sh: interrupted" >&2; exit 130' INT
+trap 'echo "test.sh: terminated" >&2; exit 143' TERM HUP
+
+"$RIG" up || { echo "test.sh: redis rig failed to start" >&2; exit 1; }
+eval "$("$RIG" env)"
+export SLIDELOG_REQUIRE_REDIS=1
+echo "test.sh: SLIDELOG_REDIS_ADDR=$SLIDELOG_REDIS_ADDR SLIDELOG_CLUSTER_ADDRS=$SLIDELOG_CLUSTER_ADDRS SLIDELOG_REQUIRE_REDIS=1"
+
+mapfile -t modules < <("$ROOT/scripts/modules.sh")
+((${#modules[@]})) || { echo "test.sh: no modules in go.work" >&2; exit 1; }
+
+passed=()
+failed=()
+for m in "${modules[@]}"; do
+  echo
+  echo "=== module $m: go test -race -count=1 -timeout=$TEST_TIMEOUT ./..."
+  if (cd "$ROOT/$m" && go test -race -count=1 -timeout="$TEST_TIMEOUT" ./...); then
+    passed+=("$m")
+  else
+    failed+=("$m")
+  fi
+done
+
+if grep -qs 'func FuzzRedisKey' "$ROOT"/core/*_test.go; then
+  echo
+  echo "=== module core: go test -run='^\$' -fuzz='^FuzzRedisKey\$' -fuzztime=$FUZZTIME ."
+  if (cd "$ROOT/core" && go test -run='^$' -fuzz='^FuzzRedisKey$' -fuzztime="$FUZZTIME" .); then
+    passed+=("core(fuzz FuzzRedisKey)")
+  else
+    failed+=("core(fuzz FuzzRedisKey)")
+  fi
+else
+  echo
+  echo "=== core: no FuzzRedisKey target yet; fuzz run skipped"
+fi
+
+echo
+echo "=== test.sh summary ($((SECONDS - start))s)"
+for m in "${passed[@]}"; do echo "ok    $m"; done
+for m in "${failed[@]}"; do echo "FAIL  $m"; done
+if ((${#failed[@]})); then
+  echo "test.sh: FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "test.sh: all modules ok"
