@@ -48,6 +48,16 @@ func (h *histogram) record(d time.Duration) {
 	h.sum += float64(v)
 }
 
+func (w *workerStats) add(o *workerStats) {
+	w.hist.merge(&o.hist)
+	w.decisions += o.decisions
+	w.allowed += o.allowed
+	w.errors += o.errors
+	if w.firstErr == nil {
+		w.firstErr = o.firstErr
+	}
+}
+
 func (h *histogram) merge(o *histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
@@ -140,13 +150,7 @@ func run(ctx context.Context, l contender.Limiter, callers int, keyOf func(worke
 	elapsed := time.Since(start)
 	var total workerStats
 	for i := range stats {
-		total.hist.merge(&stats[i].hist)
-		total.decisions += stats[i].decisions
-		total.allowed += stats[i].allowed
-		total.errors += stats[i].errors
-		if total.firstErr == nil {
-			total.firstErr = stats[i].firstErr
-		}
+		total.add(&stats[i])
 	}
 	return total, elapsed
 }

@@ -28,6 +28,7 @@ type runConfig struct {
 	warmup     time.Duration
 	keys       int
 	memKeys    int
+	rounds     int
 	limit      int
 	callers    []int
 	only       string
@@ -48,6 +49,7 @@ func runMain(args []string) error {
 	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the many-keys scenario on Redis")
 	fs.IntVar(&cfg.memKeys, "mem-keys", 1<<18, "keys in the many-keys scenario in memory (enough that no key reaches the limit)")
 	fs.IntVar(&cfg.limit, "limit", 100, "requests per minute per key")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds per cell: contenders take turns, each round gets 1/rounds of the cell's time")
 	fs.StringVar(&callers, "callers", "1,16,64", "comma-separated numbers of concurrent callers")
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
 	fs.StringVar(&cfg.script, "script", "../core/script.lua", "slidelog's decision script, run with plain EVALSHA as a baseline (empty: skip)")
@@ -139,20 +141,27 @@ func runAll(cfg runConfig) error {
 				}
 			}
 			for _, callers := range cfg.callers {
+				var group []*entry
 				for _, name := range names {
 					if !selected(topo.name, sc.name, name) {
 						continue
 					}
 					cellNo++
-					prefix := runID + "c" + strconv.Itoa(cellNo) + ":"
-					cell, err := redisCell(ctx, topo, name, prefix, sc.name, callers, sc.keyOf, cfg, scriptSrc)
-					if derr := deleteKeys(ctx, admin, prefix); derr != nil {
-						err = errors.Join(err, derr)
-					}
+					e, err := newRedisEntry(ctx, topo, name, runID+"c"+strconv.Itoa(cellNo)+":", sc.name, cfg, scriptSrc)
 					if err != nil {
+						closeEntries(ctx, admin, group)
 						admin.Close()
-						return fmt.Errorf("%s/%s/%d/%s: %w", topo.name, sc.name, callers, name, err)
+						return fmt.Errorf("%s/%s/%s: %w", topo.name, sc.name, name, err)
 					}
+					group = append(group, e)
+				}
+				runGroup(group, callers, sc.keyOf, cfg.warmup, cfg.cell, cfg.rounds)
+				if err := closeEntries(ctx, admin, group); err != nil {
+					admin.Close()
+					return err
+				}
+				for _, e := range group {
+					cell := newCell(topo.name, sc.name, callers, e.name, e.stats, e.elapsed, e.commands, e.trips)
 					report(cell)
 					res.Cells = append(res.Cells, cell)
 				}
@@ -171,6 +180,7 @@ func runAll(cfg runConfig) error {
 	if !cfg.skipMemory {
 		for _, sc := range memScenarios {
 			for _, callers := range cfg.callers {
+				var group []*entry
 				for _, name := range contender.Memory {
 					if !selected("memory", sc.name, name) {
 						continue
@@ -179,9 +189,12 @@ func runAll(cfg runConfig) error {
 					if err != nil {
 						return err
 					}
-					st, elapsed, _, _ := drive(l, callers, sc.keyOf, cfg.warmup, cfg.memCell, nil, nil)
-					l.Close()
-					cell := newCell("memory", sc.name, callers, name, st, elapsed, -1, -1)
+					group = append(group, &entry{name: name, l: l, commands: -1, trips: -1})
+				}
+				runGroup(group, callers, sc.keyOf, cfg.warmup, cfg.memCell, cfg.rounds)
+				for _, e := range group {
+					e.l.Close()
+					cell := newCell("memory", sc.name, callers, e.name, e.stats, e.elapsed, -1, -1)
 					report(cell)
 					res.Cells = append(res.Cells, cell)
 				}
@@ -217,32 +230,82 @@ func runAll(cfg runConfig) error {
 	return nil
 }
 
-func redisCell(ctx context.Context, topo topology, name, prefix, scenario string, callers int, keyOf func(int) func() string, cfg runConfig, scriptSrc string) (Cell, error) {
-	client := topo.newClient()
-	defer client.Close()
-	var commands, trips atomic.Int64
-	client.AddHook(commandCounter{&commands, &trips})
-	var l contender.Limiter
+// entry is one contender in a group measured together: the same
+// scenario and number of callers, in interleaved rounds.
+type entry struct {
+	name   string
+	l      contender.Limiter
+	client redis.UniversalClient // nil in memory
+	prefix string
+	cmds   *atomic.Int64
+	rts    *atomic.Int64
+
+	stats    workerStats
+	elapsed  time.Duration
+	commands int64
+	trips    int64
+}
+
+func newRedisEntry(ctx context.Context, topo topology, name, prefix, scenario string, cfg runConfig, scriptSrc string) (*entry, error) {
+	e := &entry{name: name, client: topo.newClient(), prefix: prefix, cmds: new(atomic.Int64), rts: new(atomic.Int64)}
+	e.client.AddHook(commandCounter{e.cmds, e.rts})
 	var err error
 	if name == contender.SlidelogScript {
-		l, err = contender.NewScript(client, scriptSrc, prefix, cfg.limit, time.Minute)
+		e.l, err = contender.NewScript(e.client, scriptSrc, prefix, cfg.limit, time.Minute)
 	} else {
-		l, err = contender.NewRedis(ctx, name, client, prefix, cfg.limit, time.Minute)
+		e.l, err = contender.NewRedis(ctx, name, e.client, prefix, cfg.limit, time.Minute)
 	}
 	if err != nil {
-		return Cell{}, err
+		e.client.Close()
+		return nil, err
 	}
-	defer l.Close()
 	if scenario == "flood" {
 		// Spend the key's limit first: what is measured is all denials.
 		for range cfg.limit + 1 {
-			if _, err := l.Allow(ctx, "flooded"); err != nil {
-				return Cell{}, err
+			if _, err := e.l.Allow(ctx, "flooded"); err != nil {
+				e.l.Close()
+				e.client.Close()
+				return nil, err
 			}
 		}
 	}
-	st, elapsed, cmds, rts := drive(l, callers, keyOf, cfg.warmup, cfg.cell, &commands, &trips)
-	return newCell(topo.name, scenario, callers, name, st, elapsed, cmds, rts), nil
+	return e, nil
+}
+
+// runGroup warms every entry up, then measures them in rounds, each
+// round giving every entry total/rounds in turn (starting one further
+// each round), so that a change in the machine's load is shared.
+func runGroup(group []*entry, callers int, keyOf func(int) func() string, warmup, total time.Duration, rounds int) {
+	ctx := context.Background()
+	for _, e := range group {
+		if warmup > 0 {
+			run(ctx, e.l, callers, keyOf, warmup, false)
+		}
+	}
+	rounds = max(rounds, 1)
+	for r := range rounds {
+		for k := range group {
+			e := group[(k+r)%len(group)]
+			st, elapsed, cmds, rts := drive(e.l, callers, keyOf, 0, total/time.Duration(rounds), e.cmds, e.rts)
+			e.stats.add(&st)
+			e.elapsed += elapsed
+			e.commands += cmds
+			e.trips += rts
+		}
+	}
+}
+
+// closeEntries closes the limiters and clients of group and deletes the
+// keys they wrote.
+func closeEntries(ctx context.Context, admin redis.UniversalClient, group []*entry) error {
+	var errs []error
+	for _, e := range group {
+		errs = append(errs, e.l.Close())
+		if e.client != nil {
+			errs = append(errs, deleteKeys(ctx, admin, e.prefix), e.client.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func newCell(topo, scenario string, callers int, name string, st workerStats, elapsed time.Duration, cmds, trips int64) Cell {
@@ -272,7 +335,7 @@ func report(c Cell) {
 	if c.Errors > 0 {
 		errs = fmt.Sprintf("  %d errors (%s)", c.Errors, c.FirstErr)
 	}
-	fmt.Printf("%-10s %-9s %3d callers  %-20s %10.0f/s  p50 %8.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  allowed %5.1f%%%s%s\n",
+	fmt.Printf("%-10s %-9s %3d callers  %-30s %10.0f/s  p50 %8.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  allowed %5.1f%%%s%s\n",
 		c.Topology, c.Scenario, c.Callers, c.Contender, c.PerSec, c.P50, c.P99, c.P999,
 		100*float64(c.Allowed)/float64(max(c.Decisions, 1)), cmds, errs)
 }
