@@ -1,6 +1,3 @@
-// Package contender wraps slidelog and its Go peers behind one interface,
-// so that the benchmark harness and the go test benchmarks drive them all
-// the same way: one decision per call, for one key, at cost 1.
 package contender
 
 import (
