@@ -27,7 +27,8 @@ const (
 	HeadersIETF HeaderStyle = iota
 	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until full capacity, rounded up) for the
-	// binding policy (see Result).
+	// binding policy (see Result). When two middlewares limit one request,
+	// the inner one's values replace the outer one's.
 	HeadersLegacy
 	// HeadersNone sends no rate-limit header fields. Retry-After is still
 	// sent on a denial.
@@ -50,6 +51,11 @@ func (s HeaderStyle) String() string {
 // HeaderField is one response header field.
 type HeaderField struct {
 	Name, Value string
+	// Append says to add the value to the field's existing values rather
+	// than replace them. RateLimit and RateLimit-Policy are lists: when
+	// two middlewares (say a group's and a route's) both limit a request,
+	// the response lists both limiters' policies. Other fields replace.
+	Append bool
 }
 
 // RateLimitHeaders returns the rate-limit header fields of style for
@@ -84,8 +90,8 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res Result) []He
 			state.WriteString(strconv.FormatInt(ceilSeconds(p.ResetAfter), 10))
 		}
 		return append(h,
-			HeaderField{Name: "RateLimit-Policy", Value: policy.String()},
-			HeaderField{Name: "RateLimit", Value: state.String()})
+			HeaderField{Name: "RateLimit-Policy", Value: policy.String(), Append: true},
+			HeaderField{Name: "RateLimit", Value: state.String(), Append: true})
 	case HeadersLegacy:
 		return append(h,
 			HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)},

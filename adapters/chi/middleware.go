@@ -40,7 +40,11 @@ func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Han
 			d := hl.Check(&request{r: r})
 			h := w.Header()
 			for _, f := range d.Header {
-				h.Set(f.Name, f.Value)
+				if f.Append {
+					h.Add(f.Name, f.Value)
+				} else {
+					h.Set(f.Name, f.Value)
+				}
 			}
 			switch d.Outcome {
 			case slidelog.OutcomeDenied:

@@ -39,7 +39,11 @@ func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
 			d := hl.Check(request{c})
 			h := c.Response().Header()
 			for _, f := range d.Header {
-				h.Set(f.Name, f.Value)
+				if f.Append {
+					h.Add(f.Name, f.Value)
+				} else {
+					h.Set(f.Name, f.Value)
+				}
 			}
 			switch d.Outcome {
 			case slidelog.OutcomeDenied:

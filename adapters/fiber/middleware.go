@@ -37,7 +37,11 @@ func Middleware(l *slidelog.Limiter, opts ...Option) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		d := hl.Check(&request{c: c})
 		for _, f := range d.Header {
-			c.Set(f.Name, f.Value)
+			if f.Append {
+				c.Append(f.Name, f.Value)
+			} else {
+				c.Set(f.Name, f.Value)
+			}
 		}
 		switch d.Outcome {
 		case slidelog.OutcomeDenied:

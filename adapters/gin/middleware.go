@@ -36,7 +36,11 @@ func Middleware(l *slidelog.Limiter, opts ...Option) gin.HandlerFunc {
 		d := hl.Check(request{c})
 		h := c.Writer.Header()
 		for _, f := range d.Header {
-			h.Set(f.Name, f.Value)
+			if f.Append {
+				h.Add(f.Name, f.Value)
+			} else {
+				h.Set(f.Name, f.Value)
+			}
 		}
 		switch d.Outcome {
 		case slidelog.OutcomeDenied:

@@ -182,6 +182,7 @@ var httpCases = []httpCase{
 	{"Skip", testSkip},
 	{"Cost", testCost},
 	{"PerRoutePolicies", testPerRoutePolicies},
+	{"NestedMiddlewares", testNestedMiddlewares},
 	{"KeyByRoute", testKeyByRoute},
 	{"LimiterFunc", testLimiterFunc},
 	{"SpoofedForwardedHeaders", testSpoofedForwardedHeaders},
@@ -397,6 +398,26 @@ func testPerRoutePolicies(t *testing.T, e *httpEnv) {
 	get(t, serve, "/loose", clientA).wantStatus(t, http.StatusTooManyRequests)
 	for range 5 {
 		get(t, serve, "/open", clientA).wantStatus(t, http.StatusOK)
+	}
+}
+
+// testNestedMiddlewares: a global and a route middleware both limit a
+// request; the IETF fields list both, and the inner one can deny.
+func testNestedMiddlewares(t *testing.T, e *httpEnv) {
+	outer := e.limiter(t, slidelog.Policy{Name: "outer", Limit: 10, Window: time.Minute})
+	inner := e.limiter(t, slidelog.Policy{Name: "inner", Limit: 1, Window: time.Second})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: outer},
+		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: &HTTPMiddleware{Limiter: inner}}},
+	})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit-Policy", `"outer";q=10;w=60, "inner";q=1;w=1`).
+		wantHeader(t, "RateLimit", `"outer";r=9;t=60, "inner";r=0;t=1`)
+	r := get(t, serve, "/hello", clientA)
+	p := r.wantProblem(t, http.StatusTooManyRequests)
+	r.wantHeader(t, "RateLimit", `"outer";r=8;t=60, "inner";r=0;t=1`).wantHeader(t, "Retry-After", "1")
+	if got := fmt.Sprint(p["violated-policies"]); got != "[inner]" {
+		t.Errorf("violated-policies: got %s, want [inner]", got)
 	}
 }
 
