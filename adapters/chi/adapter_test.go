@@ -1,0 +1,118 @@
+package slidechi_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	slidechi "github.com/slidelog/slidelog/adapters/chi"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func newLimiter(t *testing.T, store slidelog.Store, limit int) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, slidelog.Policy{Name: "test", Limit: limit, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.RemoteAddr = remote
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	return rec
+}
+
+type userKey struct{}
+
+// A value an auth middleware put in the request context is the identity.
+func TestKeyByContextValue(t *testing.T) {
+	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	l := newLimiter(t, store, 1)
+	r := chi.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u := r.URL.Query().Get("u"); u != "" {
+				r = r.WithContext(context.WithValue(r.Context(), userKey{}, u))
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	r.Use(slidechi.Middleware(l, slidechi.WithKeyFunc(slidelog.FirstOf(slidelog.ByContextValue(userKey{}), slidelog.ByClientIP()))))
+	r.Get("/", func(w http.ResponseWriter, _ *http.Request) {})
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/?u=alice", 200}, {"/?u=alice", 429}, {"/?u=bob", 200}, {"/", 200}, {"/", 429},
+	} {
+		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+	want := map[string]int{"v:slidechi_test.userKey:alice": 2, "v:slidechi_test.userKey:bob": 1, "ip:192.0.2.1": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:slidechi_test.userKey:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
+		t.Errorf("identities: got %v, want %v", got, want)
+	}
+}
+
+// Under r.Use, before chi has routed, ByRoute still sees the full
+// pattern, through mounted sub-routers too.
+func TestKeyByRouteGlobal(t *testing.T) {
+	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	l := newLimiter(t, store, 1)
+	r := chi.NewRouter()
+	r.Use(slidechi.Middleware(l, slidechi.WithKeyFunc(slidelog.ByRoute())))
+	r.Get("/users/{id}", func(http.ResponseWriter, *http.Request) {})
+	r.Route("/api", func(r chi.Router) {
+		r.Get("/teams/{id}", func(http.ResponseWriter, *http.Request) {})
+	})
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/users/1", 200}, {"/users/2", 429}, {"/api/teams/1", 200}, {"/api/teams/2", 429}, {"/nowhere", 404},
+	} {
+		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+	got := store.Identities()
+	if len(got) != 3 || got["r:/users/{id}"] != 2 || got["r:/api/teams/{id}"] != 2 || got["r:"] != 1 {
+		t.Errorf("identities: got %v, want r:/users/{id}, r:/api/teams/{id} twice and r: once", got)
+	}
+}
+
+func TestInvalidOptionPanics(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	for name, opt := range map[string]slidechi.Option{
+		"cidr":        slidechi.WithTrustedProxies("10.0.0.0/33"),
+		"ipv6 prefix": slidechi.WithIPv6Prefix(0),
+		"cost":        slidechi.WithCost(0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("Middleware did not panic")
+				}
+			}()
+			slidechi.Middleware(l, opt)
+		})
+	}
+	t.Run("nil limiter", func(t *testing.T) {
+		defer func() {
+			if recover() == nil {
+				t.Error("Middleware did not panic")
+			}
+		}()
+		slidechi.Middleware(nil)
+	})
+}

@@ -1,0 +1,131 @@
+package slidefiber_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	slidefiber "github.com/slidelog/slidelog/adapters/fiber"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func newLimiter(t *testing.T, store slidelog.Store, limit int) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, slidelog.Policy{Name: "test", Limit: limit, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+type recorded struct{ Code int }
+
+func serveApp(t *testing.T, app *fiber.App, path string) recorded {
+	t.Helper()
+	resp, err := app.Test(httptest.NewRequest(http.MethodGet, path, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return recorded{resp.StatusCode}
+}
+
+// A value set with c.Set by an auth middleware is the identity.
+func TestKeyByContextValue(t *testing.T) {
+	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	l := newLimiter(t, store, 1)
+	r := fiber.New()
+	r.Use(func(c *fiber.Ctx) error { c.Locals("user", c.Query("u")); return c.Next() })
+	r.Use(slidefiber.Middleware(l, slidefiber.WithKeyFunc(slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP()))))
+	r.Get("/", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/?u=alice", 200}, {"/?u=alice", 429}, {"/?u=bob", 200}, {"/", 200}, {"/", 429},
+	} {
+		if got := serveApp(t, r, tt.give).Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+	want := map[string]int{"v:user:alice": 2, "v:user:bob": 1, "ip:0.0.0.0": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:user:alice"] != 2 || got["ip:0.0.0.0"] != 2 {
+		t.Errorf("identities: got %v, want %v", got, want)
+	}
+}
+
+// Under app.Use, ByRoute sees the Use prefix: every route shares one
+// identity (stricter, never looser); on a group it sees the group's
+// prefix, and on a route its pattern.
+func TestKeyByRouteUse(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	r := fiber.New()
+	r.Use(slidefiber.Middleware(l, slidefiber.WithKeyFunc(slidelog.ByRoute())))
+	r.Get("/users/:id", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
+	r.Get("/teams/:id", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/users/1", 200}, {"/users/2", 429}, {"/teams/1", 429},
+	} {
+		if got := serveApp(t, r, tt.give).Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestInvalidOptionPanics(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	for name, opt := range map[string]slidefiber.Option{
+		"cidr":        slidefiber.WithTrustedProxies("10.0.0.0/33"),
+		"ipv6 prefix": slidefiber.WithIPv6Prefix(0),
+		"cost":        slidefiber.WithCost(0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("Middleware did not panic")
+				}
+			}()
+			slidefiber.Middleware(l, opt)
+		})
+	}
+	t.Run("nil limiter", func(t *testing.T) {
+		defer func() {
+			if recover() == nil {
+				t.Error("Middleware did not panic")
+			}
+		}()
+		slidefiber.Middleware(nil)
+	})
+}
+
+// A handler that returns an error fiber turns into a 5xx is refunded.
+func TestRefundOnReturnedError(t *testing.T) {
+	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	l := newLimiter(t, store, 1)
+	r := fiber.New()
+	r.Use(slidefiber.Middleware(l, slidefiber.WithRefundOnServerError()))
+	r.Get("/fiber-error", func(*fiber.Ctx) error { return fiber.ErrBadGateway })
+	r.Get("/plain-error", func(*fiber.Ctx) error { return errors.New("boom") })
+	r.Get("/not-found", func(*fiber.Ctx) error { return fiber.ErrNotFound })
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/fiber-error", 502}, {"/plain-error", 500}, {"/fiber-error", 502}, {"/not-found", 404}, {"/plain-error", 429},
+	} {
+		if got := serveApp(t, r, tt.give).Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+	if n := store.Refunds(); n != 3 {
+		t.Errorf("refunds: got %d, want 3", n)
+	}
+}

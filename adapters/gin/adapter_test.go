@@ -1,0 +1,100 @@
+package slidegin_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	slidegin "github.com/slidelog/slidelog/adapters/gin"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func newLimiter(t *testing.T, store slidelog.Store, limit int) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, slidelog.Policy{Name: "test", Limit: limit, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.RemoteAddr = remote
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	return rec
+}
+
+// A value set with c.Set by an auth middleware is the identity.
+func TestKeyByContextValue(t *testing.T) {
+	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	l := newLimiter(t, store, 1)
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set("user", c.Query("u")) })
+	r.Use(slidegin.Middleware(l, slidegin.WithKeyFunc(slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP()))))
+	r.GET("/", func(c *gin.Context) { c.Status(http.StatusOK) })
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/?u=alice", 200}, {"/?u=alice", 429}, {"/?u=bob", 200}, {"/", 200}, {"/", 429},
+	} {
+		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+	want := map[string]int{"v:user:alice": 2, "v:user:bob": 1, "ip:192.0.2.1": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
+		t.Errorf("identities: got %v, want %v", got, want)
+	}
+}
+
+// Under engine.Use, ByRoute sees gin's full route pattern.
+func TestKeyByRouteGlobal(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	r := gin.New()
+	r.Use(slidegin.Middleware(l, slidegin.WithKeyFunc(slidelog.ByRoute())))
+	r.GET("/users/:id", func(c *gin.Context) { c.Status(http.StatusOK) })
+	r.GET("/teams/:id", func(c *gin.Context) { c.Status(http.StatusOK) })
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/users/1", 200}, {"/users/2", 429}, {"/teams/1", 200},
+	} {
+		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestInvalidOptionPanics(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	for name, opt := range map[string]slidegin.Option{
+		"cidr":        slidegin.WithTrustedProxies("10.0.0.0/33"),
+		"ipv6 prefix": slidegin.WithIPv6Prefix(0),
+		"cost":        slidegin.WithCost(0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("Middleware did not panic")
+				}
+			}()
+			slidegin.Middleware(l, opt)
+		})
+	}
+	t.Run("nil limiter", func(t *testing.T) {
+		defer func() {
+			if recover() == nil {
+				t.Error("Middleware did not panic")
+			}
+		}()
+		slidegin.Middleware(nil)
+	})
+}
