@@ -26,15 +26,18 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 	p("| | |\n|---|---|\n")
 	p("| Date | %s |\n", e.Date.Format("2006-01-02 15:04 MST"))
 	p("| Machine | %s, %d cores (`nproc`), GOMAXPROCS %d |\n", e.CPU, e.NumCPU, e.GOMAXPROCS)
+	if e.LoadStart != "" {
+		p("| Load average (1, 5, 15 min) | %s at the start, %s at the end (other work on the machine shows here) |\n", e.LoadStart, orDash(e.LoadEnd))
+	}
 	p("| Go | %s |\n", e.GoVersion)
 	p("| Redis | %s; standalone at %s; Cluster of %s (seeds %s), all on this machine |\n", e.RedisVersion, e.Standalone, e.ClusterNodes, strings.Join(e.Cluster, ", "))
 	p("| Client | go-redis %s, default options (pool of 10 connections per GOMAXPROCS) |\n", e.GoRedis)
 	p("| Peers | %s |\n", strings.Join(e.PeerVersions, ", "))
 	p("| slidelog core | %s |\n", orDash(e.CoreRevision))
 	p("| Command | `%s` |\n", e.Command)
-	p("| Cells | %v warm-up, then %v measured per Redis cell and %v per in-memory cell; limit %d per %v |\n",
-		e.Warmup, e.CellDuration, e.MemoryCell, e.Limit, e.Window)
-	p("| Whole run | %v |\n\n", e.ElapsedTotal)
+	p("| Cells | %v warm-up, then %v measured per Redis cell and %v per in-memory cell, in %d interleaved rounds (the contenders of one scenario and concurrency take turns); limit %d per %v |\n",
+		e.Warmup, e.CellDuration, e.MemoryCell, max(e.Rounds, 1), e.Limit, e.Window)
+	p("| Harness run time | %v (plus the `go test` benchmarks) |\n\n", e.ElapsedTotal)
 
 	writeTargets(&b, r, gb)
 

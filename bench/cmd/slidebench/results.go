@@ -36,6 +36,9 @@ type Env struct {
 	Limit         int       `json:"limit"`
 	Window        Duration  `json:"window"`
 	ElapsedTotal  Duration  `json:"elapsed_total"`
+	Rounds        int       `json:"rounds"`
+	LoadStart     string    `json:"load_start"`
+	LoadEnd       string    `json:"load_end"`
 	GoRedis       string    `json:"go_redis"`
 	PeerVersions  []string  `json:"peer_versions"`
 	RunIDPrefix   string    `json:"run_id_prefix"`

@@ -49,7 +49,7 @@ func runMain(args []string) error {
 	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the many-keys scenario on Redis")
 	fs.IntVar(&cfg.memKeys, "mem-keys", 1<<18, "keys in the many-keys scenario in memory (enough that no key reaches the limit)")
 	fs.IntVar(&cfg.limit, "limit", 100, "requests per minute per key")
-	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds per cell: contenders take turns, each round gets 1/rounds of the cell's time")
+	fs.IntVar(&cfg.rounds, "rounds", 6, "rounds per cell: contenders take turns, each round gets 1/rounds of the cell's time")
 	fs.StringVar(&callers, "callers", "1,16,64", "comma-separated numbers of concurrent callers")
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
 	fs.StringVar(&cfg.script, "script", "../core/script.lua", "slidelog's decision script, run with plain EVALSHA as a baseline (empty: skip)")
@@ -220,6 +220,7 @@ func runAll(cfg runConfig) error {
 	}
 
 	res.Env.ElapsedTotal = Duration(time.Since(began).Round(time.Second))
+	res.Env.LoadEnd = loadAverage()
 	if err := os.MkdirAll(dirOf(cfg.out), 0o755); err != nil {
 		return err
 	}
@@ -398,13 +399,14 @@ func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runI
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		Standalone: cfg.standalone, Cluster: cfg.cluster,
 		CellDuration: Duration(cfg.cell), MemoryCell: Duration(cfg.memCell), Warmup: Duration(cfg.warmup),
-		Keys: cfg.keys, MemKeys: cfg.memKeys, Limit: cfg.limit, Window: Duration(time.Minute),
+		Rounds: cfg.rounds, Keys: cfg.keys, MemKeys: cfg.memKeys, Limit: cfg.limit, Window: Duration(time.Minute),
 		Command: os.Getenv("SLIDEBENCH_COMMAND"), RunIDPrefix: runID,
 	}
 	if env.Command == "" {
 		env.Command = strings.Join(os.Args, " ")
 	}
 	env.CPU = cpuModel()
+	env.LoadStart = loadAverage()
 	if out, err := exec.Command("git", "-C", "..", "log", "-1", "--format=%h %cs %s", "--", "core").Output(); err == nil {
 		env.CoreRevision = strings.TrimSpace(string(out))
 		if st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--", "core").Output(); err == nil && len(st) > 0 {
@@ -458,6 +460,20 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// loadAverage returns the 1-, 5- and 15-minute load averages of
+// /proc/loadavg, to tell what else was running.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func infoField(info, field string) string {
