@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/slidelog/slidelog/bench/contender"
@@ -163,15 +164,48 @@ func writeGoBench(b *strings.Builder, gb []goBench) {
 	p("`allow` spreads calls over 262,144 keys so that each is admitted; `deny` hammers one key far\n")
 	p("over its limit. The Redis rows run one call at a time on the standalone server: their ns/op is a\n")
 	p("round trip, their allocations are the client side of one decision.\n\n")
-	p("| Benchmark | ns/op | B/op | allocs/op |\n|---|---:|---:|---:|\n")
-	for _, x := range gb {
-		name := x.name
-		if strings.Contains(name, "slidelog") {
-			name = "**" + name + "**"
+	for _, group := range []string{"Memory", "Redis"} {
+		var names []string
+		for _, x := range gb {
+			g, rest, ok := strings.Cut(x.name, "/")
+			if !ok || g != group {
+				continue
+			}
+			name, _, _ := strings.Cut(rest, "/")
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
 		}
-		p("| %s | %s | %.0f | %.0f |\n", name, fmtNs(x.nsPerOp), x.bytes, x.allocs)
+		if len(names) == 0 {
+			continue
+		}
+		p("**Benchmark%s**\n\n", group)
+		p("| Contender | allow ns/op | B/op | allocs/op | deny ns/op | B/op | allocs/op | allow-parallel ns/op | deny-parallel ns/op |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, name := range names {
+			label := name
+			if strings.HasPrefix(name, "slidelog") {
+				label = "**" + name + "**"
+			}
+			p("| %s", label)
+			for _, cs := range []string{"allow", "deny"} {
+				if x, ok := findGoBench(gb, group+"/"+name+"/"+cs); ok {
+					p(" | %s | %.0f | %.0f", fmtNs(x.nsPerOp), x.bytes, x.allocs)
+				} else {
+					p(" | – | – | –")
+				}
+			}
+			for _, cs := range []string{"allow-parallel", "deny-parallel"} {
+				if x, ok := findGoBench(gb, group+"/"+name+"/"+cs); ok {
+					p(" | %s", fmtNs(x.nsPerOp))
+				} else {
+					p(" | –")
+				}
+			}
+			p(" |\n")
+		}
+		p("\n")
 	}
-	p("\n")
 }
 
 func fmtNs(ns float64) string {
@@ -188,8 +222,8 @@ func writeAccuracy(b *strings.Builder, acc []Accuracy, chart string) {
 	p("The article's attack, against the standalone Redis, on slidelog and on ulule/limiter's fixed\n")
 	p("window at once, both at %d requests per %v (a short window, so that the attack takes seconds; its\n", a0.Limit, a0.Window)
 	p("shape does not depend on the window's length). One request at 0 s opens the fixed window; a burst\n")
-	p("of %d requests lands 200 ms before that window ends, another of %d 50 ms after the next window\n", attackBurst, attackBurst)
-	p("starts, and a last one a window later. The chart counts, at every instant, the requests each\n")
+	p("of %d requests lands 200 ms before that window ends, another %d requests 50 ms after the next\n", attackBurst, attackBurst)
+	p("window starts, and a last burst a window later. The chart counts, at every instant, the requests each\n")
 	p("limiter admitted in the rolling window that ends there (decision times are the middle of each\n")
 	p("round trip, measured by the client).\n\n")
 	p("![Admitted requests in every rolling window under the boundary attack](%s)\n\n", chart)
