@@ -3,11 +3,13 @@ module github.com/slidelog/slidelog/core
 go 1.26.0
 
 require (
+	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )

@@ -46,7 +46,7 @@ type memoryLog struct {
 	mu      sync.Mutex
 	entries []memoryEntry
 	expires int64 // microseconds; when every entry has left the longest window
-	dead    bool  // removed from the store; a caller holding it must look again
+	dead    atomic.Bool // removed from the store; a caller holding it must look again
 }
 
 type memoryEntry struct {
@@ -71,11 +71,9 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	if cfg.sweepInterval <= 0 {
 		cfg.sweepInterval = DefaultSweepInterval
 	}
-	logs, err := lru.NewWithEvict(cfg.maxKeys, func(_ string, l *memoryLog) {
-		l.mu.Lock()
-		l.dead = true
-		l.mu.Unlock()
-	})
+	// The eviction callback runs under the cache's lock, sometimes while
+	// the log's own lock is held (Reset, sweep), so it only flags the log.
+	logs, err := lru.NewWithEvict(cfg.maxKeys, func(_ string, l *memoryLog) { l.dead.Store(true) })
 	if err != nil {
 		panic("slidelog: unreachable: lru rejected a positive size")
 	}
@@ -131,7 +129,7 @@ func (s *MemoryStore) lock(key string, create bool) *memoryLog {
 			}
 		}
 		l.mu.Lock()
-		if !l.dead {
+		if !l.dead.Load() {
 			return l
 		}
 		l.mu.Unlock()
@@ -224,7 +222,7 @@ func (s *MemoryStore) Reset(ctx context.Context, key string) error {
 		return err
 	}
 	if l := s.lock(key, false); l != nil {
-		l.dead = true
+		l.dead.Store(true)
 		s.logs.Remove(key)
 		l.mu.Unlock()
 	}
@@ -265,8 +263,8 @@ func (s *MemoryStore) sweepOnce() {
 			continue
 		}
 		l.mu.Lock()
-		if !l.dead && l.expires <= now {
-			l.dead = true
+		if !l.dead.Load() && l.expires <= now {
+			l.dead.Store(true)
 			s.logs.Remove(key)
 		}
 		l.mu.Unlock()

@@ -1,0 +1,116 @@
+package slidelogtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Environment variables naming the test servers.
+const (
+	// EnvRedisAddr names a standalone Redis, host:port.
+	EnvRedisAddr = "SLIDELOG_REDIS_ADDR"
+	// EnvClusterAddrs names the seed nodes of a Redis Cluster,
+	// comma-separated host:port.
+	EnvClusterAddrs = "SLIDELOG_CLUSTER_ADDRS"
+	// EnvRequireRedis, when set, makes a missing server fail a test even
+	// under -short. `make test` sets it.
+	EnvRequireRedis = "SLIDELOG_REQUIRE_REDIS"
+)
+
+const startHint = "start the test servers with `make cluster-up` and then `eval \"$(scripts/redis-rig.sh env)\"` from the repository root, or run everything with `make test`"
+
+func addrsFromEnv(t testing.TB, name string) []string {
+	t.Helper()
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		if testing.Short() && os.Getenv(EnvRequireRedis) == "" {
+			t.Skipf("%s is not set; %s", name, startHint)
+		}
+		t.Fatalf("%s is not set: this test needs a real Redis; %s", name, startHint)
+	}
+	var addrs []string
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// RedisClient returns a client of the standalone test Redis, closed when
+// the test ends. It fails the test when the server is not configured or
+// does not answer.
+func RedisClient(t testing.TB) *redis.Client {
+	t.Helper()
+	addrs := addrsFromEnv(t, EnvRedisAddr)
+	c := redis.NewClient(&redis.Options{Addr: addrs[0]})
+	t.Cleanup(func() { _ = c.Close() })
+	ping(t, c, EnvRedisAddr)
+	return c
+}
+
+// ClusterClient returns a client of the test Redis Cluster, closed when
+// the test ends. It fails the test when the Cluster is not configured or
+// does not answer.
+func ClusterClient(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	addrs := addrsFromEnv(t, EnvClusterAddrs)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 8})
+	t.Cleanup(func() { _ = c.Close() })
+	ping(t, c, EnvClusterAddrs)
+	return c
+}
+
+func ping(t testing.TB, c redis.UniversalClient, env string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redis at %s=%q does not answer: %v; %s", env, os.Getenv(env), err, startHint)
+	}
+}
+
+// KeyPrefix returns a key prefix unique to this test and registers a
+// cleanup that deletes every key under it, on every master of a Cluster.
+// Tests never flush a shared server.
+func KeyPrefix(t testing.TB, c redis.UniversalClient) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "slidelogtest:" + hex.EncodeToString(b[:]) + ":"
+	t.Cleanup(func() { DeleteKeys(t, c, prefix) })
+	return prefix
+}
+
+// DeleteKeys deletes every key starting with prefix, on every master of a
+// Cluster or on the one server of a standalone client.
+func DeleteKeys(t testing.TB, c redis.UniversalClient, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	del := func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return del(ctx, node) })
+	} else {
+		err = del(ctx, c)
+	}
+	if err != nil {
+		t.Logf("deleting test keys %s*: %v", prefix, err)
+	}
+}

@@ -1,0 +1,29 @@
+package slidelog_test
+
+import (
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func TestMemoryStoreConformance(t *testing.T) {
+	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+		return slidelog.NewMemoryStore(slidelog.WithClock(clock))
+	})
+}
+
+func TestRedisStoreConformance(t *testing.T) {
+	client := slidelogtest.RedisClient(t)
+	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+		return newRedisStore(t, client, slidelog.WithClock(clock))
+	})
+}
+
+func TestClusterStoreConformance(t *testing.T) {
+	client := slidelogtest.ClusterClient(t)
+	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+		return newRedisStore(t, client, slidelog.WithClock(clock))
+	})
+}
