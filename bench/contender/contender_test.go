@@ -41,7 +41,11 @@ func BenchmarkMemory(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Cleanup(func() { l.Close() })
+				b.Cleanup(func() {
+					if err := l.Close(); err != nil {
+						b.Error(err)
+					}
+				})
 				return l
 			}
 			runCases(b, newLimiter)
@@ -59,7 +63,11 @@ func BenchmarkRedis(b *testing.B) {
 		b.Skip("SLIDELOG_REDIS_ADDR is not set: no Redis to measure")
 	}
 	client := redis.NewClient(&redis.Options{Addr: addr})
-	b.Cleanup(func() { client.Close() })
+	b.Cleanup(func() {
+		if err := client.Close(); err != nil {
+			b.Error(err)
+		}
+	})
 	prefix := "slidebench:gotest:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	b.Cleanup(func() { deleteKeys(b, client, prefix) })
 	for i, name := range append(contender.Redis, contender.EvalSHA) {
@@ -70,7 +78,11 @@ func BenchmarkRedis(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Cleanup(func() { l.Close() })
+				b.Cleanup(func() {
+					if err := l.Close(); err != nil {
+						b.Error(err)
+					}
+				})
 				return l
 			}
 			runCases(b, newLimiter)
@@ -150,7 +162,9 @@ func deleteKeys(b *testing.B, client *redis.Client, prefix string) {
 	ctx := context.Background()
 	iter := client.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		client.Unlink(ctx, iter.Val())
+		if err := client.Unlink(ctx, iter.Val()).Err(); err != nil {
+			b.Error(err)
+		}
 	}
 	if err := iter.Err(); err != nil {
 		b.Error(err)

@@ -13,10 +13,12 @@ func ExampleNewMemory() {
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
 	for range 3 {
 		ok, _ := l.Allow(context.Background(), "alice")
 		fmt.Println(ok)
+	}
+	if err := l.Close(); err != nil {
+		fmt.Println(err)
 	}
 	// Output:
 	// true

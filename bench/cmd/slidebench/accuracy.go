@@ -44,7 +44,7 @@ func boundaryAttack(ctx context.Context, client redis.UniversalClient, prefix st
 		if err != nil {
 			return nil, err
 		}
-		defer l.Close()
+		defer func() { _ = l.Close() }()
 		limiters[i] = l
 	}
 	out := make([]Accuracy, len(names))
@@ -159,7 +159,9 @@ func measureMemoryUsage(ctx context.Context, topo topology, client redis.Univers
 			PerEntry: float64(bytes) / float64(max(entries, 1)), Encoding: enc})
 		fmt.Printf("memory    %-10s limit %4d: %d entries, %d bytes, %.1f B/entry (%s)\n",
 			topo.name, limit, entries, bytes, float64(bytes)/float64(max(entries, 1)), enc)
-		l.Close()
+		if err := l.Close(); err != nil {
+			return out, err
+		}
 	}
 	return out, deleteKeys(ctx, client, prefix)
 }

@@ -5,7 +5,6 @@ import (
 	"image/color"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -138,7 +137,7 @@ func categoryPlot(title, xLabel, yLabel string, cats []string, ss []series) (*pl
 		}
 		lp.LineStyle = styleOf(s.name)
 		pts.Shape = draw.CircleGlyph{}
-		pts.Color = lp.LineStyle.Color
+		pts.Color = lp.Color
 		pts.Radius = vg.Points(3)
 		p.Add(lp, pts)
 		for _, xy := range s.xys {
@@ -187,7 +186,7 @@ func figure(path, title string, width, height vg.Length, legend []string, plots 
 		return err
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	return f.Close()
@@ -328,9 +327,10 @@ func accuracyChart(acc []Accuracy, path string) error {
 		l.LineStyle = styleOf(a.Contender)
 		p.Add(l)
 		label := a.Contender
-		if a.Contender == contender.Ulule {
+		switch a.Contender {
+		case contender.Ulule:
 			label += " (fixed window)"
-		} else if a.Contender == contender.Slidelog {
+		case contender.Slidelog:
 			label += " (sliding log)"
 		}
 		p.Legend.Add(fmt.Sprintf("%s: max %d", label, a.MaxInWin), l)
@@ -377,5 +377,3 @@ func plural(n int) string {
 }
 
 func timeSeconds(d Duration) float64 { return float64(d) / 1e9 }
-
-func imgPath(dir, name string) string { return filepath.Join(dir, name) }

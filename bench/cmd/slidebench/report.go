@@ -19,7 +19,9 @@ func reportMain(args []string) error {
 	gotest := fs.String("gotest", "results/gotest.txt", "output of the go test benchmarks (optional)")
 	out := fs.String("out", "../docs/benchmarks.md", "markdown to write")
 	imgDir := fs.String("img", "../docs/img", "directory for the PNG charts")
-	fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 
 	r, err := readResults(*in)
 	if err != nil {

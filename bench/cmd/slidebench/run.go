@@ -54,7 +54,9 @@ func runMain(args []string) error {
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
 	fs.StringVar(&cfg.script, "script", "../core/script.lua", "slidelog's decision script, run with plain EVALSHA as a baseline (empty: skip)")
 	fs.BoolVar(&cfg.skipMemory, "skip-memory", false, "skip the in-memory cells")
-	fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if cfg.standalone == "" || clusterAddrs == "" {
 		return errors.New("need both a standalone Redis (-redis or SLIDELOG_REDIS_ADDR) and a Cluster (-cluster or SLIDELOG_CLUSTER_ADDRS)")
 	}
@@ -89,7 +91,7 @@ func runAll(cfg runConfig) error {
 	for _, topo := range topologies {
 		c := topo.newClient()
 		err := c.Ping(ctx).Err()
-		c.Close()
+		_ = c.Close()
 		if err != nil {
 			return fmt.Errorf("%s Redis: %w", topo.name, err)
 		}
@@ -149,15 +151,15 @@ func runAll(cfg runConfig) error {
 					cellNo++
 					e, err := newRedisEntry(ctx, topo, name, runID+"c"+strconv.Itoa(cellNo)+":", sc.name, cfg, scriptSrc)
 					if err != nil {
-						closeEntries(ctx, admin, group)
-						admin.Close()
+						_ = closeEntries(ctx, admin, group)
+						_ = admin.Close()
 						return fmt.Errorf("%s/%s/%s: %w", topo.name, sc.name, name, err)
 					}
 					group = append(group, e)
 				}
 				runGroup(group, callers, sc.keyOf, cfg.warmup, cfg.cell, cfg.rounds)
 				if err := closeEntries(ctx, admin, group); err != nil {
-					admin.Close()
+					_ = admin.Close()
 					return err
 				}
 				for _, e := range group {
@@ -174,7 +176,7 @@ func runAll(cfg runConfig) error {
 			}
 			res.Memory = append(res.Memory, mu...)
 		}
-		admin.Close()
+		_ = admin.Close()
 	}
 
 	if !cfg.skipMemory {
@@ -193,7 +195,9 @@ func runAll(cfg runConfig) error {
 				}
 				runGroup(group, callers, sc.keyOf, cfg.warmup, cfg.memCell, cfg.rounds)
 				for _, e := range group {
-					e.l.Close()
+					if err := e.l.Close(); err != nil {
+						return err
+					}
 					cell := newCell("memory", sc.name, callers, e.name, e.stats, e.elapsed, -1, -1)
 					report(cell)
 					res.Cells = append(res.Cells, cell)
@@ -208,7 +212,7 @@ func runAll(cfg runConfig) error {
 		if derr := deleteKeys(ctx, client, runID+"acc:"); derr != nil {
 			err = errors.Join(err, derr)
 		}
-		client.Close()
+		err = errors.Join(err, client.Close())
 		if err != nil {
 			return fmt.Errorf("accuracy: %w", err)
 		}
@@ -257,15 +261,15 @@ func newRedisEntry(ctx context.Context, topo topology, name, prefix, scenario st
 		e.l, err = contender.NewRedis(ctx, name, e.client, prefix, cfg.limit, time.Minute)
 	}
 	if err != nil {
-		e.client.Close()
+		_ = e.client.Close()
 		return nil, err
 	}
 	if scenario == "flood" {
 		// Spend the key's limit first: what is measured is all denials.
 		for range cfg.limit + 1 {
 			if _, err := e.l.Allow(ctx, "flooded"); err != nil {
-				e.l.Close()
-				e.client.Close()
+				_ = e.l.Close()
+				_ = e.client.Close()
 				return nil, err
 			}
 		}
@@ -429,7 +433,7 @@ func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runI
 	if info, err := c.Info(ctx, "server").Result(); err == nil {
 		env.RedisVersion = infoField(info, "redis_version")
 	}
-	c.Close()
+	_ = c.Close()
 	cc := topologies[1].newClient()
 	if nodes, err := cc.ClusterNodes(ctx).Result(); err == nil {
 		masters, replicas := 0, 0
@@ -443,7 +447,7 @@ func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runI
 		}
 		env.ClusterNodes = fmt.Sprintf("%d masters + %d replicas", masters, replicas)
 	}
-	cc.Close()
+	_ = cc.Close()
 	return env
 }
 
@@ -452,7 +456,7 @@ func cpuModel() string {
 	if err != nil {
 		return runtime.GOARCH
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {

@@ -131,7 +131,7 @@ func writeTargets(b *strings.Builder, r *Results, gb []goBench) {
 			metT := s.nsPerOp <= g.nsPerOp
 			p("| Memory store, `%s`, one goroutine | ≤ 1 allocation per decision; ns/op ≤ go-limiter's | %.0f allocs/op; %s vs %s ns/op (%s) | %s |\n",
 				cs, s.allocs, fmtNs(s.nsPerOp), fmtNs(g.nsPerOp), fmtRatio(ratio(s.nsPerOp, g.nsPerOp)), verdict(metA && metT))
-			if !(metA && metT) {
+			if !metA || !metT {
 				cause := "A token bucket updates two numbers per key; a sliding log appends an entry per admitted request " +
 					"and evicts expired ones, so its admissions cost more."
 				if cs == "deny" {
