@@ -410,6 +410,11 @@ func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runI
 		env.Command = strings.Join(os.Args, " ")
 	}
 	env.CPU = cpuModel()
+	if out, err := exec.Command("nproc").Output(); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil {
+			env.NumCPU = n
+		}
+	}
 	env.LoadStart = loadAverage()
 	if out, err := exec.Command("git", "-C", "..", "log", "-1", "--format=%h %cs %s", "--", "core").Output(); err == nil {
 		env.CoreRevision = strings.TrimSpace(string(out))
