@@ -40,8 +40,8 @@ cd "$BENCH"
 # Build against the working tree (go.work) or against HEAD's core.
 GOFLAGS_EXTRA=()
 if [[ "${SLIDEBENCH_CORE:-}" == committed ]]; then
-  snap="$RESULTS/core-snapshot"
-  rm -rf "$snap" && mkdir -p "$snap"
+  snap="$(mktemp -d)"
+  trap 'rm -rf "$snap"' EXIT
   git -C "$ROOT" archive HEAD core | tar -x -C "$snap"
   sed "s#=> ../core#=> $snap/core#" go.mod > "$snap/go.mod"
   cp go.sum "$snap/go.sum"
@@ -73,7 +73,10 @@ if [[ -z "${SLIDELOG_REDIS_ADDR:-}" || -z "${SLIDELOG_CLUSTER_ADDRS:-}" ]]; then
   fi
   eval "$("$ROOT/scripts/redis-rig.sh" env)"
 fi
-cleanup() { if [[ -n "$started_rig" ]]; then "$ROOT/scripts/redis-rig.sh" down || true; fi; }
+cleanup() {
+  if [[ -n "$started_rig" ]]; then "$ROOT/scripts/redis-rig.sh" down || true; fi
+  if [[ -n "${snap:-}" ]]; then rm -rf "$snap"; fi
+}
 trap cleanup EXIT
 log "standalone $SLIDELOG_REDIS_ADDR, cluster $SLIDELOG_CLUSTER_ADDRS"
 

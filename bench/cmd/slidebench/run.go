@@ -253,7 +253,15 @@ type entry struct {
 
 func newRedisEntry(ctx context.Context, topo topology, name, prefix, scenario string, cfg runConfig, scriptSrc string) (*entry, error) {
 	e := &entry{name: name, client: topo.newClient(), prefix: prefix, cmds: new(atomic.Int64), rts: new(atomic.Int64)}
-	e.client.AddHook(commandCounter{e.cmds, e.rts})
+	// Count what reaches Redis: on a Cluster, at each node's client, which
+	// sees every command and every per-node pipeline the ClusterClient
+	// sends (retries after MOVED included).
+	counter := commandCounter{e.cmds, e.rts}
+	if cc, ok := e.client.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(node *redis.Client) { node.AddHook(counter) })
+	} else {
+		e.client.AddHook(counter)
+	}
 	var err error
 	if name == contender.SlidelogScript {
 		e.l, err = contender.NewScript(e.client, scriptSrc, prefix, cfg.limit, time.Minute)
