@@ -1,0 +1,320 @@
+package slidelog_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+// admission is one admitted request as the checker sees it: the key and
+// the store's time of the decision.
+type admission struct {
+	Key string `json:"k"`
+	At  int64  `json:"t"` // microseconds, the deciding server's clock
+}
+
+// checkWindows is the independent checker: for every key, no half-open
+// window (a-W, a] may hold more than limit admissions. It returns the
+// largest count seen in any window, per key.
+func checkWindows(t *testing.T, admitted []admission, limit int, window time.Duration) map[string]int {
+	t.Helper()
+	byKey := map[string][]int64{}
+	for _, a := range admitted {
+		byKey[a.Key] = append(byKey[a.Key], a.At)
+	}
+	w := window.Microseconds()
+	peak := map[string]int{}
+	for key, times := range byKey {
+		slices.Sort(times)
+		first := 0
+		for last, at := range times {
+			for times[first] <= at-w {
+				first++
+			}
+			if n := last - first + 1; n > peak[key] {
+				peak[key] = n
+			}
+		}
+		if peak[key] > limit {
+			t.Errorf("key %q: %d admissions within one window of %v, want at most %d", key, peak[key], window, limit)
+		}
+	}
+	return peak
+}
+
+// checkUtilisation asserts the limiter is not stricter than it must be:
+// under a flood far above the limit, a key's admissions between its first
+// and last admission reach at least 95% of the capacity of that span,
+// limit per window length.
+func checkUtilisation(t *testing.T, admitted []admission, limit int, window time.Duration) {
+	t.Helper()
+	byKey := map[string][]int64{}
+	for _, a := range admitted {
+		byKey[a.Key] = append(byKey[a.Key], a.At)
+	}
+	for key, times := range byKey {
+		slices.Sort(times)
+		span := float64(times[len(times)-1]-times[0]) / float64(window.Microseconds())
+		capacity := float64(limit) * span
+		if used := float64(len(times)) / capacity; used < 0.95 {
+			t.Errorf("key %q: %d admitted over %.2f windows, %.1f%% of capacity %.0f; want at least 95%%", key, len(times), span, 100*used, capacity)
+		}
+	}
+}
+
+// clusterKeysOnEveryMaster returns n identities whose keys are spread over
+// every master of the Cluster, and asserts that they are.
+func clusterKeysOnEveryMaster(t *testing.T, client *redis.ClusterClient, store *slidelog.RedisStore, n int) []string {
+	t.Helper()
+	masters := map[string]int{}
+	var keys []string
+	perMaster := map[string][]string{}
+	for i := 0; len(keys) < 200; i++ {
+		id := "client-" + strconv.Itoa(i)
+		node, err := client.MasterForKey(t.Context(), store.Key(id))
+		if err != nil {
+			t.Fatalf("MasterForKey: %v", err)
+		}
+		perMaster[node.Options().Addr] = append(perMaster[node.Options().Addr], id)
+		keys = append(keys, id)
+	}
+	if len(perMaster) < 3 {
+		t.Fatalf("200 identities landed on %d masters, want 3", len(perMaster))
+	}
+	var chosen []string
+	for round := 0; len(chosen) < n; round++ {
+		for addr, ids := range perMaster {
+			if round < len(ids) && len(chosen) < n {
+				chosen = append(chosen, ids[round])
+				masters[addr]++
+			}
+		}
+	}
+	if len(masters) != 3 {
+		t.Fatalf("chosen identities cover %d masters, want 3", len(masters))
+	}
+	return chosen
+}
+
+// flood runs callers goroutines that each call Allow on keys[i%len(keys)]
+// until the deadline, and returns the admissions. Errors fail the test.
+func flood(t *testing.T, l *slidelog.Limiter, keys []string, callers int, d time.Duration) []admission {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	var mu sync.Mutex
+	var admitted []admission
+	var errs []error
+	var wg sync.WaitGroup
+	for i := range callers {
+		key := keys[i%len(keys)]
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				res, err := l.Allow(context.Background(), key)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else if res.Allowed {
+					admitted = append(admitted, admission{Key: key, At: res.DecidedAt.UnixMicro()})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d calls failed, first: %v", len(errs), errs[0])
+	}
+	return admitted
+}
+
+func TestClusterExactnessUnderConcurrency(t *testing.T) {
+	const limit, window, callers = 100, time.Second, 200
+	client := slidelogtest.ClusterClient(t)
+	store := newRedisStore(t, client)
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := clusterKeysOnEveryMaster(t, client, store, 6)
+	admitted := flood(t, l, keys, callers, 3500*time.Millisecond)
+	peak := checkWindows(t, admitted, limit, window)
+	checkUtilisation(t, admitted, limit, window)
+	if len(peak) != len(keys) {
+		t.Fatalf("admissions seen for %d keys, want %d", len(peak), len(keys))
+	}
+	t.Logf("%d admissions over %d keys on 3 masters; peak per window %v", len(admitted), len(keys), peak)
+}
+
+// TestClusterExactnessAcrossProcesses runs the flood from three processes
+// (this test binary, re-executed) on the same keys; the parent merges what
+// each child admitted and checks it.
+func TestClusterExactnessAcrossProcesses(t *testing.T) {
+	if os.Getenv("SLIDELOG_CHILD_PREFIX") != "" {
+		t.Skip("child process")
+	}
+	const limit, window, processes = 60, time.Second, 3
+	client := slidelogtest.ClusterClient(t)
+	prefix := slidelogtest.KeyPrefix(t, client)
+	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := clusterKeysOnEveryMaster(t, client, store, 3)
+	var children []*exec.Cmd
+	var outs []*bufio.Scanner
+	for range processes {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestExactnessChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "SLIDELOG_CHILD_PREFIX="+prefix, "SLIDELOG_CHILD_KEYS="+mustJSON(t, keys))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, cmd)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		outs = append(outs, sc)
+	}
+	var admitted []admission
+	perChild := make([]int, processes)
+	for i, sc := range outs {
+		for sc.Scan() {
+			var a admission
+			if json.Unmarshal(sc.Bytes(), &a) == nil && a.Key != "" {
+				admitted = append(admitted, a)
+				perChild[i]++
+			}
+		}
+		if err := children[i].Wait(); err != nil {
+			t.Fatalf("child %d: %v", i, err)
+		}
+	}
+	for i, n := range perChild {
+		if n == 0 {
+			t.Fatalf("child %d admitted nothing; every process must take part", i)
+		}
+	}
+	checkWindows(t, admitted, limit, window)
+	checkUtilisation(t, admitted, limit, window)
+	t.Logf("%d admissions from %d processes %v", len(admitted), processes, perChild)
+}
+
+// TestExactnessChild is the body of a child process of
+// TestClusterExactnessAcrossProcesses; it does nothing on its own.
+func TestExactnessChild(t *testing.T) {
+	prefix := os.Getenv("SLIDELOG_CHILD_PREFIX")
+	if prefix == "" {
+		return
+	}
+	var keys []string
+	if err := json.Unmarshal([]byte(os.Getenv("SLIDELOG_CHILD_KEYS")), &keys); err != nil {
+		t.Fatal(err)
+	}
+	client := slidelogtest.ClusterClient(t)
+	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 60, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := flood(t, l, keys, 70, 3*time.Second)
+	w := bufio.NewWriter(os.Stdout)
+	for _, a := range admitted {
+		fmt.Fprintln(w, mustJSON(t, a))
+	}
+	_ = w.Flush()
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestSameInstantBurst(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{
+		"Standalone": slidelogtest.RedisClient(t),
+		"Cluster":    slidelogtest.ClusterClient(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, err := slidelog.New(newRedisStore(t, client), slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := make(chan struct{})
+			var mu sync.Mutex
+			var admitted, failed int
+			var wg sync.WaitGroup
+			for range 1000 {
+				wg.Go(func() {
+					<-start
+					res, err := l.Allow(context.Background(), "burst")
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						failed++
+					} else if res.Allowed {
+						admitted++
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if admitted != 100 || failed != 0 {
+				t.Fatalf("1000 concurrent calls, limit 100: admitted %d, errors %d; want exactly 100 and no errors", admitted, failed)
+			}
+		})
+	}
+}
+
+func TestScriptFlushBetweenCalls(t *testing.T) {
+	client := slidelogtest.ClusterClient(t)
+	store := newRedisStore(t, client)
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := clusterKeysOnEveryMaster(t, client, store, 3)
+	admitted := 0
+	for i := range 15 {
+		err := client.ForEachShard(t.Context(), func(ctx context.Context, node *redis.Client) error {
+			return node.ScriptFlush(ctx).Err()
+		})
+		if err != nil {
+			t.Fatalf("SCRIPT FLUSH: %v", err)
+		}
+		for _, k := range keys {
+			res, err := l.Allow(t.Context(), k)
+			if err != nil {
+				t.Fatalf("call %d on %q after SCRIPT FLUSH: %v", i, k, err)
+			}
+			if res.Allowed {
+				admitted++
+			}
+		}
+	}
+	if want := 10 * len(keys); admitted != want {
+		t.Fatalf("admitted %d, want %d (limit 10 on each of %d keys)", admitted, want, len(keys))
+	}
+}
