@@ -45,7 +45,7 @@ type MemoryStore struct {
 type memoryLog struct {
 	mu      sync.Mutex
 	entries []memoryEntry
-	expires int64 // microseconds; when every entry has left the longest window
+	expires int64       // microseconds; when every entry has left the longest window
 	dead    atomic.Bool // removed from the store; a caller holding it must look again
 }
 

@@ -1,0 +1,91 @@
+package slidelog_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// hashTag returns the part of key Redis Cluster hashes: the text between
+// the first '{' and the next '}', when non-empty.
+func hashTag(key string) (string, bool) {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return "", false
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return "", false
+	}
+	return key[open+1 : open+1+end], true
+}
+
+// offlineClient is a client that never connects: enough for key tests.
+func offlineClient(tb testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func checkKeyShape(t *testing.T, store *slidelog.RedisStore, prefix, identity string) string {
+	t.Helper()
+	key := store.Key(identity)
+	if !strings.HasPrefix(key, prefix) {
+		t.Fatalf("Key(%q) = %q, want prefix %q", identity, key, prefix)
+	}
+	tag, ok := hashTag(key)
+	if !ok || len(tag) != 22 || strings.Count(key, "{") != 1 || strings.Count(key, "}") != 1 || !strings.HasSuffix(key, "}") {
+		t.Fatalf("Key(%q) = %q, want %s{<22 base64url characters>}", identity, key, prefix)
+	}
+	for _, r := range tag {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			t.Fatalf("Key(%q) tag %q has %q, want base64url only", identity, tag, r)
+		}
+	}
+	return key
+}
+
+func FuzzRedisKey(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"a", "b"}, {"{a}", "a"}, {"a:b", "a}:{b"}, {"", "\x00"}, {"\xff\xfe", "ключ"},
+		{strings.Repeat("{", 300), strings.Repeat("}", 300)}, {"user:1", "user:1 "},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	const prefix = "app:rl:"
+	store, err := slidelog.NewRedisStore(offlineClient(f), slidelog.WithKeyPrefix(prefix), slidelog.WithKeySecret([]byte("fuzz")))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ka := checkKeyShape(t, store, prefix, a)
+		kb := checkKeyShape(t, store, prefix, b)
+		if (ka == kb) != (a == b) {
+			t.Fatalf("Key(%q) = %q and Key(%q) = %q: equal keys must mean equal identities", a, ka, b, kb)
+		}
+		if store.Key(a) != ka {
+			t.Fatalf("Key(%q) is not stable", a)
+		}
+	})
+}
+
+func TestKeySecretChangesTheSlot(t *testing.T) {
+	plain, _ := slidelog.NewRedisStore(offlineClient(t))
+	secret, _ := slidelog.NewRedisStore(offlineClient(t), slidelog.WithKeySecret([]byte("s3cret")))
+	if plain.Key("client") == secret.Key("client") {
+		t.Fatalf("the key secret did not change the key of %q", "client")
+	}
+}
+
+func TestNewRedisStoreValidation(t *testing.T) {
+	if _, err := slidelog.NewRedisStore(nil); err != slidelog.ErrNilClient {
+		t.Errorf("NewRedisStore(nil) error = %v, want ErrNilClient", err)
+	}
+	for _, give := range []string{"a{", "}", "{x}:"} {
+		if _, err := slidelog.NewRedisStore(offlineClient(t), slidelog.WithKeyPrefix(give)); err == nil {
+			t.Errorf("WithKeyPrefix(%q): no error, want ErrInvalidOption", give)
+		}
+	}
+}

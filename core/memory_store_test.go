@@ -1,0 +1,81 @@
+package slidelog_test
+
+import (
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+func TestMemoryStoreBoundsKeys(t *testing.T) {
+	store := slidelog.NewMemoryStore(slidelog.WithMaxKeys(10_000))
+	defer store.Close()
+	l, err := slidelog.New(store, slidelog.PerMinute(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const identities = 1_000_000
+	if testing.Short() {
+		t.Log("-short: 100,000 identities instead of a million")
+	}
+	n := identities
+	if testing.Short() {
+		n = 100_000
+	}
+	for i := range n {
+		if res, err := l.Allow(t.Context(), "id-"+strconv.Itoa(i)); err != nil || !res.Allowed {
+			t.Fatalf("Allow(new identity %d) = %+v, %v; want allowed", i, res, err)
+		}
+	}
+	if got := store.Len(); got != 10_000 {
+		t.Fatalf("after %d identities the store holds %d, want the bound 10000", n, got)
+	}
+}
+
+func TestMemoryStoreSweepsExpiredLogs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := slidelog.NewMemoryStore(slidelog.WithSweepInterval(time.Second))
+		defer store.Close()
+		l, err := slidelog.New(store, slidelog.PerSecond(3), slidelog.WithPolicy(slidelog.Policy{Name: "5s", Limit: 10, Window: 5 * time.Second}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			if _, err := l.Allow(t.Context(), strconv.Itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(4500 * time.Millisecond)
+		synctest.Wait()
+		if got := store.Len(); got != 50 {
+			t.Fatalf("before the longest window passed the store holds %d logs, want 50", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := store.Len(); got != 0 {
+			t.Fatalf("after the longest window and a sweep the store holds %d logs, want 0", got)
+		}
+	})
+}
+
+func TestMemoryStoreClose(t *testing.T) {
+	store := slidelog.NewMemoryStore()
+	l, err := slidelog.New(store, slidelog.PerSecond(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := l.Allow(t.Context(), "k"); err != slidelog.ErrClosed {
+		t.Fatalf("Allow after Close error = %v, want ErrClosed", err)
+	}
+	if _, err := store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 1, Policies: []slidelog.Policy{slidelog.PerSecond(1)}}); err != slidelog.ErrClosed {
+		t.Fatalf("Take after Close error = %v, want ErrClosed", err)
+	}
+}
