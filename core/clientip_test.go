@@ -1,0 +1,149 @@
+package slidelog_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+func TestParseIP(t *testing.T) {
+	tests := []struct {
+		give string
+		want string
+	}{
+		{"192.0.2.1", "192.0.2.1"},
+		{"192.0.2.1:8080", "192.0.2.1"},
+		{" 192.0.2.1 ", "192.0.2.1"},
+		{"::ffff:192.0.2.1", "192.0.2.1"},
+		{"[::ffff:192.0.2.1]:443", "192.0.2.1"},
+		{"2001:db8::1", "2001:db8::1"},
+		{"[2001:db8::1]", "2001:db8::1"},
+		{"[2001:db8::1]:443", "2001:db8::1"},
+		{"fe80::1%eth0", "fe80::1"},
+		{"[fe80::1%eth0]:80", "fe80::1"},
+		{"2001:DB8:0:0:0:0:0:1", "2001:db8::1"},
+	}
+	for _, tt := range tests {
+		got, err := slidelog.ParseIP(tt.give)
+		if err != nil || got.String() != tt.want {
+			t.Errorf("ParseIP(%q): got %v, %v, want %s", tt.give, got, err, tt.want)
+		}
+	}
+	for _, give := range []string{"", "@", "unknown", "_hidden", "192.0.2", "example.com:80", "[::1", "1.2.3.4.5", strings.Repeat("1", 100)} {
+		if got, err := slidelog.ParseIP(give); err == nil {
+			t.Errorf("ParseIP(%q): got %v, want an error", give, got)
+		}
+	}
+}
+
+func TestIPPrefix(t *testing.T) {
+	tests := []struct {
+		give string
+		bits int
+		want string
+	}{
+		{"192.0.2.1", 64, "192.0.2.1/32"},
+		{"2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:3:4:5:6", 48, "2001:db8:1::/48"},
+		{"2001:db8:1:2:3:4:5:6", 128, "2001:db8:1:2:3:4:5:6/128"},
+	}
+	for _, tt := range tests {
+		if got := slidelog.IPPrefix(netip.MustParseAddr(tt.give), tt.bits); got.String() != tt.want {
+			t.Errorf("IPPrefix(%s, %d): got %s, want %s", tt.give, tt.bits, got, tt.want)
+		}
+	}
+}
+
+func TestParseTrustedProxies(t *testing.T) {
+	got, err := slidelog.ParseTrustedProxies("10.0.0.0/8", "192.0.2.7", "2001:db8::/32", "::ffff:172.16.0.0/108", "10.1.2.3/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32", "172.16.0.0/12", "10.0.0.0/8"}
+	for i, p := range got {
+		if p.String() != want[i] {
+			t.Errorf("prefix %d: got %s, want %s", i, p, want[i])
+		}
+	}
+	for _, give := range []string{"10.0.0.0/33", "example.com", "", "fe80::1%eth0", "::ffff:0.0.0.0/80"} {
+		if _, err := slidelog.ParseTrustedProxies(give); !errors.Is(err, slidelog.ErrInvalidOption) {
+			t.Errorf("ParseTrustedProxies(%q): got %v, want ErrInvalidOption", give, err)
+		}
+	}
+}
+
+// source is an HTTPSource for tests.
+type source struct {
+	method, path, route, remote string
+	header                      http.Header
+	values                      map[any]any
+}
+
+func (s *source) Context() context.Context    { return context.Background() }
+func (s *source) Method() string              { return s.method }
+func (s *source) Path() string                { return s.path }
+func (s *source) Route() string               { return s.route }
+func (s *source) Header(name string) []string { return s.header.Values(name) }
+func (s *source) RemoteAddr() string          { return s.remote }
+func (s *source) Value(key any) any           { return s.values[key] }
+func (s *source) Native() any                 { return s }
+
+func newSource(remote string, header ...string) *source {
+	s := &source{method: http.MethodGet, path: "/", remote: remote, header: http.Header{}, values: map[any]any{}}
+	for i := 0; i+1 < len(header); i += 2 {
+		s.header.Add(header[i], header[i+1])
+	}
+	return s
+}
+
+func TestClientIPWithoutTrustedProxies(t *testing.T) {
+	r := slidelog.NewHTTPRequest(newSource("198.51.100.7:4000",
+		"X-Forwarded-For", "203.0.113.1", "X-Real-IP", "203.0.113.2", "Forwarded", "for=203.0.113.3"))
+	a, err := r.ClientIP()
+	if err != nil || a.String() != "198.51.100.7" {
+		t.Errorf("ClientIP: got %v, %v, want the socket address 198.51.100.7", a, err)
+	}
+	if _, err := slidelog.NewHTTPRequest(newSource("@")).ClientIP(); !errors.Is(err, slidelog.ErrInvalidKey) {
+		t.Errorf("ClientIP of a Unix socket: got %v, want ErrInvalidKey", err)
+	}
+}
+
+// FuzzClientIP: whatever forwarding headers say, a client that is not a
+// trusted proxy is keyed by its socket address, and a trusted proxy's
+// request by a normalised address, never by garbage.
+func FuzzClientIP(f *testing.F) {
+	f.Add("203.0.113.1, 10.0.0.1", "for=203.0.113.3", "203.0.113.2")
+	f.Add("garbage", `for="[2001:db8::1]:80"`, "")
+	f.Add(strings.Repeat("1.2.3.4,", 100), "for=unknown", "::ffff:10.0.0.9")
+	store := slidelog.NewMemoryStore()
+	f.Cleanup(func() { _ = store.Close() })
+	l, err := slidelog.New(store, slidelog.PerSecond(10))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var got netip.Addr
+	var gotErr error
+	h, err := slidelog.NewHTTPLimiter(l, slidelog.WithTrustedProxies("10.0.0.0/8"),
+		slidelog.WithKeyFunc(func(r *slidelog.HTTPRequest) (string, error) {
+			got, gotErr = r.ClientIP()
+			return "", slidelog.ErrNoKey // stop before the store
+		}))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, xff, fwd, real string) {
+		h.Check(newSource("198.51.100.7:1", "X-Forwarded-For", xff, "Forwarded", fwd, "X-Real-IP", real))
+		if gotErr != nil || got.String() != "198.51.100.7" {
+			t.Fatalf("untrusted peer: got %v, %v, want 198.51.100.7", got, gotErr)
+		}
+		h.Check(newSource("10.0.0.1:1", "X-Forwarded-For", xff, "Forwarded", fwd, "X-Real-IP", real))
+		if gotErr != nil || !got.IsValid() || got.Zone() != "" || got.Is4In6() {
+			t.Fatalf("trusted peer: got %v, %v, want a normalised address", got, gotErr)
+		}
+	})
+}

@@ -1,0 +1,180 @@
+package slidelog_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func newTestLimiter(t *testing.T, store slidelog.Store, p slidelog.Policy) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func newMemory(t *testing.T) (*slidelogtest.CountingStore, *slidelogtest.Clock) {
+	t.Helper()
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	inner := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	t.Cleanup(func() { _ = inner.Close() })
+	return slidelogtest.NewCountingStore(inner), clock
+}
+
+func TestNewHTTPLimiterErrors(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	tests := []struct {
+		name string
+		l    *slidelog.Limiter
+		opts []slidelog.HTTPOption
+	}{
+		{"nil limiter", nil, nil},
+		{"bad cidr", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/40")}},
+		{"ipv6 prefix 0", l, []slidelog.HTTPOption{slidelog.WithIPv6Prefix(0)}},
+		{"ipv6 prefix 129", l, []slidelog.HTTPOption{slidelog.WithIPv6Prefix(129)}},
+		{"cost 0", l, []slidelog.HTTPOption{slidelog.WithCost(0)}},
+		{"nil key func", l, []slidelog.HTTPOption{slidelog.WithKeyFunc(nil)}},
+		{"header style", l, []slidelog.HTTPOption{slidelog.WithHeaders(slidelog.HeaderStyle(9))}},
+	}
+	for _, tt := range tests {
+		if _, err := slidelog.NewHTTPLimiter(tt.l, tt.opts...); !errors.Is(err, slidelog.ErrInvalidOption) {
+			t.Errorf("%s: got %v, want ErrInvalidOption", tt.name, err)
+		}
+	}
+}
+
+func TestCheckOutcomes(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	h, err := slidelog.NewHTTPLimiter(l, slidelog.WithSkipFunc(slidelog.SkipPaths("/healthz")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	skip := newSource("192.0.2.1:1")
+	skip.path = "/healthz"
+	if d := h.Check(skip); d.Outcome != slidelog.OutcomeNext || !d.Skipped || len(d.Header) != 0 {
+		t.Errorf("skipped: got %v skipped=%v header=%v", d.Outcome, d.Skipped, d.Header)
+	}
+	if d := h.Check(newSource("192.0.2.1:1")); d.Outcome != slidelog.OutcomeNext || !d.Result.Allowed {
+		t.Errorf("first: got %v, want next and allowed", d.Outcome)
+	}
+	d := h.Check(newSource("192.0.2.1:1"))
+	if d.Outcome != slidelog.OutcomeDenied || d.Result.Allowed {
+		t.Fatalf("second: got %v, want denied", d.Outcome)
+	}
+	if last := d.Header[len(d.Header)-1]; last.Name != "Retry-After" || last.Value != "60" {
+		t.Errorf("second: last header %v, want Retry-After: 60", last)
+	}
+	if d := h.Check(newSource("@")); d.Outcome != slidelog.OutcomeError || !errors.Is(d.Err, slidelog.ErrInvalidKey) {
+		t.Errorf("unix socket: got %v, %v, want error ErrInvalidKey", d.Outcome, d.Err)
+	}
+	if store.Takes() != 2 {
+		t.Errorf("takes: got %d, want 2", store.Takes())
+	}
+	if got := slidelog.OutcomeDenied.String(); got != "denied" {
+		t.Errorf("String: got %q", got)
+	}
+}
+
+func TestEmptyIdentityIsNoKey(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	h, _ := slidelog.NewHTTPLimiter(l, slidelog.WithKeyFunc(func(*slidelog.HTTPRequest) (string, error) { return "", nil }))
+	if d := h.Check(newSource("192.0.2.1:1")); !errors.Is(d.Err, slidelog.ErrNoKey) || store.Takes() != 0 {
+		t.Errorf("got %v with %d takes, want ErrNoKey and no store call", d.Err, store.Takes())
+	}
+}
+
+func TestOversizedIdentity(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	h, _ := slidelog.NewHTTPLimiter(l, slidelog.WithKeyFunc(slidelog.ByHeader("X-Key")))
+	d := h.Check(newSource("192.0.2.1:1", "X-Key", strings.Repeat("x", 1<<20)))
+	if !errors.Is(d.Err, slidelog.ErrIdentityTooLong) || store.Takes() != 0 {
+		t.Errorf("got %v with %d takes, want ErrIdentityTooLong and no store call", d.Err, store.Takes())
+	}
+	if p := slidelog.ErrorProblem(d.Err); p.Status != 431 {
+		t.Errorf("status: got %d, want 431", p.Status)
+	}
+}
+
+// Limiters with different policies on one store never share an
+// identity's log; limiters with identical policies do.
+func TestPolicyNamespaces(t *testing.T) {
+	store, _ := newMemory(t)
+	short := newTestLimiter(t, store, slidelog.Policy{Name: "short", Limit: 1, Window: time.Second})
+	long := newTestLimiter(t, store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour})
+	same := newTestLimiter(t, store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour})
+	check := func(l *slidelog.Limiter, want bool) {
+		t.Helper()
+		h, _ := slidelog.NewHTTPLimiter(l)
+		if d := h.Check(newSource("192.0.2.1:1")); d.Result.Allowed != want {
+			t.Errorf("%s: allowed %v, want %v", l.Policies()[0], d.Result.Allowed, want)
+		}
+	}
+	check(short, true)
+	check(long, true)
+	check(same, false)
+	if a, b := slidelog.PolicyNamespace(short.Policies()), slidelog.PolicyNamespace(long.Policies()); a == b || len(a) != 12 {
+		t.Errorf("namespaces %q and %q: want distinct, 12 bytes", a, b)
+	}
+}
+
+func TestShadowModeOutcomes(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	var reports []error
+	h, _ := slidelog.NewHTTPLimiter(l, slidelog.WithKeyFunc(slidelog.ByHeader("X-Key")),
+		slidelog.WithShadowMode(func(_ *slidelog.HTTPRequest, _ slidelog.Result, err error) { reports = append(reports, err) }))
+	for i, src := range []*source{
+		newSource("192.0.2.1:1", "X-Key", "a"),
+		newSource("192.0.2.1:1", "X-Key", "a"),
+		newSource("192.0.2.1:1"),
+	} {
+		d := h.Check(src)
+		if d.Outcome != slidelog.OutcomeNext {
+			t.Errorf("request %d: got %v, want next", i, d.Outcome)
+		}
+		for _, f := range d.Header {
+			if f.Name == "Retry-After" {
+				t.Errorf("request %d: Retry-After in shadow mode", i)
+			}
+		}
+	}
+	if len(reports) != 2 || reports[0] != nil || !errors.Is(reports[1], slidelog.ErrNoKey) {
+		t.Errorf("reports: got %v, want [nil, ErrNoKey]", reports)
+	}
+}
+
+func TestFinishRefunds(t *testing.T) {
+	store, clock := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	h, _ := slidelog.NewHTTPLimiter(l, slidelog.WithRefundOnServerError())
+	for _, status := range []int{500, 503, 599} {
+		d := h.Check(newSource("192.0.2.1:1"))
+		if !d.Result.Allowed {
+			t.Fatalf("status %d: request denied, want the previous 5xx refunded", status)
+		}
+		d.Finish(status)
+		d.Finish(status) // idempotent
+	}
+	if store.Refunds() != 3 {
+		t.Errorf("refunds: got %d, want 3", store.Refunds())
+	}
+	clock.Advance(time.Millisecond)
+	h.Check(newSource("192.0.2.1:1")).Finish(499)
+	if d := h.Check(newSource("192.0.2.1:1")); d.Result.Allowed {
+		t.Error("after a 499: allowed, want denied (4xx is not refunded)")
+	}
+	h.Check(newSource("192.0.2.1:1")).Finish(500) // a denial: nothing to refund
+	if store.Refunds() != 3 {
+		t.Errorf("refunds: got %d, want 3", store.Refunds())
+	}
+}
