@@ -50,7 +50,7 @@ func addrsFromEnv(t testing.TB, name string) []string {
 func RedisClient(t testing.TB) *redis.Client {
 	t.Helper()
 	addrs := addrsFromEnv(t, EnvRedisAddr)
-	c := redis.NewClient(&redis.Options{Addr: addrs[0]})
+	c := redis.NewClient(&redis.Options{Addr: addrs[0], ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	ping(t, c, EnvRedisAddr)
 	return c
@@ -62,7 +62,7 @@ func RedisClient(t testing.TB) *redis.Client {
 func ClusterClient(t testing.TB) *redis.ClusterClient {
 	t.Helper()
 	addrs := addrsFromEnv(t, EnvClusterAddrs)
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 8})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 8, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	ping(t, c, EnvClusterAddrs)
 	return c

@@ -1,0 +1,76 @@
+package slidelog_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+// TestRedisBytesPerEntry fills one log to its limit and reads MEMORY
+// USAGE: the figures docs/algorithm.md reports. Run with -v to print them:
+//
+//	go test -run TestRedisBytesPerEntry -v ./core
+func TestRedisBytesPerEntry(t *testing.T) {
+	client := slidelogtest.RedisClient(t)
+	for _, tc := range []struct {
+		limit   int
+		maxByte float64 // per entry
+	}{
+		{limit: 100, maxByte: 22},
+		{limit: 2000, maxByte: 100},
+	} {
+		store := newRedisStore(t, client)
+		l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: tc.limit, Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range tc.limit {
+			if res, err := l.Allow(t.Context(), "k"); err != nil || !res.Allowed {
+				t.Fatalf("Allow = %+v, %v", res, err)
+			}
+		}
+		key := store.Key("k")
+		bytes, err := client.MemoryUsage(t.Context(), key, 0).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		encoding, _ := client.ObjectEncoding(t.Context(), key).Result()
+		perEntry := float64(bytes) / float64(tc.limit)
+		t.Logf("limit %d: MEMORY USAGE %d bytes, %.1f B/entry, encoding %s", tc.limit, bytes, perEntry, encoding)
+		if perEntry > tc.maxByte {
+			t.Errorf("limit %d: %.1f B/entry, want at most %.0f", tc.limit, perEntry, tc.maxByte)
+		}
+	}
+
+	// The effect of raising zset-max-listpack-entries for large limits
+	// (docs/operations.md): the same 2,000 entries as one listpack.
+	old, err := client.ConfigGet(t.Context(), "zset-max-listpack-entries").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		client.ConfigSet(context.Background(), "zset-max-listpack-entries", old["zset-max-listpack-entries"])
+	})
+	if err := client.ConfigSet(t.Context(), "zset-max-listpack-entries", "2048").Err(); err != nil {
+		t.Fatal(err)
+	}
+	store := newRedisStore(t, client)
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 2000, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2000 {
+		if _, err := l.Allow(t.Context(), "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bytes, _ := client.MemoryUsage(t.Context(), store.Key("k"), 0).Result()
+	encoding, _ := client.ObjectEncoding(t.Context(), store.Key("k")).Result()
+	t.Logf("limit 2000 with zset-max-listpack-entries 2048: MEMORY USAGE %d bytes, %.1f B/entry, encoding %s", bytes, float64(bytes)/2000, encoding)
+	if encoding != "listpack" || float64(bytes)/2000 > 22 {
+		t.Errorf("with zset-max-listpack-entries 2048: encoding %s, %.1f B/entry; want listpack at most 22 B/entry", encoding, float64(bytes)/2000)
+	}
+}
