@@ -14,7 +14,8 @@
 # Environment:
 #   SLIDEBENCH_DURATION   measured time per Redis cell (default 3s)
 #   SLIDEBENCH_ARGS       more flags for `slidebench run` (e.g. "-callers 1,64 -only cluster")
-#   SLIDEBENCH_BENCHTIME  -benchtime of the go test benchmarks (default 1s)
+#   SLIDEBENCH_BENCHTIME  -benchtime of the go test benchmarks (default 500ms)
+#   SLIDEBENCH_BENCHCOUNT -count of the go test benchmarks (default 3; the report takes the median)
 #   SLIDEBENCH_CORE       "committed" to measure core as committed at HEAD instead of the
 #                         working tree (useful while core/ is being edited)
 set -euo pipefail
@@ -24,7 +25,8 @@ BENCH="$ROOT/bench"
 RESULTS="$BENCH/results"
 MODE="${1:-run}"
 DURATION="${SLIDEBENCH_DURATION:-3s}"
-BENCHTIME="${SLIDEBENCH_BENCHTIME:-1s}"
+BENCHTIME="${SLIDEBENCH_BENCHTIME:-500ms}"
+BENCHCOUNT="${SLIDEBENCH_BENCHCOUNT:-3}"
 
 log() { echo "bench: $*" >&2; }
 die() { echo "bench: ERROR: $*" >&2; exit 1; }
@@ -85,13 +87,13 @@ args=(-d "$DURATION" -out "$RESULTS/latest.json")
 [[ -n "${SLIDEBENCH_ARGS:-}" ]] && args+=(${SLIDEBENCH_ARGS})
 make_target="make bench"
 [[ "$MODE" == report ]] && make_target="make bench-report"
-export SLIDEBENCH_COMMAND="$make_target (scripts/bench.sh $MODE${SLIDEBENCH_CORE:+, SLIDEBENCH_CORE=$SLIDEBENCH_CORE}): slidebench run ${args[*]/#$RESULTS/bench/results}; go test -run '^\$' -bench . -benchmem -benchtime $BENCHTIME ./contender"
+export SLIDEBENCH_COMMAND="$make_target (scripts/bench.sh $MODE${SLIDEBENCH_CORE:+, SLIDEBENCH_CORE=$SLIDEBENCH_CORE}): slidebench run ${args[*]/#$RESULTS/bench/results}; go test -run '^\$' -bench . -benchmem -benchtime $BENCHTIME -count $BENCHCOUNT ./contender"
 
 log "harness: slidebench run ${args[*]}"
 "$RESULTS/slidebench" run "${args[@]}"
 
 log "go test benchmarks (-benchtime $BENCHTIME)"
-go test "${GOFLAGS_EXTRA[@]}" -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" -count 1 ./contender \
+go test "${GOFLAGS_EXTRA[@]}" -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" -count "$BENCHCOUNT" ./contender \
   | tee "$RESULTS/gotest.txt"
 
 if [[ "$MODE" == report ]]; then

@@ -174,7 +174,12 @@ func writeGoBench(b *strings.Builder, gb []goBench) {
 	p("`bench/contender`, `b.Loop` for one goroutine and `b.RunParallel` for all cores, `b.ReportAllocs`.\n")
 	p("`allow` spreads calls over 262,144 keys so that each is admitted; `deny` hammers one key far\n")
 	p("over its limit. The Redis rows run one call at a time on the standalone server: their ns/op is a\n")
-	p("round trip, their allocations are the client side of one decision.\n\n")
+	p("round trip, their allocations are the client side of one decision.")
+	if gb[0].runs > 1 {
+		p(" Each number is the run with the median\n")
+		p("ns/op of %d (`-count %d`).", gb[0].runs, gb[0].runs)
+	}
+	p("\n\n")
 	for _, group := range []string{"Memory", "Redis"} {
 		var names []string
 		for _, x := range gb {

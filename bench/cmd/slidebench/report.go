@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -102,6 +103,7 @@ type goBench struct {
 	bytes    float64
 	allocs   float64
 	hasAlloc bool
+	runs     int
 }
 
 // parseGoBench reads `go test -bench` output lines.
@@ -136,7 +138,29 @@ func parseGoBench(out string) []goBench {
 		}
 		bs = append(bs, b)
 	}
-	return bs
+	return medians(bs)
+}
+
+// medians folds repeated runs of one benchmark (go test -count) into the
+// run with the median ns/op, keeping the first-seen order.
+func medians(bs []goBench) []goBench {
+	var order []string
+	runs := map[string][]goBench{}
+	for _, b := range bs {
+		if _, ok := runs[b.name]; !ok {
+			order = append(order, b.name)
+		}
+		runs[b.name] = append(runs[b.name], b)
+	}
+	out := make([]goBench, 0, len(order))
+	for _, name := range order {
+		r := runs[name]
+		slices.SortFunc(r, func(a, b goBench) int { return cmp.Compare(a.nsPerOp, b.nsPerOp) })
+		m := r[len(r)/2]
+		m.runs = len(r)
+		out = append(out, m)
+	}
+	return out
 }
 
 func findGoBench(gb []goBench, name string) (goBench, bool) {

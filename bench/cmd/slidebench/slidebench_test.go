@@ -71,6 +71,8 @@ func TestParseGoBench(t *testing.T) {
 	out := `goos: linux
 BenchmarkMemory/slidelog_memory/allow-2   	 1000000	      1228 ns/op	     237 B/op	       4 allocs/op
 BenchmarkMemory/x-time-rate/deny-2        	11184331	       106.6 ns/op	       0 B/op	       0 allocs/op
+BenchmarkMemory/x-time-rate/deny-2        	11184331	       99.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkMemory/x-time-rate/deny-2        	11184331	       140.1 ns/op	       0 B/op	       0 allocs/op
 PASS`
 	got := parseGoBench(out)
 	if len(got) != 2 {
@@ -79,7 +81,7 @@ PASS`
 	if got[0].name != "Memory/slidelog_memory/allow" || got[0].nsPerOp != 1228 || got[0].allocs != 4 || got[0].bytes != 237 {
 		t.Errorf("got %+v, want Memory/slidelog_memory/allow 1228 ns/op 237 B/op 4 allocs/op", got[0])
 	}
-	if got[1].name != "Memory/x-time-rate/deny" || got[1].nsPerOp != 106.6 {
-		t.Errorf("got %+v, want Memory/x-time-rate/deny 106.6 ns/op", got[1])
+	if got[1].name != "Memory/x-time-rate/deny" || got[1].nsPerOp != 106.6 || got[1].runs != 3 {
+		t.Errorf("got %+v, want Memory/x-time-rate/deny, median 106.6 ns/op of 3 runs", got[1])
 	}
 }
