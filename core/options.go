@@ -61,6 +61,9 @@ type storeConfig struct {
 	clock         func() time.Time
 	maxKeys       int
 	sweepInterval time.Duration
+
+	pipelinesPerNode int
+	pipeliningSet    bool
 }
 
 type storeOptionFunc func(*storeConfig) error

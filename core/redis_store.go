@@ -49,11 +49,13 @@ type RedisStore struct {
 	secret []byte
 	clock  func() time.Time
 	macs   sync.Pool
+	pipes  *pipelines // nil when automatic pipelining is off
 }
 
 // NewRedisStore returns a store on client, a *redis.Client, a
 // *redis.ClusterClient or anything else implementing
-// redis.UniversalClient. Options: WithKeyPrefix, WithKeySecret, WithClock.
+// redis.UniversalClient. Options: WithKeyPrefix, WithKeySecret,
+// WithAutoPipelining, WithClock.
 // It fails with ErrNilClient or ErrInvalidOption.
 func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
 	if client == nil {
@@ -69,6 +71,12 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 		}
 	}
 	s := &RedisStore{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock}
+	if !cfg.pipeliningSet {
+		cfg.pipelinesPerNode = DefaultPipelinesPerNode
+	}
+	if cfg.pipelinesPerNode > 0 {
+		s.pipes = newPipelines(client, cfg.pipelinesPerNode)
+	}
 	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
 	return s, nil
 }
@@ -121,7 +129,13 @@ func (s *RedisStore) Take(ctx context.Context, req Request) (Result, error) {
 	for _, p := range req.Policies {
 		args = append(args, p.Limit, p.windowMicros())
 	}
-	reply, err := script.Run(ctx, s.client, []string{s.Key(req.Key)}, args...).Int64Slice()
+	var reply []int64
+	var err error
+	if s.pipes != nil {
+		reply, err = s.pipes.run(ctx, s.Key(req.Key), args)
+	} else {
+		reply, err = script.Run(ctx, s.client, []string{s.Key(req.Key)}, args...).Int64Slice()
+	}
 	if err != nil {
 		return Result{}, unavailable(ctx, err)
 	}

@@ -1,6 +1,7 @@
 package slidelog_test
 
 import (
+	"github.com/redis/go-redis/v9"
 	"testing"
 	"time"
 
@@ -26,4 +27,17 @@ func TestClusterStoreConformance(t *testing.T) {
 	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
 		return newRedisStore(t, client, slidelog.WithClock(clock))
 	})
+}
+
+func TestStoreConformanceWithoutPipelining(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{
+		"Standalone": slidelogtest.RedisClient(t),
+		"Cluster":    slidelogtest.ClusterClient(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+				return newRedisStore(t, client, slidelog.WithClock(clock), slidelog.WithAutoPipelining(0))
+			})
+		})
+	}
 }
