@@ -37,8 +37,14 @@ var (
 	// with an error. The underlying cause is wrapped.
 	ErrUnavailable = errors.New("slidelog: store unavailable")
 
+	// ErrRedisConfig reports a Redis server whose configuration lets
+	// clients through: an evicting maxmemory-policy, which drops limiter
+	// keys under memory pressure. New returns it only with
+	// WithStrictRedisConfig; otherwise the limiter logs a warning.
+	ErrRedisConfig = errors.New("slidelog: unsafe redis configuration")
+
 	// ErrNotRefundable reports a Refund of a Result that recorded nothing:
-	// a denial, a zero Result, or a decision that did not come from the
-	// limiter's store.
+	// a denial, a zero Result, a decision of the deny cache, or an
+	// admission of FailOpen, which recorded nothing anywhere.
 	ErrNotRefundable = errors.New("slidelog: result cannot be refunded")
 )

@@ -2,25 +2,60 @@ package slidelog
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
 )
 
 // Limiter enforces one or more sliding-window policies per key on a Store.
 // It is safe for concurrent use; create it with New and release it with
 // Close.
+//
+// A limiter never lets a store failure reach its caller as an error, a
+// wait past the decision deadline or an unaccounted admission: a request
+// the store cannot decide in time goes to the failure mode (the local
+// fallback by default), is counted in the metrics, and says so in its
+// Result's Source. A circuit breaker per store node (per master on a Redis
+// Cluster) sends requests straight to the failure mode while that node is
+// failing. A local deny cache answers repeated requests of a key the store
+// just denied without a store call.
 type Limiter struct {
 	store        Store
 	policies     []Policy
 	minLimit     int
 	maxKeyLength int
 	closed       atomic.Bool
+
+	name        string
+	deadline    time.Duration
+	mode        FailureMode
+	openTimeout time.Duration
+	fallback    *fallback
+	breakers    *breakers
+	deny        *denyCache
+	metrics     *metrics
+	redis       *RedisStore
+	topology    *reloader
+	logger      *slog.Logger
 }
 
+// configCheckTimeout bounds New's check of the Redis configuration.
+const configCheckTimeout = time.Second
+
 // New returns a limiter that enforces policy, and any policies added with
-// WithPolicy, on store. It fails with ErrNilStore, ErrInvalidPolicy or
-// ErrInvalidOption.
+// WithPolicy, on store. It fails with ErrNilStore, ErrInvalidPolicy,
+// ErrInvalidOption, or ErrRedisConfig (only with WithStrictRedisConfig).
+//
+// When store is a RedisStore, New reads maxmemory-policy from every
+// master (waiting at most a second) and logs a warning for an evicting
+// policy or a client setting that breaks the decision deadline; a server
+// it cannot reach is logged, not an error: decisions fall back until it
+// answers.
 func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, ErrNilStore
@@ -46,11 +81,84 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		names[p.String()] = true
 		minLimit = min(minLimit, p.Limit)
 	}
-	return &Limiter{store: store, policies: cfg.policies, minLimit: minLimit, maxKeyLength: cfg.maxKeyLength}, nil
+	cfg.resolveResilience()
+	l := &Limiter{
+		store: store, policies: cfg.policies, minLimit: minLimit, maxKeyLength: cfg.maxKeyLength,
+		name: cfg.name, deadline: cfg.deadline, mode: cfg.failureMode, openTimeout: cfg.breaker.OpenTimeout,
+		logger: cfg.logger,
+	}
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	if l.mode == FailFallback {
+		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
+	}
+	if cfg.denyCacheSize > 0 {
+		if cs, ok := store.(clockedStore); ok {
+			l.deny = newDenyCache(cfg.denyCacheSize, cs.decisionClock())
+		} else if cfg.denyCacheSet {
+			l.deny = newDenyCache(cfg.denyCacheSize, nil)
+		}
+	}
+	if cfg.registerer != nil {
+		m, err := newMetrics(cfg.registerer, l.name, l.sizes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
+		}
+		l.metrics = m
+	}
+	l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
+	if rs, ok := store.(*RedisStore); ok {
+		l.redis = rs
+		l.topology = rs.topology()
+		if err := l.checkRedis(rs, cfg.strictRedisConfig); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// checkRedis logs client settings and Redis configuration that weaken the
+// limiter; an evicting policy fails New in strict mode.
+func (l *Limiter) checkRedis(rs *RedisStore, strict bool) error {
+	for _, w := range clientWarnings(rs.redisClient()) {
+		l.logger.Warn("slidelog: redis client setting", "limiter", l.name, "problem", w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), configCheckTimeout)
+	defer cancel()
+	err := CheckRedisConfig(ctx, rs.redisClient())
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrRedisConfig):
+		if strict {
+			return err
+		}
+		l.logger.Warn("slidelog: evicting maxmemory-policy lets clients through under memory pressure", "limiter", l.name, "error", err)
+	default:
+		l.logger.Warn("slidelog: could not check the redis configuration", "limiter", l.name, "error", err)
+	}
+	return nil
 }
 
 // Policies returns a copy of the limiter's policies, the first one first.
 func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies...) }
+
+// Name returns the limiter's name, as used in metric labels (WithName).
+func (l *Limiter) Name() string { return l.name }
+
+// BreakerStates returns the state of the breaker of every store node the
+// limiter has used, by node address ("store" for a store without nodes):
+// "closed", "half-open" or "open".
+func (l *Limiter) BreakerStates() map[string]string {
+	out := make(map[string]string)
+	if l.breakers == nil {
+		return out
+	}
+	for n, st := range l.breakers.states() {
+		out[nodeLabel(n)] = st.String()
+	}
+	return out
+}
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
@@ -61,33 +169,135 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // records it when it may. The request is admitted only if every policy has
 // n free units; it is then recorded in all of them, otherwise in none.
 //
-// A denial is a Result with Allowed == false. An error means no decision
-// was made: ErrInvalidKey for an empty or oversized key, ErrInvalidCost for
-// n < 1 or n above the smallest limit, ErrClosed after Close, the
-// context's error when it is done, and ErrUnavailable when the store
-// failed.
+// A denial is a Result with Allowed == false. When the store cannot decide
+// within the decision deadline, the failure mode decides, and Source says
+// which part decided. An error means no decision was made: ErrInvalidKey
+// for an empty or oversized key, ErrInvalidCost for n < 1 or n above the
+// smallest limit, ErrClosed after Close, the context's error when the
+// caller's context is done, and, with FailError only, ErrUnavailable when
+// the store failed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
 	if err := l.check(ctx, key); err != nil {
+		l.metrics.error(errorReason(err))
 		return Result{}, err
 	}
 	if n < 1 || n > l.minLimit {
 		return Result{}, fmt.Errorf("%w: cost %d, want 1..%d", ErrInvalidCost, n, l.minLimit)
 	}
+	if l.deny != nil {
+		if res, ok := l.deny.get(key, n); ok {
+			l.metrics.decision(res)
+			return res, nil
+		}
+	}
 	req := Request{Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
-	res, err := l.store.Take(ctx, req)
-	if err != nil {
-		return Result{}, err
+	sent := time.Now()
+	dctx, cancel := context.WithTimeout(ctx, l.deadline)
+	defer cancel()
+
+	var done func(error)
+	if l.breakers != nil {
+		node := ""
+		if l.redis != nil {
+			node = l.redis.nodeOf(dctx, key)
+		}
+		d, err := l.breakers.get(node).Allow()
+		if err != nil {
+			return l.failover(ctx, req, reasonBreakerOpen, err)
+		}
+		done = d
 	}
-	if res.Allowed {
-		res.ticket = req
+	res, err := l.store.Take(dctx, req)
+	took := time.Since(sent)
+	if err == nil {
+		if done != nil {
+			done(nil)
+		}
+		l.metrics.commandDone("ok", took)
+		if res.Allowed {
+			res.ticket = req
+		} else if l.deny != nil {
+			l.deny.put(key, n, sent, res)
+		}
+		l.metrics.decision(res)
+		return res, nil
 	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		// The caller gave up: no decision, and no fault of the store.
+		if done != nil {
+			done(errCallerGone)
+		}
+		l.metrics.commandDone("canceled", took)
+		l.metrics.error("canceled")
+		return Result{}, ctxErr
+	}
+	if done != nil {
+		done(err)
+	}
+	reason := reasonError
+	if dctx.Err() != nil {
+		reason = reasonTimeout
+	}
+	l.metrics.commandDone(reason, took)
+	return l.failover(ctx, req, reason, err)
+}
+
+// failover decides req by the failure mode, because the store could not.
+func (l *Limiter) failover(ctx context.Context, req Request, reason string, cause error) (Result, error) {
+	l.topology.reload()
+	l.metrics.failover(reason, l.mode)
+	var res Result
+	switch l.mode {
+	case FailOpen:
+		res = l.unchecked(req, true)
+	case FailClosed:
+		res = l.unchecked(req, false)
+	case FailError:
+		l.metrics.error("unavailable")
+		if !errors.Is(cause, ErrUnavailable) {
+			cause = fmt.Errorf("%w: %w", ErrUnavailable, cause)
+		}
+		return Result{}, cause
+	default:
+		r, taken, err := l.fallback.take(ctx, req)
+		if err != nil {
+			l.metrics.error(errorReason(err))
+			return Result{}, err
+		}
+		if r.Allowed {
+			r.ticket = taken
+		}
+		res = r
+	}
+	l.metrics.decision(res)
 	return res, nil
+}
+
+// unchecked is the result of FailOpen (allowed) or FailClosed (denied):
+// nothing was checked or recorded, so every policy reports no room left;
+// a denial asks the client to come back when the breaker probes again.
+func (l *Limiter) unchecked(req Request, allowed bool) Result {
+	states := make([]PolicyResult, len(l.policies))
+	for i, p := range l.policies {
+		st := PolicyResult{Policy: p, Allowed: allowed}
+		if !allowed {
+			st.RetryAfter = min(l.openTimeout, p.Window)
+		}
+		states[i] = st
+	}
+	src := SourceFailOpen
+	if !allowed {
+		src = SourceFailClosed
+	}
+	res := NewResult(states, src)
+	res.DecidedAt = time.Now().Truncate(time.Microsecond)
+	return res
 }
 
 // Refund removes what the admitted result res recorded, so that the
 // request no longer counts against its key. Adapters use it to give back a
-// request the server failed (a 5xx). It fails with ErrNotRefundable when
-// res recorded nothing.
+// request the server failed (a 5xx). A fallback admission is refunded to
+// the fallback. It fails with ErrNotRefundable when res recorded nothing.
 func (l *Limiter) Refund(ctx context.Context, res Result) error {
 	if res.ticket.Cost == 0 || !res.Allowed {
 		return ErrNotRefundable
@@ -95,23 +305,40 @@ func (l *Limiter) Refund(ctx context.Context, res Result) error {
 	if err := l.check(ctx, res.ticket.Key); err != nil {
 		return err
 	}
-	return l.store.Refund(ctx, res.ticket)
+	if res.Source == SourceFallback {
+		return l.fallback.refund(ctx, res.ticket)
+	}
+	if l.deny != nil {
+		l.deny.remove(res.ticket.Key)
+	}
+	dctx, cancel := context.WithTimeout(ctx, l.deadline)
+	defer cancel()
+	return l.store.Refund(dctx, res.ticket)
 }
 
-// Reset removes every entry of key, so that its next request sees empty
-// windows.
+// Reset removes every entry of key, in the store, the deny cache and the
+// fallback, so that its next request sees empty windows.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := l.check(ctx, key); err != nil {
 		return err
 	}
+	if l.deny != nil {
+		l.deny.remove(key)
+	}
+	if l.fallback != nil {
+		_ = l.fallback.reset(ctx, key)
+	}
 	return l.store.Reset(ctx, key)
 }
 
-// Close closes the limiter's store. Calls after Close fail with ErrClosed.
-// Close is idempotent.
+// Close closes the limiter's store and stops its fallback. Calls after
+// Close fail with ErrClosed. Close is idempotent.
 func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil
+	}
+	if l.fallback != nil {
+		_ = l.fallback.close()
 	}
 	return l.store.Close()
 }
@@ -137,4 +364,39 @@ func (l *Limiter) check(ctx context.Context, key string) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// sizes reports the deny cache's and the fallback's key counts.
+func (l *Limiter) sizes() (denied, fallbackKeys float64) {
+	if l.deny != nil {
+		denied = float64(l.deny.len())
+	}
+	if l.fallback != nil {
+		fallbackKeys = float64(l.fallback.len())
+	}
+	return denied, fallbackKeys
+}
+
+// breakerChanged logs and reports a breaker's change of state.
+func (l *Limiter) breakerChanged(node string, from, to gobreaker.State) {
+	l.metrics.breakerState(node, to)
+	level := slog.LevelInfo
+	if to == gobreaker.StateOpen {
+		level = slog.LevelWarn
+	}
+	l.logger.Log(context.Background(), level, "slidelog: circuit breaker", "limiter", l.name, "node", nodeLabel(node), "from", from.String(), "to", to.String())
+}
+
+// errorReason names an error returned instead of a decision, for metrics.
+func errorReason(err error) string {
+	switch {
+	case errors.Is(err, ErrClosed):
+		return "closed"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	case errors.Is(err, ErrInvalidKey):
+		return "invalid_key"
+	default:
+		return "other"
+	}
 }

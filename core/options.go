@@ -2,7 +2,10 @@ package slidelog
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Option configures a Limiter. Options are created by the With* functions
@@ -25,6 +28,7 @@ const DefaultMaxKeyLength = 256
 type limiterConfig struct {
 	policies     []Policy
 	maxKeyLength int
+	limiterResilience
 }
 
 type limiterOptionFunc func(*limiterConfig) error
@@ -79,6 +83,168 @@ func (f storeOptionFunc) applyStore(c *storeConfig) error { return f(c) }
 func WithClock(clock func() time.Time) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) error {
 		c.clock = clock
+		return nil
+	})
+}
+
+// limiterResilience is the part of limiterConfig that says what a limiter
+// does when its store cannot decide, and what it reports.
+type limiterResilience struct {
+	deadline          time.Duration
+	failureMode       FailureMode
+	fallbackPolicies  []Policy
+	fallbackInstances int
+	fallbackMaxKeys   int
+	breaker           BreakerSettings
+	denyCacheSize     int
+	denyCacheSet      bool
+	registerer        prometheus.Registerer
+	name              string
+	logger            *slog.Logger
+	strictRedisConfig bool
+}
+
+// WithDecisionDeadline sets how long a decision may wait for the store
+// (default DefaultDecisionDeadline, 50 ms). Past it the request goes to the
+// failure mode. A RedisStore honours it only when its client has
+// ContextTimeoutEnabled (ClientOptions and ClusterOptions set it).
+func WithDecisionDeadline(d time.Duration) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: decision deadline %v, want > 0", ErrInvalidOption, d)
+		}
+		c.deadline = d
+		return nil
+	})
+}
+
+// WithFailureMode sets what the limiter does when its store cannot decide:
+// FailFallback (the default), FailOpen, FailClosed or FailError.
+func WithFailureMode(m FailureMode) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if m > FailError {
+			return fmt.Errorf("%w: failure mode %d", ErrInvalidOption, m)
+		}
+		c.failureMode = m
+		return nil
+	})
+}
+
+// WithFallbackInstances makes the local fallback enforce each policy's
+// limit divided by n (rounded up, at least 1), so that n app instances
+// falling back together admit about the global limit. The default is 1:
+// each instance enforces the full limit on its own.
+func WithFallbackInstances(n int) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: fallback instances %d, want >= 1", ErrInvalidOption, n)
+		}
+		c.fallbackInstances = n
+		return nil
+	})
+}
+
+// WithFallbackPolicies replaces the policies the local fallback enforces
+// (by default the limiter's own, divided by WithFallbackInstances).
+func WithFallbackPolicies(policies ...Policy) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if len(policies) == 0 {
+			return fmt.Errorf("%w: no fallback policies", ErrInvalidOption)
+		}
+		for _, p := range policies {
+			if err := p.Validate(); err != nil {
+				return err
+			}
+		}
+		c.fallbackPolicies = append([]Policy(nil), policies...)
+		return nil
+	})
+}
+
+// WithFallbackMaxKeys bounds the local fallback's key map (default
+// DefaultFallbackMaxKeys); past it the least recently used key is
+// forgotten.
+func WithFallbackMaxKeys(n int) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: fallback max keys %d, want >= 1", ErrInvalidOption, n)
+		}
+		c.fallbackMaxKeys = n
+		return nil
+	})
+}
+
+// WithBreaker configures the circuit breaker in front of the store; zero
+// fields keep their defaults (see BreakerSettings).
+func WithBreaker(s BreakerSettings) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if s.ConsecutiveFailures < 0 || s.OpenTimeout < 0 || s.HalfOpenProbes < 0 {
+			return fmt.Errorf("%w: negative breaker setting %+v", ErrInvalidOption, s)
+		}
+		c.breaker = s
+		return nil
+	})
+}
+
+// WithDenyCache sets how many denied keys the local deny cache holds
+// (default DefaultDenyCacheSize); 0 switches the cache off. The cache is on
+// by default for RedisStore and MemoryStore; for another Store, which
+// cannot tell the limiter its clock, it is off unless this option turns it
+// on, and then elapsed time is measured by the process's clock.
+func WithDenyCache(size int) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if size < 0 {
+			return fmt.Errorf("%w: deny cache size %d, want >= 0", ErrInvalidOption, size)
+		}
+		c.denyCacheSize, c.denyCacheSet = size, true
+		return nil
+	})
+}
+
+// WithMetrics registers the limiter's Prometheus metrics (see
+// docs/operations.md) with reg. Limiters sharing a registry share the
+// collectors and are told apart by the "limiter" label (WithName). Without
+// this option no metric is kept.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if reg == nil {
+			return fmt.Errorf("%w: nil metrics registerer", ErrInvalidOption)
+		}
+		c.registerer = reg
+		return nil
+	})
+}
+
+// WithName names the limiter in metric labels and log records. The default
+// is its policies' names joined with "+", such as "per-second+per-hour".
+func WithName(name string) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if name == "" {
+			return fmt.Errorf("%w: empty limiter name", ErrInvalidOption)
+		}
+		c.name = name
+		return nil
+	})
+}
+
+// WithLogger sets where the limiter logs warnings, such as an evicting
+// maxmemory-policy or a breaker opening (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// WithStrictRedisConfig makes New fail with ErrRedisConfig when a Redis
+// server of a RedisStore runs an evicting maxmemory-policy, instead of
+// logging a warning.
+func WithStrictRedisConfig() Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		c.strictRedisConfig = true
 		return nil
 	})
 }

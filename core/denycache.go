@@ -1,0 +1,101 @@
+package slidelog
+
+import (
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// denyCache remembers, per key, the latest denial by the store, so that
+// further requests of at least its cost are denied locally until its
+// RetryAfter has passed, without a store call.
+//
+// It can only be stricter than the store, never looser: until RetryAfter
+// no entry of the log leaves the window that would make room for that
+// cost, so the store would deny too. Only a Refund or Reset made elsewhere
+// (another instance) can free room earlier, and this instance then keeps
+// denying until RetryAfter. Elapsed time is measured from just before the
+// store call, so a cached denial ends at most one round trip before the
+// store's would, never after it.
+type denyCache struct {
+	entries *lru.Cache[string, denyEntry]
+	// clock is the store's clock when it has one (tests); nil means the
+	// process's monotonic clock.
+	clock func() time.Time
+}
+
+type denyEntry struct {
+	cost    int
+	at      time.Time // when the denied call was sent, by the cache's clock
+	expires time.Time // at + RetryAfter
+	res     Result
+}
+
+func newDenyCache(size int, clock func() time.Time) *denyCache {
+	c, err := lru.New[string, denyEntry](size)
+	if err != nil { // only for size <= 0, which New rules out
+		return nil
+	}
+	return &denyCache{entries: c, clock: clock}
+}
+
+func (d *denyCache) now() time.Time {
+	if d.clock != nil {
+		return d.clock()
+	}
+	return time.Now()
+}
+
+// put records the denial res of a call of cost sent at sent. With a store
+// clock, the store stamped the decision itself (DecidedAt), which is the
+// exact start.
+func (d *denyCache) put(key string, cost int, sent time.Time, res Result) {
+	if res.Allowed || res.RetryAfter <= 0 {
+		return
+	}
+	for _, p := range res.Policies {
+		if !p.Allowed && p.Remaining != cost-1 {
+			// Entries leave this window before RetryAfter: its Remaining
+			// would grow while the cache still reported the old value.
+			return
+		}
+	}
+	if d.clock != nil {
+		sent = res.DecidedAt
+	}
+	res.Policies = append([]PolicyResult(nil), res.Policies...)
+	d.entries.Add(key, denyEntry{cost: cost, at: sent, expires: sent.Add(res.RetryAfter), res: res})
+}
+
+// get returns a cached denial of key for a request of cost, with its
+// durations reduced by the time elapsed since the store decided.
+func (d *denyCache) get(key string, cost int) (Result, bool) {
+	e, ok := d.entries.Get(key)
+	if !ok || cost < e.cost {
+		return Result{}, false
+	}
+	now := d.now()
+	if !now.Before(e.expires) {
+		d.entries.Remove(key)
+		return Result{}, false
+	}
+	elapsed := now.Sub(e.at)
+	res := e.res
+	res.Source = SourceDenyCache
+	res.RetryAfter = e.expires.Sub(now)
+	res.ResetAfter = max(0, res.ResetAfter-elapsed)
+	res.DecidedAt = res.DecidedAt.Add(elapsed)
+	res.Policies = make([]PolicyResult, len(e.res.Policies))
+	for i, p := range e.res.Policies {
+		if p.RetryAfter > 0 {
+			p.RetryAfter = max(0, p.RetryAfter-elapsed)
+		}
+		p.ResetAfter = max(0, p.ResetAfter-elapsed)
+		res.Policies[i] = p
+	}
+	return res, true
+}
+
+func (d *denyCache) remove(key string) { d.entries.Remove(key) }
+
+func (d *denyCache) len() int { return d.entries.Len() }

@@ -1,0 +1,171 @@
+package slidelog
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+)
+
+// Metric names. Every metric carries the label "limiter" (WithName); none
+// carries a key. docs/operations.md describes each with alert rules.
+const (
+	MetricCommandDuration     = "slidelog_command_duration_seconds"
+	MetricDecisions           = "slidelog_decisions_total"
+	MetricRejections          = "slidelog_rate_limit_rejections_total"
+	MetricFallbackActivations = "slidelog_rate_limit_fallback_activations_total"
+	MetricErrors              = "slidelog_errors_total"
+	MetricBreakerState        = "slidelog_breaker_state"
+	MetricDenyCacheEntries    = "slidelog_deny_cache_entries"
+	MetricFallbackKeys        = "slidelog_fallback_keys"
+)
+
+// metrics holds a limiter's collectors, curried with its name. A nil
+// *metrics keeps nothing.
+type metrics struct {
+	command    *prometheus.HistogramVec
+	decisions  [len(sourceNames)][2]prometheus.Counter
+	rejections [len(sourceNames)]prometheus.Counter
+	fallbacks  *prometheus.CounterVec
+	errs       *prometheus.CounterVec
+	breaker    *prometheus.GaugeVec
+}
+
+// register registers collector c with reg, or returns the collector of the
+// same description that another limiter registered already.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, fallbackKeys float64)) (*metrics, error) {
+	labels := prometheus.Labels{"limiter": name}
+	command, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    MetricCommandDuration,
+		Help:    "Duration of store calls (one decision script run on Redis), by status: ok, error, timeout, canceled.",
+		Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .25, 1},
+	}, []string{"limiter", "status"}))
+	if err != nil {
+		return nil, err
+	}
+	decisions, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricDecisions,
+		Help: "Decisions by source (redis, memory, fallback, fail_open, fail_closed, deny_cache) and outcome (allowed, denied).",
+	}, []string{"limiter", "source", "outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	rejections, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricRejections,
+		Help: "Requests denied, by source.",
+	}, []string{"limiter", "source"}))
+	if err != nil {
+		return nil, err
+	}
+	fallbacks, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricFallbackActivations,
+		Help: "Requests the store could not decide, handed to the failure mode, by reason (error, timeout, breaker_open) and mode.",
+	}, []string{"limiter", "reason", "mode"}))
+	if err != nil {
+		return nil, err
+	}
+	errs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricErrors,
+		Help: "Calls that returned an error instead of a decision, by reason (canceled, unavailable, closed).",
+	}, []string{"limiter", "reason"}))
+	if err != nil {
+		return nil, err
+	}
+	breaker, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricBreakerState,
+		Help: "State of the circuit breaker per store node: 0 closed, 1 half-open, 2 open.",
+	}, []string{"limiter", "node"}))
+	if err != nil {
+		return nil, err
+	}
+	// The size gauges are per limiter; a second limiter of the same name
+	// on one registry keeps the first one's.
+	_, _ = register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: MetricDenyCacheEntries, Help: "Keys in the local deny cache.", ConstLabels: labels,
+	}, func() float64 { d, _ := gauges(); return d }))
+	_, _ = register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: MetricFallbackKeys, Help: "Keys tracked by the local fallback limiter.", ConstLabels: labels,
+	}, func() float64 { _, f := gauges(); return f }))
+
+	m := &metrics{
+		command:   command.MustCurryWith(labels).(*prometheus.HistogramVec),
+		fallbacks: fallbacks.MustCurryWith(labels),
+		errs:      errs.MustCurryWith(labels),
+		breaker:   breaker.MustCurryWith(labels),
+	}
+	for s, src := range sourceNames {
+		m.decisions[s][0] = decisions.WithLabelValues(name, src, "denied")
+		m.decisions[s][1] = decisions.WithLabelValues(name, src, "allowed")
+		m.rejections[s] = rejections.WithLabelValues(name, src)
+	}
+	return m, nil
+}
+
+func (m *metrics) decision(res Result) {
+	if m == nil || int(res.Source) >= len(sourceNames) {
+		return
+	}
+	if res.Allowed {
+		m.decisions[res.Source][1].Inc()
+		return
+	}
+	m.decisions[res.Source][0].Inc()
+	m.rejections[res.Source].Inc()
+}
+
+func (m *metrics) commandDone(status string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.command.WithLabelValues(status).Observe(took.Seconds())
+}
+
+func (m *metrics) failover(reason string, mode FailureMode) {
+	if m == nil {
+		return
+	}
+	m.fallbacks.WithLabelValues(reason, mode.String()).Inc()
+}
+
+func (m *metrics) error(reason string) {
+	if m == nil {
+		return
+	}
+	m.errs.WithLabelValues(reason).Inc()
+}
+
+func (m *metrics) breakerState(node string, st gobreaker.State) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	switch st {
+	case gobreaker.StateHalfOpen:
+		v = 1
+	case gobreaker.StateOpen:
+		v = 2
+	}
+	m.breaker.WithLabelValues(nodeLabel(node)).Set(v)
+}
+
+// nodeLabel names a breaker's node in labels and logs.
+func nodeLabel(node string) string {
+	if node == "" {
+		return "store"
+	}
+	return node
+}

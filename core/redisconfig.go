@@ -1,0 +1,166 @@
+package slidelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client settings ClientOptions and ClusterOptions use. Each bounds one
+// way a call can wait; the decision deadline (WithDecisionDeadline) bounds
+// them all, since ContextTimeoutEnabled makes go-redis honour it.
+const (
+	clientDialTimeout  = 500 * time.Millisecond
+	clientReadTimeout  = 500 * time.Millisecond
+	clientWriteTimeout = 500 * time.Millisecond
+	clientPoolTimeout  = 500 * time.Millisecond
+	clusterRedirects   = 8
+)
+
+// ClientOptions returns go-redis options for a standalone Redis at addr
+// with the settings a limiter needs: ContextTimeoutEnabled, so that the
+// decision deadline bounds reads and writes in flight (without it a hung
+// server holds a call for ReadTimeout), and short dial, read, write and
+// pool timeouts. Change the other fields (password, TLS, pool size) as
+// you like before redis.NewClient.
+func ClientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           clientDialTimeout,
+		ReadTimeout:           clientReadTimeout,
+		WriteTimeout:          clientWriteTimeout,
+		PoolTimeout:           clientPoolTimeout,
+	}
+}
+
+// ClusterOptions returns go-redis options for a Redis Cluster seeded by
+// addrs, with the settings of ClientOptions and MaxRedirects 8, since a
+// live reshard can answer MOVED several times in a row. go-redis does not
+// reload its slot map when a dead master refuses connections
+// (go-redis#3979); a Limiter does that itself, and ReloadStateOnDialError
+// does it for other users of the client.
+func ClusterOptions(addrs ...string) *redis.ClusterOptions {
+	return &redis.ClusterOptions{
+		Addrs:                 append([]string(nil), addrs...),
+		ContextTimeoutEnabled: true,
+		DialTimeout:           clientDialTimeout,
+		ReadTimeout:           clientReadTimeout,
+		WriteTimeout:          clientWriteTimeout,
+		PoolTimeout:           clientPoolTimeout,
+		MaxRedirects:          clusterRedirects,
+	}
+}
+
+// topologyReloadInterval is the least time between two slot-map reloads
+// the limiter or the dial hook asks for (go-redis adds its own 200 ms
+// cooldown).
+const topologyReloadInterval = 100 * time.Millisecond
+
+// reloader asks a ClusterClient to reload its slot map, at most once per
+// topologyReloadInterval.
+type reloader struct {
+	client *redis.ClusterClient
+	last   atomic.Int64 // unix nanoseconds
+}
+
+func (r *reloader) reload() {
+	if r == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := r.last.Load()
+	if now-last < int64(topologyReloadInterval) || !r.last.CompareAndSwap(last, now) {
+		return
+	}
+	r.client.ReloadState(context.Background())
+}
+
+// ReloadStateOnDialError makes c reload its slot map (debounced) whenever
+// dialling a node fails, such as a dead master refusing connections, so
+// that c finds the promoted replica soon after failover instead of at its
+// next periodic reload (go-redis#3979). Call it once, before using c; a
+// Limiter on c does the same for its own calls without it.
+func ReloadStateOnDialError(c *redis.ClusterClient) {
+	r := &reloader{client: c}
+	c.OnNewNode(func(node *redis.Client) {
+		node.AddHook(dialHook{r: r})
+	})
+}
+
+type dialHook struct{ r *reloader }
+
+func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil && ctx.Err() == nil {
+			h.r.reload()
+		}
+		return conn, err
+	}
+}
+
+func (h dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// evictingPolicy reports whether a maxmemory-policy removes keys.
+func evictingPolicy(policy string) bool {
+	return policy != "noeviction" && policy != ""
+}
+
+// CheckRedisConfig reads maxmemory-policy from every master of client and
+// fails with an error wrapping ErrRedisConfig when one evicts keys
+// (allkeys-lru, volatile-ttl, ...): under memory pressure such a server
+// drops limiter logs and lets clients through. Use noeviction: writes then
+// fail with OOM and the limiter falls back. Other failures (unreachable
+// server, CONFIG disabled) are returned as they are.
+func CheckRedisConfig(ctx context.Context, client redis.UniversalClient) error {
+	check := func(ctx context.Context, c *redis.Client) error {
+		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			return fmt.Errorf("config get maxmemory-policy on %s: %w", c.Options().Addr, err)
+		}
+		if p := strings.ToLower(v["maxmemory-policy"]); evictingPolicy(p) {
+			return fmt.Errorf("%w: %s has maxmemory-policy %s, which evicts limiter keys under memory pressure; use noeviction", ErrRedisConfig, c.Options().Addr, p)
+		}
+		return nil
+	}
+	switch c := client.(type) {
+	case *redis.Client:
+		return check(ctx, c)
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, check)
+	default:
+		return errors.New("slidelog: cannot check the configuration of this client type")
+	}
+}
+
+// clientWarnings lists settings of client that break the decision
+// deadline or resharding.
+func clientWarnings(client redis.UniversalClient) []string {
+	var out []string
+	switch c := client.(type) {
+	case *redis.Client:
+		if !c.Options().ContextTimeoutEnabled {
+			out = append(out, "ContextTimeoutEnabled is false: the decision deadline does not bound a read in flight (use slidelog.ClientOptions)")
+		}
+	case *redis.ClusterClient:
+		o := c.Options()
+		if !o.ContextTimeoutEnabled {
+			out = append(out, "ContextTimeoutEnabled is false: the decision deadline does not bound a read in flight (use slidelog.ClusterOptions)")
+		}
+		if o.MaxRedirects < clusterRedirects {
+			out = append(out, fmt.Sprintf("MaxRedirects is %d: a live reshard can fail decisions; use at least %d (slidelog.ClusterOptions)", o.MaxRedirects, clusterRedirects))
+		}
+	}
+	return out
+}
