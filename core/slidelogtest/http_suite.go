@@ -650,7 +650,7 @@ func testShadowMode(t *testing.T, e *httpEnv) {
 	get(t, serve, "/hello", clientA).wantHeader(t, "RateLimit", `"shadow";r=1;t=60`)
 
 	// Shadow mode lets requests through when the limiter cannot decide.
-	failing := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 1, Window: time.Minute})
+	failing := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 1, Window: time.Minute}, slidelog.WithFailureMode(slidelog.FailError))
 	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing, ShadowMode: true}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t)
 }
@@ -699,7 +699,7 @@ func (failingStore) Reset(context.Context, string) error            { return nil
 func (failingStore) Close() error                                   { return nil }
 
 func testLimiterError(t *testing.T, e *httpEnv) {
-	failing := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 1, Window: time.Minute})
+	failing := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 1, Window: time.Minute}, slidelog.WithFailureMode(slidelog.FailError))
 	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	r := get(t, serve, "/hello", clientA)
 	p := r.wantProblem(t, http.StatusServiceUnavailable)

@@ -39,8 +39,12 @@ type storeEnv struct {
 	clock *Clock
 }
 
+// limiter returns a limiter on the store under test. Store failures are
+// errors here (FailError) and the decision deadline is generous, so that
+// a slow machine turns no store test into a test of the fallback.
 func (e *storeEnv) limiter(t *testing.T, p slidelog.Policy, opts ...slidelog.Option) *slidelog.Limiter {
 	t.Helper()
+	opts = append([]slidelog.Option{slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDecisionDeadline(10 * time.Second)}, opts...)
 	l, err := slidelog.New(e.store, p, opts...)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", p, err)
