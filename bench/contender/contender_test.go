@@ -62,7 +62,7 @@ func BenchmarkRedis(b *testing.B) {
 	if addr == "" {
 		b.Skip("SLIDELOG_REDIS_ADDR is not set: no Redis to measure")
 	}
-	client := redis.NewClient(&redis.Options{Addr: addr})
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	b.Cleanup(func() {
 		if err := client.Close(); err != nil {
 			b.Error(err)

@@ -43,7 +43,7 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 	}
 	p("| Go | %s |\n", e.GoVersion)
 	p("| Redis | %s; standalone at %s; Cluster of %s (seeds %s), all on this machine |\n", e.RedisVersion, e.Standalone, e.ClusterNodes, strings.Join(e.Cluster, ", "))
-	p("| Client | go-redis %s, default options (pool of 10 connections per GOMAXPROCS) |\n", e.GoRedis)
+	p("| Client | go-redis %s, the same options for every contender: defaults (pool of 10 connections per GOMAXPROCS) plus `ContextTimeoutEnabled` and, on the Cluster, `MaxRedirects: 8`, as slidelog asks |\n", e.GoRedis)
 	p("| Peers | %s |\n", strings.Join(e.PeerVersions, ", "))
 	p("| slidelog core | %s |\n", orDash(e.CoreRevision))
 	p("| Command | `%s` |\n", e.Command)
@@ -253,7 +253,7 @@ func writeAccuracy(b *strings.Builder, acc []Accuracy, chart string) {
 func writeMethod(b *strings.Builder, r *Results) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("## Method\n\n")
-	p("- Every contender gets its own go-redis client (default options) per cell, and its own key\n")
+	p("- Every contender gets its own go-redis client (same options for all) per cell, and its own key\n")
 	p("  prefix; the cells run one after the other, contenders interleaved at each concurrency. Every\n")
 	p("  key is deleted after its cell; nothing else on the servers is touched.\n")
 	p("- A caller is a goroutine calling `Allow` in a loop; decisions/s is the decisions made divided by\n")
