@@ -1,0 +1,308 @@
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+var frameworks = []string{"gin", "echo", "chi", "fiber"}
+
+const (
+	envRedisAddrs   = "SLIDELOG_REDIS_ADDRS"
+	envKeyPrefix    = "SLIDELOG_KEY_PREFIX"
+	envClusterAddrs = "SLIDELOG_CLUSTER_ADDRS"
+	rigCommand      = `make cluster-up && eval "$(scripts/redis-rig.sh env)"`
+)
+
+func TestExamplesMemory(t *testing.T) {
+	for _, fw := range frameworks {
+		t.Run(fw, func(t *testing.T) {
+			t.Parallel()
+			srv := start(t, build(t, fw), nil, 5)
+			drive(t, srv, 5, "memory")
+		})
+	}
+}
+
+func TestExamplesCluster(t *testing.T) {
+	addrs := os.Getenv(envClusterAddrs)
+	if addrs == "" {
+		if testing.Short() {
+			t.Skipf("%s is not set (-short)", envClusterAddrs)
+		}
+		t.Fatalf("%s is not set; start the Redis rig from the repository root: %s", envClusterAddrs, rigCommand)
+	}
+	client := redis.NewClusterClient(slidelog.ClusterOptions(strings.Split(addrs, ",")...))
+	t.Cleanup(func() { _ = client.Close() })
+	for _, fw := range frameworks {
+		t.Run(fw, func(t *testing.T) {
+			t.Parallel()
+			const limit = 4
+			prefix := fmt.Sprintf("slidelog-e2e:%s:%d:", fw, time.Now().UnixNano())
+			store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The examples key by client IP; every request comes from 127.0.0.1.
+			key := store.Key(slidelog.PolicyNamespace([]slidelog.Policy{slidelog.PerMinute(limit)}) + "ip:127.0.0.1")
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := client.Del(ctx, key).Err(); err != nil {
+					t.Errorf("delete %s: %v", key, err)
+				}
+			})
+
+			srv := start(t, build(t, fw), []string{envRedisAddrs + "=" + addrs, envKeyPrefix + "=" + prefix}, limit)
+			if !strings.Contains(srv.log(), "kind=redis-cluster") {
+				t.Errorf("log does not say the store is the Cluster:\n%s", srv.log())
+			}
+			drive(t, srv, limit, "redis")
+
+			n, err := client.ZCard(t.Context(), key).Result()
+			if err != nil {
+				t.Fatalf("ZCARD %s: %v", key, err)
+			}
+			if n != limit {
+				t.Errorf("got %d entries in %s, want %d", n, key, limit)
+			}
+		})
+	}
+}
+
+// build compiles examples/<fw> into a temporary directory.
+func build(t *testing.T, fw string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), fw)
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./"+fw)
+	cmd.Dir = ".." // the examples module
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./%s: %v\n%s", fw, err, out)
+	}
+	return bin
+}
+
+type server struct {
+	base   string // http://127.0.0.1:port
+	mu     sync.Mutex
+	stderr bytes.Buffer
+}
+
+func (s *server) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.String()
+}
+
+var listening = regexp.MustCompile(`msg=listening .*addr=(\S+)`)
+
+// start runs bin on a free loopback port with -limit limit and the
+// environment without Redis settings plus env, waits until it listens,
+// and stops it with SIGTERM at cleanup, checking that it exits cleanly.
+func start(t *testing.T, bin string, env []string, limit int) *server {
+	t.Helper()
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-limit", strconv.Itoa(limit), "-window", "1m")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envRedisAddrs+"=") && !strings.HasPrefix(kv, envKeyPrefix+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	srv := &server{}
+	addr := make(chan string, 1)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			srv.mu.Lock()
+			srv.stderr.WriteString(line + "\n")
+			srv.mu.Unlock()
+			if m := listening.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() {
+		<-drained // Wait closes the pipe: read it all first
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("%s after SIGTERM: %v\n%s", filepath.Base(bin), err, srv.log())
+			} else if !strings.Contains(srv.log(), "msg=stopped") {
+				t.Errorf("%s did not log its graceful stop:\n%s", filepath.Base(bin), srv.log())
+			}
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("%s did not stop within 15 s of SIGTERM", filepath.Base(bin))
+		}
+	})
+	select {
+	case a := <-addr:
+		srv.base = "http://" + a
+	case err := <-exited:
+		t.Fatalf("%s exited before listening: %v\n%s", filepath.Base(bin), err, srv.log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s not listening after 30 s:\n%s", filepath.Base(bin), srv.log())
+	}
+	return srv
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+func get(t *testing.T, url string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", url, err)
+	}
+	return resp, body
+}
+
+var (
+	rateLimitState = regexp.MustCompile(`^"per-minute";r=(\d+);t=(\d+)$`)
+	wholeSeconds   = regexp.MustCompile(`^\d+$`)
+)
+
+// drive checks the example's contract: /healthz never limited, /hello
+// admitted limit times then denied with the rate-limit header fields and
+// a problem body, and /metrics showing the decisions of source.
+func drive(t *testing.T, srv *server, limit int, source string) {
+	t.Helper()
+	healthz(t, srv)
+
+	wantPolicy := fmt.Sprintf(`"per-minute";q=%d;w=60`, limit)
+	for i := range limit {
+		resp, body := get(t, srv.base+"/hello")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: got status %d, want 200; body %s", i+1, resp.StatusCode, body)
+		}
+		if got := resp.Header.Get("RateLimit-Policy"); got != wantPolicy {
+			t.Errorf("request %d: got RateLimit-Policy %q, want %q", i+1, got, wantPolicy)
+		}
+		m := rateLimitState.FindStringSubmatch(resp.Header.Get("RateLimit"))
+		if m == nil {
+			t.Errorf("request %d: got RateLimit %q, want \"per-minute\";r=N;t=N", i+1, resp.Header.Get("RateLimit"))
+		} else if r, _ := strconv.Atoi(m[1]); r != limit-i-1 {
+			t.Errorf("request %d: got remaining %d, want %d", i+1, r, limit-i-1)
+		}
+		if got := resp.Header.Get("Retry-After"); got != "" {
+			t.Errorf("request %d: got Retry-After %q on an admitted request, want none", i+1, got)
+		}
+	}
+
+	resp, body := get(t, srv.base+"/hello")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("request %d: got status %d, want 429; body %s", limit+1, resp.StatusCode, body)
+	}
+	retry := resp.Header.Get("Retry-After")
+	if !wholeSeconds.MatchString(retry) {
+		t.Errorf("got Retry-After %q, want whole seconds", retry)
+	} else if s, _ := strconv.Atoi(retry); s < 1 || s > 60 {
+		t.Errorf("got Retry-After %d, want 1..60", s)
+	}
+	if got := resp.Header.Get("RateLimit-Policy"); got != wantPolicy {
+		t.Errorf("429: got RateLimit-Policy %q, want %q", got, wantPolicy)
+	}
+	if m := rateLimitState.FindStringSubmatch(resp.Header.Get("RateLimit")); m == nil || m[1] != "0" {
+		t.Errorf("429: got RateLimit %q, want \"per-minute\";r=0;t=N", resp.Header.Get("RateLimit"))
+	}
+	if got := resp.Header.Get("Content-Type"); got != "application/problem+json" {
+		t.Errorf("429: got Content-Type %q, want application/problem+json", got)
+	}
+	var problem struct {
+		Type     string   `json:"type"`
+		Title    string   `json:"title"`
+		Status   int      `json:"status"`
+		Detail   string   `json:"detail"`
+		Violated []string `json:"violated-policies"`
+	}
+	if err := json.Unmarshal(body, &problem); err != nil {
+		t.Fatalf("429 body %s: %v", body, err)
+	}
+	if problem.Status != 429 || problem.Title != "Too Many Requests" || problem.Detail == "" ||
+		!strings.HasSuffix(problem.Type, "#rate-limited") ||
+		len(problem.Violated) != 1 || problem.Violated[0] != "per-minute" {
+		t.Errorf("429 body: got %s, want status 429, title, detail, type #rate-limited, violated-policies [per-minute]", body)
+	}
+
+	healthz(t, srv)
+
+	resp, body = get(t, srv.base+"/metrics")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("/metrics: got status %d, Content-Type %q, want 200 text/plain", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`slidelog_decisions_total{limiter="hello",outcome="allowed",source=%q} %d`, source, limit),
+		`slidelog_rate_limit_rejections_total{limiter="hello",`,
+		`slidelog_command_duration_seconds_bucket{limiter="hello",status="ok"`,
+	} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("/metrics does not contain %q:\n%s", want, grep(body, "slidelog_"))
+		}
+	}
+}
+
+// healthz checks that /healthz answers 200 without rate-limit headers.
+func healthz(t *testing.T, srv *server) {
+	t.Helper()
+	for range 2 {
+		resp, body := get(t, srv.base+"/healthz")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/healthz: got status %d, want 200; body %s", resp.StatusCode, body)
+		}
+		if got := resp.Header.Get("RateLimit"); got != "" {
+			t.Errorf("/healthz: got RateLimit %q, want none (skipped)", got)
+		}
+	}
+}
+
+func grep(b []byte, substr string) string {
+	var out strings.Builder
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, substr) && !strings.HasPrefix(line, "#") {
+			out.WriteString(line)
+		}
+	}
+	return out.String()
+}
