@@ -108,6 +108,10 @@ func clusterKeysOnEveryMaster(t *testing.T, client *redis.ClusterClient, store *
 	return chosen
 }
 
+// redisOnly makes every decision come from Redis or fail: the exactness
+// tests measure the Redis path, not the fallback.
+var redisOnly = []slidelog.Option{slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDecisionDeadline(30 * time.Second)}
+
 // flood runs callers goroutines that each call Allow on keys[i%len(keys)]
 // until the deadline, and returns the admissions. Errors fail the test.
 func flood(t *testing.T, l *slidelog.Limiter, keys []string, callers int, d time.Duration) []admission {
@@ -126,6 +130,8 @@ func flood(t *testing.T, l *slidelog.Limiter, keys []string, callers int, d time
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
+				} else if res.Source != slidelog.SourceRedis && (res.Source != slidelog.SourceDenyCache || res.Allowed) {
+					errs = append(errs, fmt.Errorf("decision from %v (allowed %v), want redis or a deny-cache denial", res.Source, res.Allowed))
 				} else if res.Allowed {
 					admitted = append(admitted, admission{Key: key, At: res.DecidedAt.UnixMicro()})
 				}
@@ -144,7 +150,7 @@ func TestClusterExactnessUnderConcurrency(t *testing.T) {
 	const limit, window, callers = 100, time.Second, 200
 	client := slidelogtest.ClusterClient(t)
 	store := newRedisStore(t, client)
-	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: window})
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: window}, redisOnly...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +237,7 @@ func TestExactnessChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 60, Window: time.Second})
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 60, Window: time.Second}, redisOnly...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +264,7 @@ func TestSameInstantBurst(t *testing.T) {
 		"Cluster":    slidelogtest.ClusterClient(t),
 	} {
 		t.Run(name, func(t *testing.T) {
-			l, err := slidelog.New(newRedisStore(t, client), slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute})
+			l, err := slidelog.New(newRedisStore(t, client), slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute}, redisOnly...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +297,7 @@ func TestSameInstantBurst(t *testing.T) {
 func TestScriptFlushBetweenCalls(t *testing.T) {
 	client := slidelogtest.ClusterClient(t)
 	store := newRedisStore(t, client)
-	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Minute})
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Minute}, redisOnly...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,13 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 		batch, b.queue = b.queue, nil
 	}
 	b.mu.Unlock()
+	if len(batch) == 1 {
+		// A lone caller sends its own call, at the cost of a plain
+		// EVALSHA, then hands whatever queued meanwhile to a goroutine.
+		b.send(batch)
+		b.next()
+		return call.reply, call.err
+	}
 	if batch != nil {
 		go b.run(batch)
 	}
@@ -76,16 +83,30 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 // empty. It ends when its last round trip does, bounded by the calls'
 // deadlines and the client's timeouts.
 func (b *batcher) run(batch []*scriptCall) {
-	for {
+	for batch != nil {
 		b.send(batch)
-		b.mu.Lock()
-		if len(b.queue) == 0 {
-			b.inflight--
-			b.mu.Unlock()
-			return
-		}
-		batch, b.queue = b.queue, nil
-		b.mu.Unlock()
+		batch = b.take()
+	}
+}
+
+// take returns the queued calls, or nil and one pipeline fewer in flight.
+func (b *batcher) take() []*scriptCall {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 {
+		b.inflight--
+		return nil
+	}
+	batch := b.queue
+	b.queue = nil
+	return batch
+}
+
+// next passes the pipeline slot a lone caller used on to a goroutine when
+// calls queued meanwhile.
+func (b *batcher) next() {
+	if batch := b.take(); batch != nil {
+		go b.run(batch)
 	}
 }
 
@@ -103,6 +124,12 @@ func (b *batcher) send(batch []*scriptCall) {
 		}
 	}
 	if len(live) == 0 {
+		return
+	}
+	if len(live) == 1 {
+		c := live[0]
+		c.reply, c.err = script.Run(c.ctx, b.client, []string{c.key}, c.args...).Int64Slice()
+		close(c.done)
 		return
 	}
 	ctx, cancel := batchContext(live)

@@ -1,0 +1,131 @@
+package slidelog_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+// Benchmarks of the hot path. Redis ones need the rig (make cluster-up):
+//
+//	eval "$(scripts/redis-rig.sh env)"
+//	cd core && go test -run '^$' -bench . -benchmem .
+
+var benchKeys = func() []string {
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	return keys
+}()
+
+func benchLimiter(b *testing.B, store slidelog.Store, opts ...slidelog.Option) *slidelog.Limiter {
+	b.Helper()
+	l, err := slidelog.New(store, slidelog.PerMinute(100), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func BenchmarkMemoryStore(b *testing.B) {
+	b.Run("OneKey", func(b *testing.B) {
+		l := benchLimiter(b, slidelog.NewMemoryStore())
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := l.Allow(context.Background(), "client"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ManyKeys", func(b *testing.B) {
+		l := benchLimiter(b, slidelog.NewMemoryStore())
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := l.Allow(context.Background(), benchKeys[i%len(benchKeys)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("ManyKeysParallel", func(b *testing.B) {
+		l := benchLimiter(b, slidelog.NewMemoryStore())
+		b.ReportAllocs()
+		var next atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.Allow(context.Background(), benchKeys[next.Add(1)%uint64(len(benchKeys))]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+func benchRedis(b *testing.B, client redis.UniversalClient, opts ...slidelog.StoreOption) {
+	prefix := slidelogtest.KeyPrefix(b, client)
+	store, err := slidelog.NewRedisStore(client, append([]slidelog.StoreOption{slidelog.WithKeyPrefix(prefix)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := benchLimiter(b, store)
+	b.Run("Serial", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := l.Allow(context.Background(), benchKeys[i%len(benchKeys)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("Parallel64", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(32) // 64 callers on 2 cores
+		var next atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.Allow(context.Background(), benchKeys[next.Add(1)%uint64(len(benchKeys))]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+func BenchmarkRedisStore(b *testing.B) {
+	standalone := slidelogtest.RedisClient(b)
+	cluster := slidelogtest.ClusterClient(b)
+	b.Run("Standalone/Pipelined", func(b *testing.B) { benchRedis(b, standalone) })
+	b.Run("Standalone/Unpipelined", func(b *testing.B) { benchRedis(b, standalone, slidelog.WithAutoPipelining(0)) })
+	b.Run("Cluster/Pipelined", func(b *testing.B) { benchRedis(b, cluster) })
+	b.Run("Cluster/Unpipelined", func(b *testing.B) { benchRedis(b, cluster, slidelog.WithAutoPipelining(0)) })
+}
+
+// BenchmarkPlainEvalSha is the floor a single caller can reach: one
+// EVALSHA round trip of a script that does nothing.
+func BenchmarkPlainEvalSha(b *testing.B) {
+	client := slidelogtest.RedisClient(b)
+	noop := redis.NewScript("return 1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := noop.Load(ctx, client).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := noop.EvalSha(ctx, client, []string{"slidelogtest:noop"}).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
