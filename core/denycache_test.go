@@ -1,0 +1,172 @@
+package slidelog_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDenyCache(t *testing.T) {
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	reg := prometheus.NewRegistry()
+	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 2, Window: time.Second},
+		slidelog.WithPolicy(slidelog.Policy{Name: "h", Limit: 100, Window: time.Hour}), slidelog.WithMetrics(reg))
+	allow := func(n int) slidelog.Result {
+		t.Helper()
+		res, err := l.AllowN(t.Context(), "k", n)
+		require.NoError(t, err)
+		return res
+	}
+	require.True(t, allow(1).Allowed)
+	clock.Advance(100 * time.Millisecond)
+	require.True(t, allow(1).Allowed)
+	clock.Advance(100 * time.Millisecond)
+	first := allow(1)
+	require.False(t, first.Allowed)
+	require.Equal(t, slidelog.SourceMemory, first.Source)
+	require.Equal(t, 800*time.Millisecond, first.RetryAfter)
+
+	clock.Advance(300 * time.Millisecond)
+	cached := allow(1)
+	assert.Equal(t, slidelog.SourceDenyCache, cached.Source)
+	assert.False(t, cached.Allowed)
+	assert.Equal(t, 500*time.Millisecond, cached.RetryAfter, "elapsed time is subtracted")
+	assert.Equal(t, 600*time.Millisecond, cached.ResetAfter)
+	assert.Equal(t, 0, cached.Remaining)
+	assert.Equal(t, []string{"p"}, cached.Violated())
+	assert.Equal(t, 98, cached.Policies[1].Remaining)
+	assert.Equal(t, first.DecidedAt.Add(300*time.Millisecond), cached.DecidedAt)
+
+	// The store agrees, field for field.
+	direct, err := store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 1, Policies: l.Policies(), ID: 1})
+	require.NoError(t, err)
+	assert.Equal(t, direct.RetryAfter, cached.RetryAfter)
+	assert.Equal(t, direct.ResetAfter, cached.ResetAfter)
+	assert.Equal(t, direct.Remaining, cached.Remaining)
+
+	// A higher cost is denied from the cache as well.
+	assert.Equal(t, slidelog.SourceDenyCache, allow(2).Source)
+
+	// Exactly at RetryAfter the store decides again and admits.
+	clock.Advance(500 * time.Millisecond)
+	res := allow(1)
+	assert.True(t, res.Allowed)
+	assert.Equal(t, slidelog.SourceMemory, res.Source)
+	assert.Equal(t, 2.0, metricValue(t, reg, slidelog.MetricRejections)-1, "one store denial, two cache denials")
+}
+
+func TestDenyCacheOnlyForExactDenials(t *testing.T) {
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Second})
+	res, err := l.AllowN(t.Context(), "k", 8)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	// Cost 5 with 2 left: its Remaining could grow before RetryAfter, so
+	// it is not cached.
+	for range 2 {
+		res, err = l.AllowN(t.Context(), "k", 5)
+		require.NoError(t, err)
+		require.False(t, res.Allowed)
+		assert.Equal(t, slidelog.SourceMemory, res.Source)
+	}
+	// A smaller cost than a cached denial asks the store.
+	res, err = l.AllowN(t.Context(), "k", 3)
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	require.Equal(t, slidelog.SourceMemory, res.Source, "cost 3 with 2 left is exactly one short: cached")
+	res, err = l.AllowN(t.Context(), "k", 2)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "a smaller cost than the cached denial reaches the store")
+	res, err = l.AllowN(t.Context(), "k", 3)
+	require.NoError(t, err)
+	assert.Equal(t, slidelog.SourceDenyCache, res.Source)
+}
+
+func TestDenyCacheResetRefundAndOff(t *testing.T) {
+	p := slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute}
+	tests := []struct {
+		name       string
+		opts       []slidelog.Option
+		clear      func(t *testing.T, l *slidelog.Limiter, admitted slidelog.Result)
+		wantSource slidelog.Source
+		wantAllow  bool
+	}{
+		{name: "cached", wantSource: slidelog.SourceDenyCache},
+		{name: "off", opts: []slidelog.Option{slidelog.WithDenyCache(0)}, wantSource: slidelog.SourceMemory},
+		{name: "reset", clear: func(t *testing.T, l *slidelog.Limiter, _ slidelog.Result) {
+			require.NoError(t, l.Reset(t.Context(), "k"))
+		}, wantSource: slidelog.SourceMemory, wantAllow: true},
+		{name: "refund", clear: func(t *testing.T, l *slidelog.Limiter, admitted slidelog.Result) {
+			require.NoError(t, l.Refund(t.Context(), admitted))
+		}, wantSource: slidelog.SourceMemory, wantAllow: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newResilientLimiter(t, slidelog.NewMemoryStore(), p, tt.opts...)
+			admitted, err := l.Allow(t.Context(), "k")
+			require.NoError(t, err)
+			res, err := l.Allow(t.Context(), "k")
+			require.NoError(t, err)
+			require.False(t, res.Allowed)
+			if tt.clear != nil {
+				tt.clear(t, l, admitted)
+			}
+			res, err = l.Allow(t.Context(), "k")
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantSource, res.Source)
+			assert.Equal(t, tt.wantAllow, res.Allowed)
+			if !res.Allowed {
+				assert.ErrorIs(t, l.Refund(t.Context(), res), slidelog.ErrNotRefundable)
+			}
+		})
+	}
+}
+
+func TestDenyCacheBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l := newResilientLimiter(t, slidelog.NewMemoryStore(), slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute},
+		slidelog.WithDenyCache(100), slidelog.WithMetrics(reg))
+	for i := range 1000 {
+		key := string(rune('a'+i%26)) + string(rune(i))
+		for range 2 {
+			_, err := l.Allow(t.Context(), key)
+			require.NoError(t, err)
+		}
+	}
+	assert.Equal(t, 100.0, metricValue(t, reg, slidelog.MetricDenyCacheEntries))
+}
+
+func TestDenyCacheRedis(t *testing.T) {
+	for name, client := range map[string]func(t *testing.T) slidelog.Store{
+		"standalone": func(t *testing.T) slidelog.Store { return newRedisStore(t, slidelogtest.RedisClient(t)) },
+		"cluster":    func(t *testing.T) slidelog.Store { return newRedisStore(t, slidelogtest.ClusterClient(t)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := newResilientLimiter(t, client(t), slidelog.Policy{Name: "p", Limit: 3, Window: 10 * time.Second})
+			for range 3 {
+				res, err := l.Allow(t.Context(), "k")
+				require.NoError(t, err)
+				require.True(t, res.Allowed)
+			}
+			first, err := l.Allow(t.Context(), "k")
+			require.NoError(t, err)
+			require.Equal(t, slidelog.SourceRedis, first.Source)
+			require.False(t, first.Allowed)
+			for range 100 {
+				res, err := l.Allow(t.Context(), "k")
+				require.NoError(t, err)
+				require.Equal(t, slidelog.SourceDenyCache, res.Source)
+				require.False(t, res.Allowed)
+				require.Positive(t, res.RetryAfter)
+				require.LessOrEqual(t, res.RetryAfter, first.RetryAfter)
+			}
+		})
+	}
+}

@@ -1,0 +1,214 @@
+package slidelog_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Fault modes of faultyNet.
+const (
+	netOK int32 = iota
+	netRefuse
+	netHang
+)
+
+// faultyNet injects faults on the client side of connections to one
+// node, so that tests can break a node of the shared Cluster for their own
+// client only.
+type faultyNet struct {
+	victim string
+	mode   atomic.Int32
+}
+
+func (f *faultyNet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if addr == f.victim && f.mode.Load() == netRefuse {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil || addr != f.victim {
+		return c, err
+	}
+	return &faultyConn{Conn: c, net: f}, nil
+}
+
+type faultyConn struct {
+	net.Conn
+	net *faultyNet
+	rd  atomic.Int64 // read deadline, unix nanoseconds
+}
+
+func (c *faultyConn) SetDeadline(t time.Time) error {
+	c.rd.Store(t.UnixNano())
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *faultyConn) SetReadDeadline(t time.Time) error {
+	c.rd.Store(t.UnixNano())
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *faultyConn) Read(b []byte) (int, error) {
+	switch c.net.mode.Load() {
+	case netRefuse:
+		return 0, os.NewSyscallError("read", syscall.ECONNRESET)
+	case netHang: // a stopped server: nothing arrives before the deadline
+		rd := c.rd.Load()
+		if rd <= 0 {
+			rd = time.Now().Add(10 * time.Second).UnixNano()
+		}
+		time.Sleep(time.Until(time.Unix(0, rd)))
+		return 0, os.ErrDeadlineExceeded
+	}
+	return c.Conn.Read(b)
+}
+
+// keysByNode returns n keys per master of client, by master address.
+func keysByNode(t *testing.T, client *redis.ClusterClient, store *slidelog.RedisStore, n int) map[string][]string {
+	t.Helper()
+	out := make(map[string][]string)
+	for i := 0; len(out) < 3 || minLen(out) < n; i++ {
+		key := fmt.Sprintf("user-%d", i)
+		m, err := client.MasterForKey(t.Context(), store.Key(key))
+		require.NoError(t, err)
+		addr := m.Options().Addr
+		if len(out[addr]) < n {
+			out[addr] = append(out[addr], key)
+		}
+		require.Less(t, i, 100000)
+	}
+	return out
+}
+
+func minLen(m map[string][]string) int {
+	n := -1
+	for _, v := range m {
+		if n < 0 || len(v) < n {
+			n = len(v)
+		}
+	}
+	return n
+}
+
+func clusterAddrs(t *testing.T) []string {
+	t.Helper()
+	slidelogtest.ClusterClient(t) // fails or skips the test without a Cluster
+	return strings.Split(os.Getenv(slidelogtest.EnvClusterAddrs), ",")
+}
+
+// TestClusterNodeFaultIsolated breaks one master for this client only
+// (refused connections, then a hang like SIGSTOP) and checks that its keys
+// go to the fallback within the deadline while every other key stays on
+// Redis, and that they return to Redis when the node heals.
+func TestClusterNodeFaultIsolated(t *testing.T) {
+	for _, mode := range []int32{netRefuse, netHang} {
+		t.Run(map[int32]string{netRefuse: "refused", netHang: "hung"}[mode], func(t *testing.T) {
+			fnet := &faultyNet{}
+			opts := slidelog.ClusterOptions(clusterAddrs(t)...)
+			opts.Dialer = fnet.dial
+			client := redis.NewClusterClient(opts)
+			t.Cleanup(func() { _ = client.Close() })
+			store := newRedisStore(t, client)
+			const deadline = 200 * time.Millisecond // generous: other packages load the machine
+			l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute},
+				slidelog.WithDecisionDeadline(deadline),
+				slidelog.WithBreaker(slidelog.BreakerSettings{OpenTimeout: 300 * time.Millisecond}))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+
+			byNode := keysByNode(t, client, store, 20)
+			var victim string
+			for addr := range byNode {
+				victim = addr
+				break
+			}
+			fnet.victim = victim
+			run := func() (sources map[string]map[slidelog.Source]int, slowest time.Duration) {
+				sources = make(map[string]map[slidelog.Source]int)
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				for addr := range byNode {
+					sources[addr] = make(map[slidelog.Source]int)
+				}
+				for addr, keys := range byNode {
+					for _, key := range keys {
+						wg.Go(func() {
+							start := time.Now()
+							res, err := l.Allow(t.Context(), key)
+							took := time.Since(start)
+							mu.Lock()
+							defer mu.Unlock()
+							assert.NoError(t, err)
+							sources[addr][res.Source]++
+							slowest = max(slowest, took)
+						})
+					}
+				}
+				wg.Wait()
+				return sources, slowest
+			}
+			before, _ := run()
+			for addr := range byNode {
+				require.Equal(t, 20, before[addr][slidelog.SourceRedis], "healthy: all on Redis")
+			}
+
+			fnet.mode.Store(mode)
+			var slowest time.Duration
+			for range 5 {
+				sources, s := run()
+				slowest = max(slowest, s)
+				for addr := range byNode {
+					if addr == victim {
+						// Nearly all: go-redis can reach the node through a
+						// retry while the breaker probes.
+						assert.GreaterOrEqual(t, sources[addr][slidelog.SourceFallback], 15, "keys of the broken node fall back: %v", sources[addr])
+						assert.Equal(t, 20, sources[addr][slidelog.SourceFallback]+sources[addr][slidelog.SourceRedis], "only Redis or the fallback decide: %v", sources[addr])
+					} else {
+						assert.Equal(t, 20, sources[addr][slidelog.SourceRedis], "keys of healthy node %s stay on Redis: %v", addr, sources[addr])
+					}
+				}
+			}
+			t.Logf("slowest decision while %s was broken: %v (deadline %v)", victim, slowest, deadline)
+			assert.Less(t, slowest, deadline+250*time.Millisecond, "no decision waits much past the deadline")
+
+			fnet.mode.Store(netOK)
+			require.Eventually(t, func() bool {
+				sources, _ := run()
+				return sources[victim][slidelog.SourceRedis] == 20
+			}, 5*time.Second, 50*time.Millisecond, "the node's keys return to Redis after the breaker's open timeout")
+			assert.Equal(t, "closed", l.BreakerStates()[victim])
+		})
+	}
+}
+
+func TestCheckRedisConfig(t *testing.T) {
+	require.NoError(t, slidelog.CheckRedisConfig(t.Context(), slidelogtest.RedisClient(t)))
+	require.NoError(t, slidelog.CheckRedisConfig(t.Context(), slidelogtest.ClusterClient(t)))
+	_, err := slidelog.New(newRedisStore(t, slidelogtest.ClusterClient(t)), slidelog.PerSecond(1), slidelog.WithStrictRedisConfig())
+	require.NoError(t, err, "noeviction passes the strict check")
+}
+
+func TestClientOptions(t *testing.T) {
+	c := slidelog.ClusterOptions("a:1", "b:2")
+	assert.True(t, c.ContextTimeoutEnabled)
+	assert.GreaterOrEqual(t, c.MaxRedirects, 8)
+	assert.Equal(t, []string{"a:1", "b:2"}, c.Addrs)
+	o := slidelog.ClientOptions("a:1")
+	assert.True(t, o.ContextTimeoutEnabled)
+	assert.Positive(t, o.ReadTimeout)
+	assert.LessOrEqual(t, o.ReadTimeout, time.Second)
+}
