@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# demo.sh - run one example and show the limiter at work (make demo).
+#
+#   scripts/demo.sh [FRAMEWORK]    FRAMEWORK: gin, echo, chi (default) or fiber
+#
+# Builds examples/FRAMEWORK and the demo client (examples/cmd/demo) with
+# the Go toolchain, starts the example on a free loopback port with
+# -limit DEMO_LIMIT (default 10), sends DEMO_REQUESTS (default 14)
+# requests to /hello, printing each status and the RateLimit-Policy,
+# RateLimit and Retry-After fields, shows one 429 body, checks /healthz,
+# and stops the server. Needs only Go (no curl).
+#
+# Store: memory, unless SLIDELOG_REDIS_ADDRS is set (one address:
+# standalone Redis; several, comma-separated: Redis Cluster). With Redis,
+# each run uses its own key prefix unless SLIDELOG_KEY_PREFIX is set.
+set -euo pipefail
+
+FRAMEWORK="${1:-chi}"
+LIMIT="${DEMO_LIMIT:-10}"
+REQUESTS="${DEMO_REQUESTS:-14}"
+
+case "$FRAMEWORK" in
+  gin | echo | chi | fiber) ;;
+  *) echo "usage: $0 [gin|echo|chi|fiber]" >&2; exit 2 ;;
+esac
+command -v go >/dev/null 2>&1 || { echo "demo: the Go toolchain (go) is not on PATH" >&2; exit 1; }
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TMP="$(mktemp -d)"
+PID=""
+
+cleanup() {
+  if [[ -n "$PID" ]] && kill -0 "$PID" 2>/dev/null; then
+    kill -TERM "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+cd "$ROOT/examples"
+echo "==> building examples/$FRAMEWORK and examples/cmd/demo"
+go build -o "$TMP/server" "./$FRAMEWORK"
+go build -o "$TMP/demo" ./cmd/demo
+
+if [[ -n "${SLIDELOG_REDIS_ADDRS:-}" ]]; then
+  export SLIDELOG_KEY_PREFIX="${SLIDELOG_KEY_PREFIX:-slidelog-demo:$$:$(date +%s):}"
+  echo "==> store: Redis at $SLIDELOG_REDIS_ADDRS (key prefix $SLIDELOG_KEY_PREFIX)"
+else
+  echo "==> store: memory (set SLIDELOG_REDIS_ADDRS for Redis or a Redis Cluster)"
+fi
+
+"$TMP/server" -addr 127.0.0.1:0 -limit "$LIMIT" -window 1m 2>"$TMP/server.log" &
+PID=$!
+
+# The example logs the address it listens on: msg=listening ... addr=HOST:PORT
+ADDR=""
+for _ in $(seq 1 300); do
+  ADDR="$(sed -n 's/.*msg=listening.* addr=\([^ ]*\).*/\1/p' "$TMP/server.log" | head -n1)"
+  [[ -n "$ADDR" ]] && break
+  if ! kill -0 "$PID" 2>/dev/null; then
+    echo "demo: the $FRAMEWORK example exited:" >&2
+    cat "$TMP/server.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+if [[ -z "$ADDR" ]]; then
+  echo "demo: the $FRAMEWORK example did not start listening within 30 s:" >&2
+  cat "$TMP/server.log" >&2
+  exit 1
+fi
+
+echo "==> examples/$FRAMEWORK on http://$ADDR with -limit $LIMIT -window 1m; $REQUESTS requests to /hello"
+echo
+"$TMP/demo" -url "http://$ADDR" -n "$REQUESTS"
+
+echo
+echo "==> stopping the server (SIGTERM)"
+kill -TERM "$PID"
+status=0
+wait "$PID" || status=$?
+PID=""
+echo "==> server log:"
+sed 's/^/    /' "$TMP/server.log"
+exit "$status"
