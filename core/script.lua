@@ -39,10 +39,16 @@ redis.call('ZREMRANGEBYSCORE', key, '-inf', now - longest)
 -- 2. A retry of a call that was already recorded reports, and records nothing.
 local replay = redis.call('ZSCORE', key, id) ~= false
 
--- 3. Count each policy's window; admit only if every one has room.
-local counts, allowed = {}, 1
+-- 3. Count each policy's window; admit only if every one has room. After
+--    step 1 the set holds exactly the longest window, so ZCARD counts it.
+local counts, allowed, card = {}, 1, nil
 for i = 1, npolicies do
-  counts[i] = redis.call('ZCOUNT', key, now - windows[i] + 1, '+inf')
+  if windows[i] == longest then
+    card = card or redis.call('ZCARD', key)
+    counts[i] = card
+  else
+    counts[i] = redis.call('ZCOUNT', key, now - windows[i] + 1, '+inf')
+  end
   if not replay and counts[i] + cost > limits[i] then allowed = 0 end
 end
 
@@ -62,9 +68,15 @@ if allowed == 1 and not replay then
   for i = 1, npolicies do counts[i] = counts[i] + cost end
 end
 
--- 5. Remaining, retry-after and reset-after for every policy.
-local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-local newest_at = newest[2] and tonumber(newest[2]) or nil
+-- 5. Remaining, retry-after and reset-after for every policy. An admission
+--    is the newest entry; otherwise look it up.
+local newest_at = nil
+if allowed == 1 and not replay then
+  newest_at = now
+else
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  newest_at = newest[2] and tonumber(newest[2]) or nil
+end
 local out = {allowed, now}
 for i = 1, npolicies do
   local limit, window, count = limits[i], windows[i], counts[i]
