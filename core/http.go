@@ -348,6 +348,11 @@ type HTTPDecision struct {
 
 // Check decides one request. It never blocks on anything but the store,
 // and calls the store only for a valid identity.
+//
+// The limiter's failure mode shows through: an error (FailError) is
+// OutcomeError, answered 503 by default; a FailClosed denial is
+// OutcomeDenied like any other, answered 429 with Retry-After; a
+// FailOpen or fallback admission is OutcomeNext.
 func (h *HTTPLimiter) Check(src HTTPSource) *HTTPDecision {
 	r := &HTTPRequest{HTTPSource: src, ip: &h.cfg.ip}
 	d := &HTTPDecision{Request: r}
