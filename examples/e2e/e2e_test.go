@@ -168,8 +168,8 @@ func start(t *testing.T, bin string, env []string, limit int) *server {
 			}
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("%s did not stop within 15 s of SIGTERM", filepath.Base(bin))
+			err := <-exited
+			t.Errorf("%s did not stop within 15 s of SIGTERM (killed: %v)\n%s", filepath.Base(bin), err, srv.log())
 		}
 	})
 	select {
@@ -191,7 +191,7 @@ func get(t *testing.T, url string) (*http.Response, []byte) {
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("GET %s: read body: %v", url, err)

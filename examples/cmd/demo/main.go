@@ -65,7 +65,7 @@ func get(client *http.Client, url string) (*http.Response, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	return resp, body, err
 }
