@@ -29,6 +29,7 @@ const (
 	envRedisAddrs   = "SLIDELOG_REDIS_ADDRS"
 	envKeyPrefix    = "SLIDELOG_KEY_PREFIX"
 	envClusterAddrs = "SLIDELOG_CLUSTER_ADDRS"
+	envRedisAddr    = "SLIDELOG_REDIS_ADDR"
 	rigCommand      = `make cluster-up && eval "$(scripts/redis-rig.sh env)"`
 )
 
@@ -43,48 +44,73 @@ func TestExamplesMemory(t *testing.T) {
 }
 
 func TestExamplesCluster(t *testing.T) {
-	addrs := os.Getenv(envClusterAddrs)
-	if addrs == "" {
-		if testing.Short() {
-			t.Skipf("%s is not set (-short)", envClusterAddrs)
-		}
-		t.Fatalf("%s is not set; start the Redis rig from the repository root: %s", envClusterAddrs, rigCommand)
-	}
+	addrs := redisEnv(t, envClusterAddrs)
 	client := redis.NewClusterClient(slidelog.ClusterOptions(strings.Split(addrs, ",")...))
 	t.Cleanup(func() { _ = client.Close() })
 	for _, fw := range frameworks {
 		t.Run(fw, func(t *testing.T) {
 			t.Parallel()
-			const limit = 4
-			prefix := fmt.Sprintf("slidelog-e2e:%s:%d:", fw, time.Now().UnixNano())
-			store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The examples key by client IP; every request comes from 127.0.0.1.
-			key := store.Key(slidelog.PolicyNamespace([]slidelog.Policy{slidelog.PerMinute(limit)}) + "ip:127.0.0.1")
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if err := client.Del(ctx, key).Err(); err != nil {
-					t.Errorf("delete %s: %v", key, err)
-				}
-			})
-
-			srv := start(t, build(t, fw), []string{envRedisAddrs + "=" + addrs, envKeyPrefix + "=" + prefix}, limit)
-			if !strings.Contains(srv.log(), "kind=redis-cluster") {
-				t.Errorf("log does not say the store is the Cluster:\n%s", srv.log())
-			}
-			drive(t, srv, limit, "redis")
-
-			n, err := client.ZCard(t.Context(), key).Result()
-			if err != nil {
-				t.Fatalf("ZCARD %s: %v", key, err)
-			}
-			if n != limit {
-				t.Errorf("got %d entries in %s, want %d", n, key, limit)
-			}
+			runOnRedis(t, fw, client, addrs, "kind=redis-cluster")
 		})
+	}
+}
+
+// TestExampleStandalone runs one example on the standalone Redis: the
+// one-address path of SLIDELOG_REDIS_ADDRS is the same code for all four.
+func TestExampleStandalone(t *testing.T) {
+	addr := redisEnv(t, envRedisAddr)
+	client := redis.NewClient(slidelog.ClientOptions(addr))
+	t.Cleanup(func() { _ = client.Close() })
+	runOnRedis(t, "chi", client, addr, "kind=redis ")
+}
+
+// redisEnv returns the rig's address variable name, failing with the
+// command that starts the rig when it is not set (skipping with -short).
+func redisEnv(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if testing.Short() {
+			t.Skipf("%s is not set (-short)", name)
+		}
+		t.Fatalf("%s is not set; start the Redis rig from the repository root: %s", name, rigCommand)
+	}
+	return v
+}
+
+// runOnRedis runs example fw with SLIDELOG_REDIS_ADDRS=addrs and a key
+// prefix of its own, checks that its log names the store (logKind), drives
+// it, and checks that the client's log is in Redis; it deletes the key at
+// cleanup.
+func runOnRedis(t *testing.T, fw string, client redis.UniversalClient, addrs, logKind string) {
+	const limit = 4
+	prefix := fmt.Sprintf("slidelog-e2e:%s:%d:", fw, time.Now().UnixNano())
+	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The examples key by client IP; every request comes from 127.0.0.1.
+	key := store.Key(slidelog.PolicyNamespace([]slidelog.Policy{slidelog.PerMinute(limit)}) + "ip:127.0.0.1")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := client.Del(ctx, key).Err(); err != nil {
+			t.Errorf("delete %s: %v", key, err)
+		}
+	})
+
+	srv := start(t, build(t, fw), []string{envRedisAddrs + "=" + addrs, envKeyPrefix + "=" + prefix}, limit)
+	if !strings.Contains(srv.log(), logKind) {
+		t.Errorf("log does not say %q:\n%s", logKind, srv.log())
+	}
+	drive(t, srv, limit, "redis")
+
+	n, err := client.ZCard(t.Context(), key).Result()
+	if err != nil {
+		t.Fatalf("ZCARD %s: %v", key, err)
+	}
+	if n != limit {
+		t.Errorf("got %d entries in %s, want %d", n, key, limit)
 	}
 }
 
