@@ -39,14 +39,22 @@ const (
 	Throttled      = "throttled v2"
 	EvalSHA        = "EVALSHA round trip"
 	SlidelogScript = "slidelog script, plain EVALSHA"
-	HTTPRate       = "httprate"
-	GoLimiter      = "go-limiter (memory)"
-	XTimeRate      = "x/time/rate"
+	// SlidelogNoPipelining and SlidelogNoDenyCache are slidelog with one
+	// of its performance features switched off, to show what it brings.
+	SlidelogNoPipelining = "slidelog, pipelining off"
+	SlidelogNoDenyCache  = "slidelog, deny cache off"
+	HTTPRate             = "httprate"
+	GoLimiter            = "go-limiter (memory)"
+	XTimeRate            = "x/time/rate"
 )
 
 // Redis lists the contenders that keep their state in Redis, slidelog
 // first, in the order they are run and shown.
 var Redis = []string{Slidelog, RedisRate, Ulule, Throttled}
+
+// RedisAll lists every Redis-backed row of the report, peers and
+// baselines included, in the order shown.
+var RedisAll = []string{Slidelog, SlidelogNoPipelining, SlidelogNoDenyCache, RedisRate, Ulule, Throttled, EvalSHA, SlidelogScript}
 
 // Memory lists the in-process contenders, slidelog's memory store first.
 var Memory = []string{SlidelogMemory, GoLimiter, HTTPRate, XTimeRate}
@@ -56,12 +64,20 @@ var Memory = []string{SlidelogMemory, GoLimiter, HTTPRate, XTimeRate}
 // after the peer's own fixed prefix).
 func NewRedis(ctx context.Context, name string, client redis.UniversalClient, prefix string, limit int, window time.Duration) (Limiter, error) {
 	switch name {
-	case Slidelog:
-		store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	case Slidelog, SlidelogNoPipelining, SlidelogNoDenyCache:
+		storeOpts := []slidelog.StoreOption{slidelog.WithKeyPrefix(prefix)}
+		if name == SlidelogNoPipelining {
+			storeOpts = append(storeOpts, slidelog.WithAutoPipelining(0))
+		}
+		store, err := slidelog.NewRedisStore(client, storeOpts...)
 		if err != nil {
 			return nil, err
 		}
-		return newSlidelog(store, limit, window)
+		var opts []slidelog.Option
+		if name == SlidelogNoDenyCache {
+			opts = append(opts, slidelog.WithDenyCache(0))
+		}
+		return newSlidelog(store, limit, window, opts...)
 	case RedisRate:
 		return &redisRate{l: redis_rate.NewLimiter(client), prefix: prefix,
 			limit: redis_rate.Limit{Rate: limit, Burst: limit, Period: window}}, nil
@@ -110,8 +126,20 @@ func NewMemory(name string, limit int, window time.Duration) (Limiter, error) {
 
 type slidelogLimiter struct{ l *slidelog.Limiter }
 
-func newSlidelog(store slidelog.Store, limit int, window time.Duration) (Limiter, error) {
-	l, err := slidelog.New(store, slidelog.Policy{Name: "bench", Limit: limit, Window: window})
+// DecisionDeadline is the decision deadline slidelog gets here: as long as
+// go-redis's default read timeout, the only bound the peers have.
+const DecisionDeadline = 3 * time.Second
+
+// newSlidelog returns slidelog with its defaults (automatic pipelining and
+// the deny cache on) except for two settings that make it comparable with
+// the peers, which have no fallback: a store that cannot decide is an
+// error (FailError), not a local fallback decision, and the decision
+// deadline is DecisionDeadline. Every decision counted then comes from
+// the store or from the deny cache.
+func newSlidelog(store slidelog.Store, limit int, window time.Duration, opts ...slidelog.Option) (Limiter, error) {
+	opts = append([]slidelog.Option{slidelog.WithFailureMode(slidelog.FailError),
+		slidelog.WithDecisionDeadline(DecisionDeadline), slidelog.WithName("bench")}, opts...)
+	l, err := slidelog.New(store, slidelog.Policy{Name: "bench", Limit: limit, Window: window}, opts...)
 	if err != nil {
 		return nil, errors.Join(err, store.Close())
 	}

@@ -19,16 +19,18 @@ import (
 
 // colors keeps one color per contender across every chart.
 var colors = map[string]color.RGBA{
-	contender.Slidelog:       {R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff},
-	contender.SlidelogMemory: {R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff},
-	contender.RedisRate:      {R: 0xe0, G: 0x7b, B: 0x00, A: 0xff},
-	contender.Ulule:          {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	contender.Throttled:      {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	contender.EvalSHA:        {R: 0x80, G: 0x80, B: 0x80, A: 0xff},
-	contender.SlidelogScript: {R: 0x7f, G: 0xa8, B: 0xf0, A: 0xff},
-	contender.GoLimiter:      {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-	contender.HTTPRate:       {R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
-	contender.XTimeRate:      {R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+	contender.Slidelog:             {R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff},
+	contender.SlidelogMemory:       {R: 0x1f, G: 0x5f, B: 0xd0, A: 0xff},
+	contender.RedisRate:            {R: 0xe0, G: 0x7b, B: 0x00, A: 0xff},
+	contender.Ulule:                {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	contender.Throttled:            {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	contender.EvalSHA:              {R: 0x80, G: 0x80, B: 0x80, A: 0xff},
+	contender.SlidelogScript:       {R: 0x7f, G: 0xa8, B: 0xf0, A: 0xff},
+	contender.SlidelogNoPipelining: {R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+	contender.SlidelogNoDenyCache:  {R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+	contender.GoLimiter:            {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	contender.HTTPRate:             {R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	contender.XTimeRate:            {R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
 }
 
 func styleOf(name string) draw.LineStyle {
@@ -36,8 +38,11 @@ func styleOf(name string) draw.LineStyle {
 	if s.Color == nil {
 		s.Color = color.Black
 	}
-	if name == contender.EvalSHA || name == contender.SlidelogScript {
+	switch name {
+	case contender.EvalSHA, contender.SlidelogScript:
 		s.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
+	case contender.SlidelogNoPipelining, contender.SlidelogNoDenyCache:
+		s.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
 	}
 	if name == contender.Slidelog || name == contender.SlidelogMemory {
 		s.Width = vg.Points(3)
@@ -162,8 +167,11 @@ func figure(path, title string, width, height vg.Length, legend []string, plots 
 	if title != "" {
 		titleH = vg.Points(26)
 	}
-	if len(legend) > 0 {
-		legendH = vg.Points(30)
+	ts := plots[0].Legend.TextStyle
+	ts.Font.Size = vg.Points(12)
+	rows := legendRows(ts, legend, width-vg.Points(20))
+	if len(rows) > 0 {
+		legendH = vg.Points(10) + vg.Points(20)*vg.Length(len(rows))
 	}
 	body := draw.Crop(dc, 0, 0, legendH, -titleH)
 	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Points(16), PadTop: vg.Points(4),
@@ -178,8 +186,8 @@ func figure(path, title string, width, height vg.Length, legend []string, plots 
 		ts.XAlign, ts.YAlign = draw.XCenter, draw.YTop
 		dc.FillText(ts, vg.Point{X: dc.Center().X, Y: dc.Max.Y - vg.Points(4)}, title)
 	}
-	if len(legend) > 0 {
-		drawLegendStrip(dc, plots[0].Legend.TextStyle, legend, dc.Min.Y+legendH/2)
+	for i, row := range rows {
+		drawLegendStrip(dc, ts, row, dc.Min.Y+legendH-vg.Points(15)-vg.Points(20)*vg.Length(i))
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -192,15 +200,43 @@ func figure(path, title string, width, height vg.Length, legend []string, plots 
 	return f.Close()
 }
 
+const (
+	legendSample = vg.Length(26)
+	legendGap    = vg.Length(6)
+	legendPad    = vg.Length(22)
+)
+
+func legendItemWidth(ts text.Style, name string) vg.Length {
+	return legendSample + legendGap + ts.Width(name) + legendPad
+}
+
+// legendRows splits names into rows that fit in width.
+func legendRows(ts text.Style, names []string, width vg.Length) [][]string {
+	var rows [][]string
+	var row []string
+	used := vg.Length(0)
+	for _, n := range names {
+		w := legendItemWidth(ts, n)
+		if len(row) > 0 && used+w > width {
+			rows, row, used = append(rows, row), nil, 0
+		}
+		row = append(row, n)
+		used += w
+	}
+	if len(row) > 0 {
+		rows = append(rows, row)
+	}
+	return rows
+}
+
 // drawLegendStrip draws one line sample and name per contender, in a
 // centred row at height y.
 func drawLegendStrip(c draw.Canvas, ts text.Style, names []string, y vg.Length) {
-	ts.Font.Size = vg.Points(12)
 	ts.XAlign, ts.YAlign = draw.XLeft, draw.YCenter
-	sample, gap, pad := vg.Points(26), vg.Points(6), vg.Points(22)
+	sample, gap, pad := legendSample, legendGap, legendPad
 	total := vg.Length(0)
 	for _, n := range names {
-		total += sample + gap + ts.Width(n) + pad
+		total += legendItemWidth(ts, n)
 	}
 	x := c.Center().X - (total-pad)/2
 	for _, n := range names {

@@ -62,11 +62,13 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 			p("`EVALSHA round trip` runs the smallest keyed script (`return 1`), the floor under any\n")
 			p("script-based limiter; `slidelog script, plain EVALSHA` runs slidelog's own script\n")
 			p("(`core/script.lua`) with one plain EVALSHA per call on the same keys, so the distance\n")
-			p("between it and `slidelog` is what the library around the script costs or saves.\n\n")
+			p("between it and `slidelog` is what the library around the script costs or saves.\n")
+			p("`slidelog, pipelining off` is slidelog with `WithAutoPipelining(0)`.\n\n")
 		case "flood":
 			p("## Redis: one flooded key\n\n")
 			p("Every caller hammers one key whose limit was spent before the measurement: every decision is\n")
-			p("a denial, the credential-stuffing case.\n\n")
+			p("a denial, the credential-stuffing case. `slidelog, deny cache off` is slidelog with\n")
+			p("`WithDenyCache(0)`.\n\n")
 		}
 		for _, topo := range []string{"standalone", "cluster"} {
 			if !hasTopology(r, topo) {
@@ -130,7 +132,7 @@ func writeCellTable(b *strings.Builder, r *Results, topo, scenario string, redis
 	names := contender.Memory
 	base := contender.GoLimiter
 	if redis {
-		names = append(append([]string(nil), contender.Redis...), contender.EvalSHA, contender.SlidelogScript)
+		names = contender.RedisAll
 		base = contender.RedisRate
 	}
 	p("| Contender | Callers | Decisions/s | vs %s | p50 | p99 | p99.9 | Admitted |", base)
@@ -152,6 +154,9 @@ func writeCellTable(b *strings.Builder, r *Results, topo, scenario string, redis
 			label := name
 			if name == contender.Slidelog || name == contender.SlidelogMemory {
 				label = "**" + name + "**"
+			}
+			if c.Errors > 0 && c.Decisions == 0 {
+				label += " (no decision)"
 			}
 			p("| %s | %d | %s | %s | %s | %s | %s | %.1f%% |", label, callers, fmtRate(c.PerSec), fmtRatio(ratio(c.PerSec, ref.PerSec)),
 				fmtMicros(c.P50), fmtMicros(c.P99), fmtMicros(c.P999), 100*float64(c.Allowed)/math.Max(float64(c.Decisions), 1))
@@ -267,6 +272,10 @@ func writeMethod(b *strings.Builder, r *Results) {
 	p("  window); throttled `GCRARateLimiterCtx` with `RateQuota{PerDuration(%d, 1m), MaxBurst: %d}` on its\n", r.Env.Limit, r.Env.Limit-1)
 	p("  go-redis v9 store; go-limiter `memorystore` with `Tokens: %d, Interval: 1m`; httprate\n", r.Env.Limit)
 	p("  `NewRateLimiter(%d, 1m)` (sliding-window counter); x/time/rate `Every(1m/%d)`, burst %d.\n", r.Env.Limit, r.Env.Limit, r.Env.Limit)
+	p("- slidelog runs with its defaults (automatic pipelining, deny cache) except\n")
+	p("  `WithFailureMode(FailError)` and `WithDecisionDeadline(%v)`: the peers have no local fallback,\n", contender.DecisionDeadline)
+	p("  so a decision slidelog could not get from Redis in time is counted as an error, never as a\n")
+	p("  decision; every decision counted comes from Redis or from the deny cache.\n")
 	p("- Only slidelog is exact. GCRA and token buckets admit up to a burst plus the rate in a window,\n")
 	p("  the fixed window up to twice its limit across a boundary, httprate's sliding counter an\n")
 	p("  estimate; they do less work per decision, which is the cost the targets ask slidelog to hide.\n\n")

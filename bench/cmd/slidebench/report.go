@@ -62,7 +62,7 @@ func drawCharts(r *Results, dir, rel string) (map[string]string, error) {
 		charts[id] = filepath.ToSlash(filepath.Join(rel, file))
 		return nil
 	}
-	redisNames := append(append([]string(nil), contender.Redis...), contender.EvalSHA, contender.SlidelogScript)
+	redisNames := contender.RedisAll
 	for _, topo := range []string{"standalone", "cluster"} {
 		if !hasTopology(r, topo) {
 			continue

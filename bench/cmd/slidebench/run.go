@@ -142,12 +142,15 @@ func runAll(cfg runConfig) error {
 	for _, topo := range topologies {
 		admin := topo.newClient()
 		for _, sc := range scenarios {
-			names := contender.Redis
-			if sc.name == "many-keys" {
-				names = append(append([]string(nil), names...), contender.EvalSHA)
+			names := append([]string(nil), contender.Redis...)
+			switch sc.name {
+			case "many-keys":
+				names = append(names, contender.SlidelogNoPipelining, contender.EvalSHA)
 				if scriptSrc != "" {
 					names = append(names, contender.SlidelogScript)
 				}
+			case "flood":
+				names = append(names, contender.SlidelogNoDenyCache)
 			}
 			for _, callers := range cfg.callers {
 				var group []*entry
