@@ -1,0 +1,10 @@
+// Package faulttest is slidelog's fault suite: under steady load it causes
+// real faults (kill -9, SIGSTOP, SCRIPT FLUSH, every node down, OOM, client
+// cancellation, manual failover, live reshard) on a disposable Redis
+// Cluster of its own processes, and measures what callers see. Run it with
+//
+//	go test -race -count=1 -v ./internal/faulttest
+//
+// from core/; each scenario logs a line starting with "FAULT" with its
+// figures. It needs redis-server and redis-cli on PATH.
+package faulttest
