@@ -1,3 +1,4 @@
+#!lua
 -- slidelog: one atomic decision of a strict sliding-window log.
 -- See docs/algorithm.md for the guarantee and each step.
 --

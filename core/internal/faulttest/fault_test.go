@@ -359,12 +359,10 @@ func TestFaults(t *testing.T) {
 		if r.errors != 0 {
 			t.Errorf("%d errors, first %v; want 0", r.errors, firstErr(ds))
 		}
-		// Redis 7.0 checks OOM only at a flagless script's first write
-		// command; the decision script's first write (ZREMRANGEBYSCORE) is
-		// not deny-oom, so the script keeps deciding past maxmemory: exact,
-		// but memory grows. Every decision is still accounted.
+		// The script declares itself (#!lua, no allow-oom flag), so Redis
+		// refuses it outright past maxmemory and the limiter falls back.
 		if r.fallback == 0 {
-			t.Log("no OOM error reached the limiter: the script kept deciding past maxmemory")
+			t.Errorf("no decision fell back while every master was out of memory; want OOM to reach the fallback")
 		}
 		if int(activations) != r.fallback {
 			t.Errorf("fallback activations metric %v, fallback decisions %d: every one must be counted", activations, r.fallback)
