@@ -177,8 +177,9 @@ func writeGoBench(b *strings.Builder, gb []goBench) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("## `go test` benchmarks\n\n")
 	p("`bench/contender`, `b.Loop` for one goroutine and `b.RunParallel` for all cores, `b.ReportAllocs`.\n")
-	p("`allow` spreads calls over 262,144 keys so that each is admitted; `deny` hammers one key far\n")
-	p("over its limit. The Redis rows run one call at a time on the standalone server: their ns/op is a\n")
+	p("`allow` spreads calls over 262,144 keys so that each is admitted (in memory, after one first\n")
+	p("request per key, so that it measures admissions for keys already tracked); `deny` hammers one\n")
+	p("key far over its limit. The Redis rows run one call at a time on the standalone server: their ns/op is a\n")
 	p("round trip, their allocations are the client side of one decision.")
 	if gb[0].runs > 1 {
 		p(" Each number is the run with the median\n")

@@ -55,7 +55,7 @@ func writeTargets(b *strings.Builder, r *Results, gb []goBench) {
 				}
 				text += "."
 				if off, ok := find(r, topo, "many-keys", maxCallers, contender.SlidelogNoPipelining); ok && off.PerSec > 0 {
-					gain := ratio(s.PerSec, off.PerSec)
+					gain := math.Round(100*ratio(s.PerSec, off.PerSec)) / 100 // as printed
 					where := "within"
 					switch {
 					case gain < 1.75:
