@@ -16,7 +16,7 @@ func TestDenyCache(t *testing.T) {
 	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
 	reg := prometheus.NewRegistry()
 	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 2, Window: time.Second},
-		slidelog.WithPolicy(slidelog.Policy{Name: "h", Limit: 100, Window: time.Hour}), slidelog.WithMetrics(reg))
+		slidelog.WithPolicy(slidelog.Policy{Name: "h", Limit: 100, Window: time.Hour}), slidelog.WithMetrics(reg), slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize))
 	allow := func(n int) slidelog.Result {
 		t.Helper()
 		res, err := l.AllowN(t.Context(), "k", n)
@@ -64,7 +64,7 @@ func TestDenyCache(t *testing.T) {
 func TestDenyCacheOnlyForExactDenials(t *testing.T) {
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
-	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Second})
+	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Second}, slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize))
 	res, err := l.AllowN(t.Context(), "k", 8)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
@@ -109,7 +109,9 @@ func TestDenyCacheResetRefundAndOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newResilientLimiter(t, slidelog.NewMemoryStore(), p, tt.opts...)
+			// A MemoryStore gets a deny cache only when asked for one.
+			opts := append([]slidelog.Option{slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize)}, tt.opts...)
+			l := newResilientLimiter(t, slidelog.NewMemoryStore(), p, opts...)
 			admitted, err := l.Allow(t.Context(), "k")
 			require.NoError(t, err)
 			res, err := l.Allow(t.Context(), "k")

@@ -42,6 +42,7 @@ type Limiter struct {
 	redis       *RedisStore
 	topology    *reloader
 	logger      *slog.Logger
+	local       bool // the store is a MemoryStore: it cannot fail or be slow
 }
 
 // configCheckTimeout bounds New's check of the Redis configuration.
@@ -90,10 +91,11 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
-	if l.mode == FailFallback {
+	_, l.local = store.(*MemoryStore)
+	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
 	}
-	if cfg.denyCacheSize > 0 {
+	if cfg.denyCacheSize > 0 && (!l.local || cfg.denyCacheSet) {
 		if cs, ok := store.(clockedStore); ok {
 			l.deny = newDenyCache(cfg.denyCacheSize, cs.decisionClock())
 		} else if cfg.denyCacheSet {
@@ -107,7 +109,9 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		}
 		l.metrics = m
 	}
-	l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
+	if !l.local {
+		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
+	}
 	if rs, ok := store.(*RedisStore); ok {
 		l.redis = rs
 		l.topology = rs.topology()
@@ -191,6 +195,15 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 	}
 	req := Request{Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
+	if l.local && l.metrics == nil && l.deny == nil {
+		// A memory store answers at once and fails only when closed or
+		// when ctx is done: no deadline, breaker or fallback to pay for.
+		res, err := l.store.Take(ctx, req)
+		if err == nil && res.Allowed {
+			res.ticket = req
+		}
+		return res, err
+	}
 	sent := time.Now()
 	dctx, cancel := context.WithTimeout(ctx, l.deadline)
 	defer cancel()

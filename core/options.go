@@ -188,9 +188,11 @@ func WithBreaker(s BreakerSettings) Option {
 
 // WithDenyCache sets how many denied keys the local deny cache holds
 // (default DefaultDenyCacheSize); 0 switches the cache off. The cache is on
-// by default for RedisStore and MemoryStore; for another Store, which
-// cannot tell the limiter its clock, it is off unless this option turns it
-// on, and then elapsed time is measured by the process's clock.
+// by default for RedisStore. A MemoryStore answers as fast as the cache
+// would, so a limiter on one gets a cache (and pays for its bookkeeping)
+// only when this option asks; for another Store, which cannot tell the
+// limiter its clock, it is off unless this option turns it on, and then
+// elapsed time is measured by the process's clock.
 func WithDenyCache(size int) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if size < 0 {
