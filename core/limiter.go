@@ -24,6 +24,12 @@ import (
 // Cluster) sends requests straight to the failure mode while that node is
 // failing. A local deny cache answers repeated requests of a key the store
 // just denied without a store call.
+//
+// Limiters on one store share the log of a key. Limiters with different
+// policies should therefore use different keys, or each would count the
+// other's requests and evict by its own window. The HTTP middleware does
+// this for you: it puts PolicyNamespace of the limiter's policies in front
+// of every identity. Direct callers can do the same.
 type Limiter struct {
 	store        Store
 	policies     []Policy
