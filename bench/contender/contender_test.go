@@ -133,6 +133,7 @@ func runCases(b *testing.B, newLimiter func(*testing.B) contender.Limiter, touch
 		l := newLimiter(b)
 		touchAll(b, l)
 		var next atomic.Uint64
+		b.ResetTimer()
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
@@ -147,6 +148,7 @@ func runCases(b *testing.B, newLimiter func(*testing.B) contender.Limiter, touch
 	b.Run("deny-parallel", func(b *testing.B) {
 		l := newLimiter(b)
 		flood(b, l)
+		b.ResetTimer()
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
