@@ -145,7 +145,8 @@ func writeTargets(b *strings.Builder, r *Results, gb []goBench) {
 			if base == contender.SlidelogScript {
 				why = append(why, fmt.Sprintf("**Single caller, against its own script:** slidelog's Allow took %s at the median, "+
 					"%s more than one plain EVALSHA of the same script on the same keys (%s): that difference is what "+
-					"slidelog adds around the script for a lone caller (limiter and store code, key HMAC, batching).",
+					"slidelog adds around the script for a lone caller (limiter and store code, the key's HMAC, "+
+					"decoding the reply), on a machine loaded by other work, where a few microseconds are within noise.",
 					fmtMicros(s.P50), fmtMicros(s.P50-ev.P50), fmtMicros(ev.P50)))
 			} else {
 				why = append(why, fmt.Sprintf("**Single caller, against the bare round trip:** on loopback an EVALSHA of `return 1` "+
