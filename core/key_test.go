@@ -40,7 +40,7 @@ func checkKeyShape(t *testing.T, store *slidelog.RedisStore, prefix, identity st
 		t.Fatalf("Key(%q) = %q, want %s{<22 base64url characters>}", identity, key, prefix)
 	}
 	for _, r := range tag {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_' {
 			t.Fatalf("Key(%q) tag %q has %q, want base64url only", identity, tag, r)
 		}
 	}
