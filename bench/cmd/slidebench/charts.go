@@ -331,6 +331,11 @@ func accuracyChart(acc []Accuracy, path string) error {
 	p := newPlot(fmt.Sprintf("Boundary attack on real Redis: admitted requests in the preceding %v, limit %d per %v", w, acc[0].Limit, w),
 		"time since the attack began (s)", fmt.Sprintf("admitted in the last %v", w))
 	p.Y.Min, p.Y.Max = 0, 2.6*limit
+	var yTicks []plot.Tick
+	for v := 0.0; v <= p.Y.Max; v += limit / 2 {
+		yTicks = append(yTicks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(yTicks)
 	p.X.Min, p.X.Max = 0, end
 	ref := func(y float64, label string, dashes []vg.Length) error {
 		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: y}, {X: end, Y: y}})
