@@ -44,7 +44,7 @@ func TestDenyCache(t *testing.T) {
 	assert.Equal(t, first.DecidedAt.Add(300*time.Millisecond), cached.DecidedAt)
 
 	// The store agrees, field for field.
-	direct, err := store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 1, Policies: l.Policies(), ID: 1})
+	direct, err := store.Take(t.Context(), slidelog.Request{Namespace: l.Namespace(), Key: "k", Cost: 1, Policies: l.Policies(), ID: 1})
 	require.NoError(t, err)
 	assert.Equal(t, direct.RetryAfter, cached.RetryAfter)
 	assert.Equal(t, direct.ResetAfter, cached.ResetAfter)

@@ -76,14 +76,14 @@ func checkUtilisation(t *testing.T, admitted []admission, limit int, window time
 
 // clusterKeysOnEveryMaster returns n identities whose keys are spread over
 // every master of the Cluster, and asserts that they are.
-func clusterKeysOnEveryMaster(t *testing.T, client *redis.ClusterClient, store *slidelog.RedisStore, n int) []string {
+func clusterKeysOnEveryMaster(t *testing.T, client *redis.ClusterClient, store *slidelog.RedisStore, namespace string, n int) []string {
 	t.Helper()
 	masters := map[string]int{}
 	var keys []string
 	perMaster := map[string][]string{}
 	for i := 0; len(keys) < 200; i++ {
 		id := "client-" + strconv.Itoa(i)
-		node, err := client.MasterForKey(t.Context(), store.Key(id))
+		node, err := client.MasterForKey(t.Context(), store.Key(namespace, id))
 		if err != nil {
 			t.Fatalf("MasterForKey: %v", err)
 		}
@@ -154,7 +154,7 @@ func TestClusterExactnessUnderConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := clusterKeysOnEveryMaster(t, client, store, 6)
+	keys := clusterKeysOnEveryMaster(t, client, store, l.Namespace(), 6)
 	admitted := flood(t, l, keys, callers, 3500*time.Millisecond)
 	peak := checkWindows(t, admitted, limit, window)
 	checkUtilisation(t, admitted, limit, window)
@@ -178,7 +178,7 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := clusterKeysOnEveryMaster(t, client, store, 3)
+	keys := clusterKeysOnEveryMaster(t, client, store, slidelog.PolicyNamespace([]slidelog.Policy{{Name: "p", Limit: limit, Window: window}}), 3)
 	var children []*exec.Cmd
 	var outs []*bufio.Scanner
 	for range processes {
@@ -301,7 +301,7 @@ func TestScriptFlushBetweenCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := clusterKeysOnEveryMaster(t, client, store, 3)
+	keys := clusterKeysOnEveryMaster(t, client, store, l.Namespace(), 3)
 	admitted := 0
 	for i := range 15 {
 		err := client.ForEachShard(t.Context(), func(ctx context.Context, node *redis.Client) error {

@@ -72,12 +72,12 @@ func (f *fallback) refund(ctx context.Context, req Request) error {
 	return s.Refund(ctx, req)
 }
 
-func (f *fallback) reset(ctx context.Context, key string) error {
+func (f *fallback) reset(ctx context.Context, req Request) error {
 	s := f.current()
 	if s == nil {
 		return nil
 	}
-	return s.Reset(ctx, key)
+	return s.Reset(ctx, req)
 }
 
 // len is how many keys the fallback tracks.

@@ -258,15 +258,12 @@ func WithIPv6Prefix(bits int) HTTPOption {
 // before any store call, asks the limiter, and says which headers to send
 // and whether to call the handler. It is safe for concurrent use.
 //
-// The key it gives the limiter is the identity prefixed with
-// PolicyNamespace of the limiter's policies (12 bytes, counted against
-// the limiter's maximum key length), so that limiters with different
-// policies on one store, such as per-route limits, never share a log.
-// Limiters with identical policies do share one: for separate budgets on
-// two routes, name their policies differently or key by route.
+// Limiters with different policies on one store, such as per-route
+// limits, never share a log (see Request.Namespace). Limiters with
+// identical policies do share one: for separate budgets on two routes,
+// name their policies differently or key by route.
 type HTTPLimiter struct {
 	limiter *Limiter
-	ns      string // namespace of limiter
 	cfg     httpConfig
 }
 
@@ -288,7 +285,6 @@ func NewHTTPLimiter(l *Limiter, opts ...HTTPOption) (*HTTPLimiter, error) {
 	}
 	h := &HTTPLimiter{limiter: l, cfg: cfg}
 	if l != nil {
-		h.ns = PolicyNamespace(l.Policies())
 	}
 	return h, nil
 }
@@ -401,7 +397,7 @@ func (h *HTTPLimiter) decide(r *HTTPRequest) (Result, *Limiter, error) {
 	if id == "" {
 		return Result{}, nil, ErrNoKey
 	}
-	key := h.namespace(l) + id
+	key := id
 	if err := l.ValidateKey(key); err != nil {
 		if key != "" {
 			return Result{}, nil, fmt.Errorf("%w: %w", ErrIdentityTooLong, err)
@@ -416,24 +412,9 @@ func (h *HTTPLimiter) decide(r *HTTPRequest) (Result, *Limiter, error) {
 	return res, l, err
 }
 
-// namespace returns the prefix that keeps the logs of limiters with
-// different policies apart on one store. A store keeps one log per
-// identity and evicts by the longest window of the call, so two limiters
-// with different policies sharing an identity's log would count each
-// other's requests and evict entries the other still needs. Limiters
-// with identical policies (names, limits, windows) share the log, which
-// is what those policies mean.
-func (h *HTTPLimiter) namespace(l *Limiter) string {
-	if l == h.limiter && h.ns != "" {
-		return h.ns
-	}
-	return PolicyNamespace(l.Policies())
-}
-
-// PolicyNamespace returns the 12-byte prefix (11 characters of URL-safe
-// base64 and "~") that HTTPLimiter puts before every identity it asks a
-// limiter with these policies about: a hash of their names, limits and
-// windows.
+// PolicyNamespace returns the namespace a Limiter with these policies
+// gives its store (Request.Namespace): 12 bytes, 11 characters of URL-safe
+// base64 and "~", hashed from the policies' names, limits and windows.
 func PolicyNamespace(policies []Policy) string {
 	hash := sha256.New()
 	for _, p := range policies {

@@ -29,9 +29,9 @@ func offlineClient(tb testing.TB) *redis.Client {
 	return c
 }
 
-func checkKeyShape(t *testing.T, store *slidelog.RedisStore, prefix, identity string) string {
+func checkKeyShape(t *testing.T, store *slidelog.RedisStore, prefix, namespace, identity string) string {
 	t.Helper()
-	key := store.Key(identity)
+	key := store.Key(namespace, identity)
 	if !strings.HasPrefix(key, prefix) {
 		t.Fatalf("Key(%q) = %q, want prefix %q", identity, key, prefix)
 	}
@@ -48,25 +48,26 @@ func checkKeyShape(t *testing.T, store *slidelog.RedisStore, prefix, identity st
 }
 
 func FuzzRedisKey(f *testing.F) {
-	for _, seed := range [][2]string{
-		{"a", "b"}, {"{a}", "a"}, {"a:b", "a}:{b"}, {"", "\x00"}, {"\xff\xfe", "ключ"},
-		{strings.Repeat("{", 300), strings.Repeat("}", 300)}, {"user:1", "user:1 "},
+	for _, seed := range [][4]string{
+		{"", "a", "", "b"}, {"", "{a}", "", "a"}, {"", "a:b", "", "a}:{b"}, {"", "", "", "\x00"}, {"", "\xff\xfe", "", "ключ"},
+		{"", strings.Repeat("{", 300), "", strings.Repeat("}", 300)}, {"", "user:1", "", "user:1 "},
+		{"ns", "x", "n", "sx"}, {"a\x00", "b", "a", "\x00b"}, {"p~", "k", "p~", "k"},
 	} {
-		f.Add(seed[0], seed[1])
+		f.Add(seed[0], seed[1], seed[2], seed[3])
 	}
 	const prefix = "app:rl:"
 	store, err := slidelog.NewRedisStore(offlineClient(f), slidelog.WithKeyPrefix(prefix), slidelog.WithKeySecret([]byte("fuzz")))
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, a, b string) {
-		ka := checkKeyShape(t, store, prefix, a)
-		kb := checkKeyShape(t, store, prefix, b)
-		if (ka == kb) != (a == b) {
-			t.Fatalf("Key(%q) = %q and Key(%q) = %q: equal keys must mean equal identities", a, ka, b, kb)
+	f.Fuzz(func(t *testing.T, nsA, a, nsB, b string) {
+		ka := checkKeyShape(t, store, prefix, nsA, a)
+		kb := checkKeyShape(t, store, prefix, nsB, b)
+		if (ka == kb) != (nsA == nsB && a == b) {
+			t.Fatalf("Key(%q, %q) = %q and Key(%q, %q) = %q: equal keys must mean equal namespaces and identities", nsA, a, ka, nsB, b, kb)
 		}
-		if store.Key(a) != ka {
-			t.Fatalf("Key(%q) is not stable", a)
+		if store.Key(nsA, a) != ka {
+			t.Fatalf("Key(%q, %q) is not stable", nsA, a)
 		}
 	})
 }
@@ -74,7 +75,7 @@ func FuzzRedisKey(f *testing.F) {
 func TestKeySecretChangesTheSlot(t *testing.T) {
 	plain, _ := slidelog.NewRedisStore(offlineClient(t))
 	secret, _ := slidelog.NewRedisStore(offlineClient(t), slidelog.WithKeySecret([]byte("s3cret")))
-	if plain.Key("client") == secret.Key("client") {
+	if plain.Key("", "client") == secret.Key("", "client") {
 		t.Fatalf("the key secret did not change the key of %q", "client")
 	}
 }

@@ -25,11 +25,10 @@ import (
 // failing. A local deny cache answers repeated requests of a key the store
 // just denied without a store call.
 //
-// Limiters on one store share the log of a key. Limiters with different
-// policies should therefore use different keys, or each would count the
-// other's requests and evict by its own window. The HTTP middleware does
-// this for you: it puts PolicyNamespace of the limiter's policies in front
-// of every identity. Direct callers can do the same.
+// Limiters on one store keep their logs apart by their policies
+// (Request.Namespace): limiters with different policies never count each
+// other's requests, and limiters with identical policies share each key's
+// log.
 type Limiter struct {
 	store        Store
 	policies     []Policy
@@ -49,6 +48,7 @@ type Limiter struct {
 	topology    *reloader
 	logger      *slog.Logger
 	local       bool // the store is a MemoryStore: it cannot fail or be slow
+	namespace   string
 }
 
 // configCheckTimeout bounds New's check of the Redis configuration.
@@ -98,6 +98,7 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		l.logger = slog.Default()
 	}
 	_, l.local = store.(*MemoryStore)
+	l.namespace = PolicyNamespace(l.policies)
 	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
 	}
@@ -156,6 +157,11 @@ func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies.
 // Name returns the limiter's name, as used in metric labels (WithName).
 func (l *Limiter) Name() string { return l.name }
 
+// Namespace returns the namespace the limiter gives its store with every
+// key: PolicyNamespace of its policies (see Request.Namespace). With a
+// RedisStore, the Redis key of identity is store.Key(l.Namespace(), identity).
+func (l *Limiter) Namespace() string { return l.namespace }
+
 // BreakerStates returns the state of the breaker of every store node the
 // limiter has used, by node address ("store" for a store without nodes):
 // "closed", "half-open" or "open".
@@ -200,7 +206,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 			return res, nil
 		}
 	}
-	req := Request{Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
+	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
 	if l.local && l.metrics == nil && l.deny == nil {
 		// A memory store answers at once and fails only when closed or
 		// when ctx is done: no deadline, breaker or fallback to pay for.
@@ -218,7 +224,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	if l.breakers != nil {
 		node := ""
 		if l.redis != nil {
-			node = l.redis.nodeOf(dctx, key)
+			node = l.redis.nodeOf(dctx, l.namespace, key)
 		}
 		d, err := l.breakers.get(node).Allow()
 		if err != nil {
@@ -344,10 +350,11 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.deny != nil {
 		l.deny.remove(key)
 	}
+	req := Request{Namespace: l.namespace, Key: key}
 	if l.fallback != nil {
-		_ = l.fallback.reset(ctx, key)
+		_ = l.fallback.reset(ctx, req)
 	}
-	return l.store.Reset(ctx, key)
+	return l.store.Reset(ctx, req)
 }
 
 // Close closes the limiter's store and stops its fallback. Calls after

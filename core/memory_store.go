@@ -32,13 +32,17 @@ const (
 // longest window. A background goroutine sweeps expired logs every sweep
 // interval until Close. MemoryStore is safe for concurrent use.
 type MemoryStore struct {
-	logs   *lru.Cache[string, *memoryLog]
+	logs   *lru.Cache[logKey, *memoryLog]
 	clock  func() time.Time
 	start  time.Time
 	closed atomic.Bool
 	stop   chan struct{}
 	done   sync.WaitGroup
 }
+
+// logKey names a log: the limiter's namespace and the identity, kept as
+// two strings so that no key is concatenated per call.
+type logKey struct{ namespace, key string }
 
 // memoryLog is one identity's log: entries in time order, one per admitted
 // request, with the running total of units so counts are two lookups.
@@ -73,7 +77,7 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	}
 	// The eviction callback runs under the cache's lock, sometimes while
 	// the log's own lock is held (Reset, sweep), so it only flags the log.
-	logs, err := lru.NewWithEvict(cfg.maxKeys, func(_ string, l *memoryLog) { l.dead.Store(true) })
+	logs, err := lru.NewWithEvict(cfg.maxKeys, func(_ logKey, l *memoryLog) { l.dead.Store(true) })
 	if err != nil {
 		panic("slidelog: unreachable: lru rejected a positive size")
 	}
@@ -116,7 +120,7 @@ func (s *MemoryStore) now() int64 {
 
 // lock returns key's log, locked, creating it when create is set. It
 // returns nil when the key has no log and create is not set.
-func (s *MemoryStore) lock(key string, create bool) *memoryLog {
+func (s *MemoryStore) lock(key logKey, create bool) *memoryLog {
 	for {
 		l, ok := s.logs.Get(key)
 		if !ok {
@@ -152,7 +156,7 @@ func (s *MemoryStore) Take(ctx context.Context, req Request) (Result, error) {
 	for _, p := range req.Policies {
 		longest = max(longest, p.windowMicros())
 	}
-	l := s.lock(req.Key, true)
+	l := s.lock(logKey{req.Namespace, req.Key}, true)
 	defer l.mu.Unlock()
 
 	l.evict(now - longest)
@@ -199,7 +203,7 @@ func (s *MemoryStore) Refund(ctx context.Context, req Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	l := s.lock(req.Key, false)
+	l := s.lock(logKey{req.Namespace, req.Key}, false)
 	if l == nil {
 		return nil
 	}
@@ -214,13 +218,14 @@ func (s *MemoryStore) Refund(ctx context.Context, req Request) error {
 }
 
 // Reset implements Store.
-func (s *MemoryStore) Reset(ctx context.Context, key string) error {
+func (s *MemoryStore) Reset(ctx context.Context, req Request) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	key := logKey{req.Namespace, req.Key}
 	if l := s.lock(key, false); l != nil {
 		l.dead.Store(true)
 		s.logs.Remove(key)

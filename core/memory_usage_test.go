@@ -32,7 +32,7 @@ func TestRedisBytesPerEntry(t *testing.T) {
 				t.Fatalf("Allow = %+v, %v", res, err)
 			}
 		}
-		key := store.Key("k")
+		key := store.Key(l.Namespace(), "k")
 		bytes, err := client.MemoryUsage(t.Context(), key, 0).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -67,8 +67,8 @@ func TestRedisBytesPerEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bytes, _ := client.MemoryUsage(t.Context(), store.Key("k"), 0).Result()
-	encoding, _ := client.ObjectEncoding(t.Context(), store.Key("k")).Result()
+	bytes, _ := client.MemoryUsage(t.Context(), store.Key(l.Namespace(), "k"), 0).Result()
+	encoding, _ := client.ObjectEncoding(t.Context(), store.Key(l.Namespace(), "k")).Result()
 	t.Logf("limit 2000 with zset-max-listpack-entries 2048: MEMORY USAGE %d bytes, %.1f B/entry, encoding %s", bytes, float64(bytes)/2000, encoding)
 	if encoding != "listpack" || float64(bytes)/2000 > 22 {
 		t.Errorf("with zset-max-listpack-entries 2048: encoding %s, %.1f B/entry; want listpack at most 22 B/entry", encoding, float64(bytes)/2000)

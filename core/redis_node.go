@@ -13,12 +13,12 @@ import (
 
 // nodeOf returns the address of the master that holds identity's key on a
 // Cluster, or "" on a standalone server or when the slot map is unknown.
-func (s *RedisStore) nodeOf(ctx context.Context, identity string) string {
+func (s *RedisStore) nodeOf(ctx context.Context, namespace, identity string) string {
 	c, ok := s.client.(*redis.ClusterClient)
 	if !ok {
 		return ""
 	}
-	m, err := c.MasterForKey(ctx, s.Key(identity))
+	m, err := c.MasterForKey(ctx, s.Key(namespace, identity))
 	if err != nil {
 		return ""
 	}

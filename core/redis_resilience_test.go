@@ -86,12 +86,12 @@ func (c *faultyConn) Read(b []byte) (int, error) {
 }
 
 // keysByNode returns n keys per master of client, by master address.
-func keysByNode(t *testing.T, client *redis.ClusterClient, store *slidelog.RedisStore, n int) map[string][]string {
+func keysByNode(t *testing.T, client *redis.ClusterClient, store *slidelog.RedisStore, namespace string, n int) map[string][]string {
 	t.Helper()
 	out := make(map[string][]string)
 	for i := 0; len(out) < 3 || minLen(out) < n; i++ {
 		key := fmt.Sprintf("user-%d", i)
-		m, err := client.MasterForKey(t.Context(), store.Key(key))
+		m, err := client.MasterForKey(t.Context(), store.Key(namespace, key))
 		require.NoError(t, err)
 		addr := m.Options().Addr
 		if len(out[addr]) < n {
@@ -138,7 +138,7 @@ func TestClusterNodeFaultIsolated(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = l.Close() })
 
-			byNode := keysByNode(t, client, store, 20)
+			byNode := keysByNode(t, client, store, l.Namespace(), 20)
 			var victim string
 			for addr := range byNode {
 				victim = addr

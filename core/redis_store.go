@@ -37,7 +37,8 @@ const keyTagBytes = 16
 // single Redis and on a Redis Cluster alike.
 //
 // The key of an identity is prefix + "{" + tag + "}", where tag is the
-// first 128 bits of HMAC-SHA-256(secret, identity), base64url-encoded. The
+// first 128 bits of HMAC-SHA-256(secret, namespace and identity),
+// base64url-encoded (see Key). The
 // hash tag keeps all of an identity's data in one slot, no identity can
 // choose its key or, with a secret, its slot, and braces, colons or any
 // other byte in an identity are harmless.
@@ -106,10 +107,16 @@ func WithKeySecret(secret []byte) StoreOption {
 	})
 }
 
-// Key returns the Redis key that holds identity's log.
-func (s *RedisStore) Key(identity string) string {
+// Key returns the Redis key that holds the log of identity in namespace
+// (Request.Namespace; Limiter.Namespace gives a limiter's). The HMAC reads
+// the namespace's length as a uvarint, the namespace, then the identity,
+// so no two (namespace, identity) pairs share a key.
+func (s *RedisStore) Key(namespace, identity string) string {
 	mac := s.macs.Get().(hash.Hash)
 	mac.Reset()
+	var n [binary.MaxVarintLen64]byte
+	mac.Write(n[:binary.PutUvarint(n[:], uint64(len(namespace)))])
+	mac.Write([]byte(namespace))
 	mac.Write([]byte(identity))
 	var sum [sha256.Size]byte
 	tag := mac.Sum(sum[:0])[:keyTagBytes]
@@ -132,9 +139,9 @@ func (s *RedisStore) Take(ctx context.Context, req Request) (Result, error) {
 	var reply []int64
 	var err error
 	if s.pipes != nil {
-		reply, err = s.pipes.run(ctx, s.Key(req.Key), args)
+		reply, err = s.pipes.run(ctx, s.Key(req.Namespace, req.Key), args)
 	} else {
-		reply, err = script.Run(ctx, s.client, []string{s.Key(req.Key)}, args...).Int64Slice()
+		reply, err = script.Run(ctx, s.client, []string{s.Key(req.Namespace, req.Key)}, args...).Int64Slice()
 	}
 	if err != nil {
 		return Result{}, unavailable(ctx, err)
@@ -156,15 +163,15 @@ func (s *RedisStore) Refund(ctx context.Context, req Request) error {
 			members[c] = id + strconv.Itoa(c+1)
 		}
 	}
-	if err := s.client.ZRem(ctx, s.Key(req.Key), members...).Err(); err != nil {
+	if err := s.client.ZRem(ctx, s.Key(req.Namespace, req.Key), members...).Err(); err != nil {
 		return unavailable(ctx, err)
 	}
 	return nil
 }
 
 // Reset implements Store: it deletes the identity's key.
-func (s *RedisStore) Reset(ctx context.Context, key string) error {
-	if err := s.client.Del(ctx, s.Key(key)).Err(); err != nil {
+func (s *RedisStore) Reset(ctx context.Context, req Request) error {
+	if err := s.client.Del(ctx, s.Key(req.Namespace, req.Key)).Err(); err != nil {
 		return unavailable(ctx, err)
 	}
 	return nil

@@ -27,7 +27,7 @@ func (s *fakeStore) Take(ctx context.Context, req slidelog.Request) (slidelog.Re
 	return s.take(ctx, req)
 }
 func (s *fakeStore) Refund(context.Context, slidelog.Request) error { return nil }
-func (s *fakeStore) Reset(context.Context, string) error            { return nil }
+func (s *fakeStore) Reset(context.Context, slidelog.Request) error  { return nil }
 func (s *fakeStore) Close() error                                   { return nil }
 
 var errDown = errors.New("dial tcp 10.0.0.1:6379: connect: connection refused")

@@ -4,6 +4,12 @@ import "context"
 
 // Request is what a Limiter asks of its Store for one decision.
 type Request struct {
+	// Namespace keeps apart the logs of limiters that share a store: the
+	// same Key in two namespaces names two logs. A Limiter sets it to
+	// PolicyNamespace of its policies, so limiters with different
+	// policies never count each other's requests or evict each other's
+	// entries, while limiters with identical policies share a log.
+	Namespace string
 	// Key is the client's identity, already validated by the limiter:
 	// non-empty and within the limiter's maximum key length. A store maps
 	// it to its own storage key.
@@ -37,8 +43,9 @@ type Store interface {
 	// Refunding a request that recorded nothing, or was already refunded,
 	// is not an error.
 	Refund(ctx context.Context, req Request) error
-	// Reset removes every entry of the key.
-	Reset(ctx context.Context, key string) error
+	// Reset removes every entry of req.Key in req.Namespace; the other
+	// fields are ignored.
+	Reset(ctx context.Context, req Request) error
 	// Close releases what the store owns. It does not close a Redis client
 	// that was passed in.
 	Close() error

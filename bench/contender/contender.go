@@ -230,7 +230,7 @@ func (p *plainScript) Allow(ctx context.Context, key string) (bool, error) {
 	// A 6-byte random member, the size slidelog's store sends.
 	var member [8]byte
 	binary.BigEndian.PutUint64(member[:], rand.Uint64())
-	reply, err := p.script.Run(ctx, p.client, []string{p.store.Key(key)}, 0, member[2:], 1, p.limit, p.window).Int64Slice()
+	reply, err := p.script.Run(ctx, p.client, []string{p.store.Key("", key)}, 0, member[2:], 1, p.limit, p.window).Int64Slice()
 	if err != nil {
 		return false, err
 	}

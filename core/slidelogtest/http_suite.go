@@ -704,7 +704,7 @@ func (failingStore) Take(context.Context, slidelog.Request) (slidelog.Result, er
 	return slidelog.Result{}, fmt.Errorf("%w: %w", slidelog.ErrUnavailable, errors.New(errSecret))
 }
 func (failingStore) Refund(context.Context, slidelog.Request) error { return nil }
-func (failingStore) Reset(context.Context, string) error            { return nil }
+func (failingStore) Reset(context.Context, slidelog.Request) error  { return nil }
 func (failingStore) Close() error                                   { return nil }
 
 func testLimiterError(t *testing.T, e *httpEnv) {

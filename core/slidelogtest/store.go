@@ -151,6 +151,26 @@ var storeCases = []struct {
 			t.Fatalf("short policy after a denial by long = %+v; want allowed with 1 remaining", got)
 		}
 	}},
+	{"LimitersKeepTheirLogsApart", func(t *testing.T, e *storeEnv) {
+		// Two limiters with different policies on one store and one key:
+		// neither counts the other's requests, nor evicts the entries the
+		// other still needs (the short window would drop them otherwise).
+		short := e.limiter(t, slidelog.Policy{Name: "short", Limit: 2, Window: time.Second})
+		long := e.limiter(t, slidelog.Policy{Name: "long", Limit: 3, Window: time.Minute})
+		check(t, long, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		check(t, short, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.clock.Advance(2 * time.Second)
+		check(t, short, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		check(t, long, "k", 1, want{remaining: 0, retryAfter: 58 * time.Second, resetAfter: 58 * time.Second})
+		// Identical policies share the key's log.
+		twin := e.limiter(t, slidelog.Policy{Name: "long", Limit: 3, Window: time.Minute})
+		check(t, twin, "k", 1, want{remaining: 0, retryAfter: 58 * time.Second, resetAfter: 58 * time.Second})
+		if err := twin.Reset(t.Context(), "k"); err != nil {
+			t.Fatalf("Reset: %v", err)
+		}
+		check(t, twin, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Minute})
+		check(t, short, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
+	}},
 	{"Reset", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 2, Window: time.Minute})
 		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})

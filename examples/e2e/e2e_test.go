@@ -90,7 +90,7 @@ func runOnRedis(t *testing.T, fw string, client redis.UniversalClient, addrs, lo
 		t.Fatal(err)
 	}
 	// The examples key by client IP; every request comes from 127.0.0.1.
-	key := store.Key(slidelog.PolicyNamespace([]slidelog.Policy{slidelog.PerMinute(limit)}) + "ip:127.0.0.1")
+	key := store.Key(slidelog.PolicyNamespace([]slidelog.Policy{slidelog.PerMinute(limit)}), "ip:127.0.0.1")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

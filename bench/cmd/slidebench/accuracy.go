@@ -145,7 +145,7 @@ func measureMemoryUsage(ctx context.Context, topo topology, client redis.Univers
 				return out, err
 			}
 		}
-		key := store.Key(identity)
+		key := store.Key(l.Namespace(), identity)
 		entries, err := client.ZCard(ctx, key).Result()
 		if err != nil {
 			return out, err

@@ -73,7 +73,7 @@ func newEnv(t *testing.T, c *cluster, p slidelog.Policy, opts ...slidelog.Option
 	for i := range nkeys {
 		k := "k-" + strconv.Itoa(i)
 		e.keys = append(e.keys, k)
-		m, err := e.client.MasterForKey(t.Context(), e.store.Key(k))
+		m, err := e.client.MasterForKey(t.Context(), e.store.Key(e.l.Namespace(), k))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +407,7 @@ func TestFaults(t *testing.T) {
 		}
 		entries := int64(0)
 		for _, k := range e.keys {
-			n, err := e.client.ZCard(t.Context(), e.store.Key(k)).Result()
+			n, err := e.client.ZCard(t.Context(), e.store.Key(e.l.Namespace(), k)).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
