@@ -283,10 +283,7 @@ func NewHTTPLimiter(l *Limiter, opts ...HTTPOption) (*HTTPLimiter, error) {
 	if l == nil && cfg.limiterFunc == nil {
 		return nil, fmt.Errorf("%w: nil limiter and no limiter func", ErrInvalidOption)
 	}
-	h := &HTTPLimiter{limiter: l, cfg: cfg}
-	if l != nil {
-	}
-	return h, nil
+	return &HTTPLimiter{limiter: l, cfg: cfg}, nil
 }
 
 // Outcome is what an adapter does with a request after Check.
