@@ -220,19 +220,25 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	dctx, cancel := context.WithTimeout(ctx, l.deadline)
 	defer cancel()
 
+	var r route // the Redis key and node, found once for breaker and store
+	if l.redis != nil {
+		r = l.redis.route(dctx, req)
+	}
 	var done func(error)
 	if l.breakers != nil {
-		node := ""
-		if l.redis != nil {
-			node = l.redis.nodeOf(dctx, l.namespace, key)
-		}
-		d, err := l.breakers.get(node).Allow()
+		d, err := l.breakers.get(r.node).Allow()
 		if err != nil {
 			return l.failover(ctx, req, reasonBreakerOpen, err)
 		}
 		done = d
 	}
-	res, err := l.store.Take(dctx, req)
+	var res Result
+	var err error
+	if l.redis != nil {
+		res, err = l.redis.take(dctx, req, r)
+	} else {
+		res, err = l.store.Take(dctx, req)
+	}
 	took := time.Since(sent)
 	if err == nil {
 		if done != nil {

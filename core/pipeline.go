@@ -187,40 +187,34 @@ func batchContext(calls []*scriptCall) (context.Context, context.CancelFunc) {
 
 // pipelines routes calls to one batcher per Redis node.
 type pipelines struct {
-	client  redis.UniversalClient
-	cluster *redis.ClusterClient // nil for a single node
-	limit   int
-	mu      sync.Mutex
-	nodes   map[string]*batcher
-	single  *batcher
+	client redis.UniversalClient
+	limit  int
+	mu     sync.Mutex
+	nodes  map[string]*batcher
+	single *batcher
 }
 
 func newPipelines(client redis.UniversalClient, limit int) *pipelines {
 	p := &pipelines{client: client, limit: limit, nodes: map[string]*batcher{}}
-	if cc, ok := client.(*redis.ClusterClient); ok {
-		p.cluster = cc
-	} else {
+	if _, ok := client.(*redis.ClusterClient); !ok {
 		p.single = &batcher{client: client, limit: limit}
 	}
 	return p
 }
 
-// run decides with the script through the batcher of key's node.
-func (p *pipelines) run(ctx context.Context, key string, args []any) ([]int64, error) {
+// run decides with the script through the batcher of r's node. Calls
+// whose node is not known yet share one batcher; the Cluster client's
+// pipeline routes each of them by its key.
+func (p *pipelines) run(ctx context.Context, r route, args []any) ([]int64, error) {
 	b := p.single
 	if b == nil {
-		node, err := p.cluster.MasterForKey(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		addr := node.Options().Addr
 		p.mu.Lock()
-		b = p.nodes[addr]
+		b = p.nodes[r.node]
 		if b == nil {
 			b = &batcher{client: p.client, limit: p.limit}
-			p.nodes[addr] = b
+			p.nodes[r.node] = b
 		}
 		p.mu.Unlock()
 	}
-	return b.do(&scriptCall{ctx: ctx, key: key, args: args, done: make(chan struct{})})
+	return b.do(&scriptCall{ctx: ctx, key: r.key, args: args, done: make(chan struct{})})
 }

@@ -1,29 +1,15 @@
 package slidelog
 
 import (
-	"context"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // This file holds what the limiter asks of a RedisStore or MemoryStore
-// beyond the Store interface: which Cluster node a key lives on, a way to
-// reload the slot map, and the clock decisions are made by.
-
-// nodeOf returns the address of the master that holds identity's key on a
-// Cluster, or "" on a standalone server or when the slot map is unknown.
-func (s *RedisStore) nodeOf(ctx context.Context, namespace, identity string) string {
-	c, ok := s.client.(*redis.ClusterClient)
-	if !ok {
-		return ""
-	}
-	m, err := c.MasterForKey(ctx, s.Key(namespace, identity))
-	if err != nil {
-		return ""
-	}
-	return m.Options().Addr
-}
+// beyond the Store interface: a way to reload the slot map, and the clock
+// decisions are made by. (RedisStore.route, in redis_store.go, finds a
+// key's Cluster node for the breaker.)
 
 // topology returns a reloader of the slot map on a Cluster, nil otherwise.
 func (s *RedisStore) topology() *reloader {

@@ -131,6 +131,27 @@ func (s *RedisStore) Key(namespace, identity string) string {
 
 // Take implements Store with one run of the decision script.
 func (s *RedisStore) Take(ctx context.Context, req Request) (Result, error) {
+	return s.take(ctx, req, s.route(ctx, req))
+}
+
+// route is where req's decision runs: its key and, on a Cluster, the
+// address of the master holding it ("" on a single server or when the
+// slot map does not know yet; the client then routes by key itself).
+type route struct{ key, node string }
+
+func (s *RedisStore) route(ctx context.Context, req Request) route {
+	r := route{key: s.Key(req.Namespace, req.Key)}
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		if m, err := c.MasterForKey(ctx, r.key); err == nil {
+			r.node = m.Options().Addr
+		}
+	}
+	return r
+}
+
+// take runs the decision script for req at r, computed once per decision
+// so that the limiter's breaker and the pipelines share it.
+func (s *RedisStore) take(ctx context.Context, req Request, r route) (Result, error) {
 	args := make([]any, 0, 3+2*len(req.Policies))
 	args = append(args, s.nowArg(), member(req.ID), req.Cost)
 	for _, p := range req.Policies {
@@ -139,9 +160,9 @@ func (s *RedisStore) Take(ctx context.Context, req Request) (Result, error) {
 	var reply []int64
 	var err error
 	if s.pipes != nil {
-		reply, err = s.pipes.run(ctx, s.Key(req.Namespace, req.Key), args)
+		reply, err = s.pipes.run(ctx, r, args)
 	} else {
-		reply, err = script.Run(ctx, s.client, []string{s.Key(req.Namespace, req.Key)}, args...).Int64Slice()
+		reply, err = script.Run(ctx, s.client, []string{r.key}, args...).Int64Slice()
 	}
 	if err != nil {
 		return Result{}, unavailable(ctx, err)
