@@ -37,7 +37,8 @@ type Limiter struct {
 	closed       atomic.Bool
 
 	name        string
-	deadline    time.Duration
+	stall       time.Duration
+	health      *health
 	mode        FailureMode
 	openTimeout time.Duration
 	fallback    *fallback
@@ -91,7 +92,7 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	cfg.resolveResilience()
 	l := &Limiter{
 		store: store, policies: cfg.policies, minLimit: minLimit, maxKeyLength: cfg.maxKeyLength,
-		name: cfg.name, deadline: cfg.deadline, mode: cfg.failureMode, openTimeout: cfg.breaker.OpenTimeout,
+		name: cfg.name, stall: cfg.stall, mode: cfg.failureMode, openTimeout: cfg.breaker.OpenTimeout,
 		logger: cfg.logger,
 	}
 	if l.logger == nil {
@@ -118,6 +119,7 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	}
 	if !l.local {
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
+		l.health = newHealth(l.stall, nil)
 	}
 	if rs, ok := store.(*RedisStore); ok {
 		l.redis = rs
@@ -217,12 +219,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		return res, err
 	}
 	sent := time.Now()
-	dctx, cancel := context.WithTimeout(ctx, l.deadline)
-	defer cancel()
-
 	var r route // the Redis key and node, found once for breaker and store
 	if l.redis != nil {
-		r = l.redis.route(dctx, req)
+		rctx, cancel := context.WithTimeout(ctx, l.stall)
+		r = l.redis.route(rctx, req)
+		cancel()
 	}
 	var done func(error)
 	if l.breakers != nil {
@@ -232,13 +233,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		done = d
 	}
-	var res Result
-	var err error
-	if l.redis != nil {
-		res, err = l.redis.take(dctx, req, r)
-	} else {
-		res, err = l.store.Take(dctx, req)
-	}
+	res, err := l.take(ctx, req, r)
 	took := time.Since(sent)
 	if err == nil {
 		if done != nil {
@@ -266,11 +261,34 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		done(err)
 	}
 	reason := reasonError
-	if dctx.Err() != nil {
-		reason = reasonTimeout
+	if errors.Is(err, errNodeStalled) {
+		reason = reasonStalled
 	}
 	l.metrics.commandDone(reason, took)
 	return l.failover(ctx, req, reason, err)
+}
+
+// take asks the store to decide req, waiting as long as ctx allows and the
+// store's node makes progress. A memory store cannot stall.
+func (l *Limiter) take(ctx context.Context, req Request, r route) (Result, error) {
+	if l.local {
+		return l.store.Take(ctx, req)
+	}
+	w := l.health.begin(r.node)
+	defer w.end()
+	if l.redis != nil {
+		return l.redis.take(ctx, req, r, w)
+	}
+	bounded, stop := w.bound(ctx)
+	defer stop()
+	res, err := l.store.Take(bounded, req)
+	switch {
+	case err == nil:
+		w.replied()
+	case ctx.Err() == nil && errors.Is(context.Cause(bounded), errNodeStalled):
+		err = fmt.Errorf("%w: %w", ErrUnavailable, errNodeStalled)
+	}
+	return res, err
 }
 
 // failover decides req by the failure mode, because the store could not.
@@ -342,9 +360,9 @@ func (l *Limiter) Refund(ctx context.Context, res Result) error {
 	if l.deny != nil {
 		l.deny.remove(res.ticket.Key)
 	}
-	dctx, cancel := context.WithTimeout(ctx, l.deadline)
+	rctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	return l.store.Refund(dctx, res.ticket)
+	return l.store.Refund(rctx, res.ticket)
 }
 
 // Reset removes every entry of key, in the store, the deny cache and the
@@ -371,6 +389,9 @@ func (l *Limiter) Close() error {
 	}
 	if l.fallback != nil {
 		_ = l.fallback.close()
+	}
+	if l.health != nil {
+		l.health.close()
 	}
 	return l.store.Close()
 }

@@ -73,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	}
 	fallbacks, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricFallbackActivations,
-		Help: "Requests the store could not decide, handed to the failure mode, by reason (error, timeout, breaker_open) and mode.",
+		Help: "Requests the store could not decide, handed to the failure mode, by reason (error, stalled, breaker_open) and mode.",
 	}, []string{"limiter", "reason", "mode"}))
 	if err != nil {
 		return nil, err

@@ -90,7 +90,7 @@ func WithClock(clock func() time.Time) StoreOption {
 // limiterResilience is the part of limiterConfig that says what a limiter
 // does when its store cannot decide, and what it reports.
 type limiterResilience struct {
-	deadline          time.Duration
+	stall             time.Duration
 	failureMode       FailureMode
 	fallbackPolicies  []Policy
 	fallbackInstances int
@@ -104,16 +104,23 @@ type limiterResilience struct {
 	strictRedisConfig bool
 }
 
-// WithDecisionDeadline sets how long a decision may wait for the store
-// (default DefaultDecisionDeadline, 50 ms). Past it the request goes to the
-// failure mode. A RedisStore honours it only when its client has
-// ContextTimeoutEnabled (ClientOptions and ClusterOptions set it).
-func WithDecisionDeadline(d time.Duration) Option {
+// WithStallTimeout sets how long a store node may go without answering
+// anything while decisions wait on it before those decisions go to the
+// failure mode (default DefaultStallTimeout, 100 ms).
+//
+// A decision has no deadline of its own: it waits for its reply as long as
+// its node makes progress, whether it queues behind other decisions or its
+// goroutine waits to be scheduled, so that a busy process still decides
+// every request on the store. Only a node that returns errors, refuses
+// connections or stops answering sends its keys to the failure mode. The
+// caller's context still bounds every call. Time the process itself could
+// not run (CPU starvation, GC) does not count. See docs/operations.md.
+func WithStallTimeout(d time.Duration) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: decision deadline %v, want > 0", ErrInvalidOption, d)
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: stall timeout %v, want at least 1ms", ErrInvalidOption, d)
 		}
-		c.deadline = d
+		c.stall = d
 		return nil
 	})
 }

@@ -2,7 +2,10 @@ package slidelog
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,8 +20,10 @@ const DefaultPipelinesPerNode = 2
 // (0). When on, decisions headed for the same Redis node while that node's
 // pipelines are busy wait and leave together in the next pipeline, one
 // round trip for all of them: no timer, so a lone caller goes out at once.
-// Each caller still waits no longer than its context allows. MemoryStore
-// ignores it.
+// When off, every decision is its own EVALSHA, with as many in flight per
+// node as the client's pool has connections. Either way a caller waits for
+// its reply as long as its node makes progress (see WithStallTimeout) and
+// its context allows. MemoryStore ignores it.
 func WithAutoPipelining(pipelinesPerNode int) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) error {
 		c.pipelinesPerNode = max(0, pipelinesPerNode)
@@ -29,122 +34,194 @@ func WithAutoPipelining(pipelinesPerNode int) StoreOption {
 
 // scriptCall is one decision waiting for its pipeline.
 type scriptCall struct {
-	ctx   context.Context
-	key   string
-	args  []any
-	reply []int64
-	err   error
-	done  chan struct{}
+	ctx     context.Context
+	key     string
+	args    []any
+	stalled <-chan struct{} // closed when the node is found stalled; nil: never
+	replied func()          // called when the node answered the call; may be nil
+	reply   []int64
+	err     error
+	done    chan struct{}
+	gone    atomic.Bool // the caller stopped waiting: do not send
 }
 
-// batcher coalesces the script calls for one node. At most limit
-// pipelines are in flight; calls that arrive meanwhile queue, and the
-// goroutine whose pipeline returns first takes the whole queue next.
+// batcher sends the script calls for one node. At most limit sender
+// goroutines are in flight, each sending up to maxBatch calls (0: all that
+// queued) per round trip; calls that arrive meanwhile queue, and the
+// sender that returns first takes the queue next.
+//
+// When the node is found stalled, its senders are written off: their
+// round trips are cancelled (no retries; a read in progress still ends
+// only at the client's read timeout), they stop taking work, and they no
+// longer count against limit, so that calls after the node recovers go
+// out on new connections instead of queueing behind dead ones. Each stall
+// writes off at most limit senders, each living at most one read timeout
+// more: the goroutines stay bounded.
 type batcher struct {
 	client   redis.UniversalClient // routes by key; follows MOVED and ASK
 	limit    int
+	maxBatch int
 	mu       sync.Mutex
 	queue    []*scriptCall
 	inflight int
+	senders  map[*sender]struct{}
 }
 
-// do runs call in the next pipeline and waits for it or for the call's
-// context, whichever comes first.
+// sender is one goroutine sending batches for a batcher.
+type sender struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	off    bool // written off: exits after its round trip, uncounted
+}
+
+// startLocked starts a sender for batch; b.mu is held and a slot taken.
+func (b *batcher) startLocked(batch []*scriptCall) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sender{ctx: ctx, cancel: cancel}
+	if b.senders == nil {
+		b.senders = make(map[*sender]struct{})
+	}
+	b.senders[s] = struct{}{}
+	go b.run(s, batch)
+}
+
+// writeOff writes off the senders in flight, because the node stalled,
+// and starts a new sender for what queued meanwhile.
+func (b *batcher) writeOff() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.senders {
+		s.off = true
+		s.cancel()
+		b.inflight--
+		delete(b.senders, s)
+	}
+	if b.inflight < b.limit {
+		if batch := b.takeLocked(); batch != nil {
+			b.inflight++
+			b.startLocked(batch)
+		}
+	}
+}
+
+// do queues call and waits for its reply, for the call's context, or for
+// its node to be found stalled, whichever comes first. A reply that has
+// arrived is always used.
 func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	b.mu.Lock()
 	b.queue = append(b.queue, call)
-	var batch []*scriptCall
 	if b.inflight < b.limit {
+		// The sender runs apart from every caller, so that a caller can
+		// give up on a stalled node while the round trip is still out.
 		b.inflight++
-		batch, b.queue = b.queue, nil
+		b.startLocked(b.takeLocked())
 	}
 	b.mu.Unlock()
-	if len(batch) == 1 {
-		// A lone caller sends its own call, at the cost of a plain
-		// EVALSHA, then hands whatever queued meanwhile to a goroutine.
-		b.send(batch)
-		b.next()
-		return call.reply, call.err
-	}
-	if batch != nil {
-		go b.run(batch)
-	}
+	stalled := false
 	select {
 	case <-call.done:
 		return call.reply, call.err
 	case <-call.ctx.Done():
-		// The call may still run in Redis: it then holds an entry its
-		// caller never used, which can only make the limiter stricter.
-		return nil, call.ctx.Err()
+	case <-call.stalled:
+		stalled = true
 	}
+	select {
+	case <-call.done:
+		return call.reply, call.err
+	default:
+	}
+	if stalled {
+		b.writeOff()
+	}
+	// The call may still run in Redis: it then holds an entry its caller
+	// never used, which can only make the limiter stricter.
+	call.gone.Store(true)
+	if err := call.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errNodeStalled
 }
 
 // run sends batch, then whatever queued meanwhile, until the queue is
-// empty. It ends when its last round trip does, bounded by the calls'
-// deadlines and the client's timeouts.
-func (b *batcher) run(batch []*scriptCall) {
+// empty. A round trip ends with its reply or the client's own timeouts.
+func (b *batcher) run(s *sender, batch []*scriptCall) {
 	for batch != nil {
-		b.send(batch)
-		batch = b.take()
+		b.send(s.ctx, batch)
+		batch = b.take(s)
 	}
+	s.cancel()
 }
 
-// take returns the queued calls, or nil and one pipeline fewer in flight.
-func (b *batcher) take() []*scriptCall {
+// take returns s's next batch, or nil and one sender fewer in flight.
+func (b *batcher) take(s *sender) []*scriptCall {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.inflight--
+	if s.off {
 		return nil
+	}
+	batch := b.takeLocked()
+	if batch == nil {
+		b.inflight--
+		delete(b.senders, s)
+	}
+	return batch
+}
+
+func (b *batcher) takeLocked() []*scriptCall {
+	if len(b.queue) == 0 {
+		return nil
+	}
+	if b.maxBatch > 0 && len(b.queue) > b.maxBatch {
+		batch := b.queue[:b.maxBatch:b.maxBatch]
+		b.queue = b.queue[b.maxBatch:]
+		return batch
 	}
 	batch := b.queue
 	b.queue = nil
 	return batch
 }
 
-// next passes the pipeline slot a lone caller used on to a goroutine when
-// calls queued meanwhile.
-func (b *batcher) next() {
-	if batch := b.take(); batch != nil {
-		go b.run(batch)
-	}
-}
-
 // send runs one pipeline of EVALSHA and answers each call; calls whose
 // node lost the script (NOSCRIPT: restart, failover, SCRIPT FLUSH) are
 // sent again with EVAL in a second pipeline.
-func (b *batcher) send(batch []*scriptCall) {
+func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	live := batch[:0:0]
 	for _, c := range batch {
-		if c.ctx.Err() == nil {
-			live = append(live, c)
-		} else {
-			c.err = c.ctx.Err()
+		if c.gone.Load() || c.ctx.Err() != nil {
+			c.err = context.Cause(c.ctx)
+			if c.err == nil {
+				c.err = errNodeStalled
+			}
 			close(c.done)
+			continue
 		}
+		live = append(live, c)
 	}
 	if len(live) == 0 {
 		return
 	}
+	ctx, cancel := batchContext(parent, live)
+	defer cancel()
 	if len(live) == 1 {
 		c := live[0]
-		c.reply, c.err = script.Run(c.ctx, b.client, []string{c.key}, c.args...).Int64Slice()
-		close(c.done)
+		c.reply, c.err = script.Run(ctx, b.client, []string{c.key}, c.args...).Int64Slice()
+		answer(c)
 		return
 	}
-	ctx, cancel := batchContext(live)
-	defer cancel()
 	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
 		return script.EvalSha(ctx, p, []string{c.key}, c.args...)
 	})
 	var retry []*scriptCall
 	for i, c := range live {
 		if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if c.replied != nil {
+				c.replied()
+			}
 			retry = append(retry, c)
 			continue
 		}
 		c.reply, c.err = cmds[i].Int64Slice()
-		close(c.done)
+		answer(c)
 	}
 	if len(retry) == 0 {
 		return
@@ -154,8 +231,24 @@ func (b *batcher) send(batch []*scriptCall) {
 	})
 	for i, c := range retry {
 		c.reply, c.err = cmds[i].Int64Slice()
-		close(c.done)
+		answer(c)
 	}
+}
+
+// answer records the node's progress when the server answered c, then
+// wakes c's caller.
+func answer(c *scriptCall) {
+	if c.replied != nil && serverReplied(c.err) {
+		c.replied()
+	}
+	close(c.done)
+}
+
+// serverReplied reports whether err is nil or an error reply of the
+// Redis server (OOM, BUSY, MOVED...), as opposed to a network failure.
+func serverReplied(err error) bool {
+	var re redis.Error
+	return err == nil || errors.As(err, &re)
 }
 
 func (b *batcher) pipeline(ctx context.Context, calls []*scriptCall, add func(redis.Pipeliner, *scriptCall) *redis.Cmd) []*redis.Cmd {
@@ -168,53 +261,81 @@ func (b *batcher) pipeline(ctx context.Context, calls []*scriptCall, add func(re
 	return cmds
 }
 
-// batchContext is the pipeline's context: the latest deadline of its
-// calls, none if a call has none, and never cancelled by one caller
-// giving up, since the others still wait for their answers.
-func batchContext(calls []*scriptCall) (context.Context, context.CancelFunc) {
+// batchContext is the round trip's context: parent, the sender's, with
+// the latest deadline of its calls, none if a call has none. One caller
+// giving up does not cancel it, since the others still wait for their
+// answers.
+func batchContext(parent context.Context, calls []*scriptCall) (context.Context, context.CancelFunc) {
 	var latest time.Time
 	for _, c := range calls {
 		d, ok := c.ctx.Deadline()
 		if !ok {
-			return context.WithCancel(context.Background())
+			return context.WithCancel(parent)
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	return context.WithDeadline(context.Background(), latest)
+	return context.WithDeadline(parent, latest)
 }
 
 // pipelines routes calls to one batcher per Redis node.
 type pipelines struct {
-	client redis.UniversalClient
-	limit  int
-	mu     sync.Mutex
-	nodes  map[string]*batcher
-	single *batcher
+	client   redis.UniversalClient
+	limit    int
+	maxBatch int
+	mu       sync.Mutex
+	nodes    map[string]*batcher
+	single   *batcher
 }
 
-func newPipelines(client redis.UniversalClient, limit int) *pipelines {
-	p := &pipelines{client: client, limit: limit, nodes: map[string]*batcher{}}
+// newPipelines returns the batchers of client: pipelinesPerNode senders
+// per node that batch all queued calls, or, with pipelinesPerNode 0, as
+// many senders as the client's pool has connections, one call each.
+func newPipelines(client redis.UniversalClient, pipelinesPerNode int) *pipelines {
+	p := &pipelines{client: client, limit: pipelinesPerNode, nodes: map[string]*batcher{}}
+	if pipelinesPerNode == 0 {
+		p.limit, p.maxBatch = poolSize(client), 1
+	}
 	if _, ok := client.(*redis.ClusterClient); !ok {
-		p.single = &batcher{client: client, limit: limit}
+		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch}
 	}
 	return p
+}
+
+// poolSize is the connections per node of client's pool, go-redis's
+// default when the client does not say.
+func poolSize(client redis.UniversalClient) int {
+	n := 0
+	switch c := client.(type) {
+	case *redis.Client:
+		n = c.Options().PoolSize
+	case *redis.ClusterClient:
+		n = c.Options().PoolSize
+	}
+	if n <= 0 {
+		n = 10 * runtime.GOMAXPROCS(0)
+	}
+	return n
 }
 
 // run decides with the script through the batcher of r's node. Calls
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
-func (p *pipelines) run(ctx context.Context, r route, args []any) ([]int64, error) {
+func (p *pipelines) run(ctx context.Context, r route, w wait, args []any) ([]int64, error) {
 	b := p.single
 	if b == nil {
 		p.mu.Lock()
 		b = p.nodes[r.node]
 		if b == nil {
-			b = &batcher{client: p.client, limit: p.limit}
+			b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch}
 			p.nodes[r.node] = b
 		}
 		p.mu.Unlock()
 	}
-	return b.do(&scriptCall{ctx: ctx, key: r.key, args: args, done: make(chan struct{})})
+	call := &scriptCall{ctx: ctx, key: r.key, args: args, done: make(chan struct{})}
+	if w.h != nil {
+		call.stalled, call.replied = w.epoch.Done(), w.replied
+	}
+	return b.do(call)
 }

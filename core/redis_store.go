@@ -50,7 +50,7 @@ type RedisStore struct {
 	secret []byte
 	clock  func() time.Time
 	macs   sync.Pool
-	pipes  *pipelines // nil when automatic pipelining is off
+	pipes  *pipelines
 }
 
 // NewRedisStore returns a store on client, a *redis.Client, a
@@ -75,9 +75,7 @@ func NewRedisStore(client redis.UniversalClient, opts ...StoreOption) (*RedisSto
 	if !cfg.pipeliningSet {
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}
-	if cfg.pipelinesPerNode > 0 {
-		s.pipes = newPipelines(client, cfg.pipelinesPerNode)
-	}
+	s.pipes = newPipelines(client, cfg.pipelinesPerNode)
 	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
 	return s, nil
 }
@@ -131,7 +129,7 @@ func (s *RedisStore) Key(namespace, identity string) string {
 
 // Take implements Store with one run of the decision script.
 func (s *RedisStore) Take(ctx context.Context, req Request) (Result, error) {
-	return s.take(ctx, req, s.route(ctx, req))
+	return s.take(ctx, req, s.route(ctx, req), wait{})
 }
 
 // route is where req's decision runs: its key and, on a Cluster, the
@@ -150,20 +148,16 @@ func (s *RedisStore) route(ctx context.Context, req Request) route {
 }
 
 // take runs the decision script for req at r, computed once per decision
-// so that the limiter's breaker and the pipelines share it.
-func (s *RedisStore) take(ctx context.Context, req Request, r route) (Result, error) {
+// so that the limiter's breaker and the pipelines share it. With a w, the
+// call also ends when w's node is found stalled, and reports the node's
+// replies to w.
+func (s *RedisStore) take(ctx context.Context, req Request, r route, w wait) (Result, error) {
 	args := make([]any, 0, 3+2*len(req.Policies))
 	args = append(args, s.nowArg(), member(req.ID), req.Cost)
 	for _, p := range req.Policies {
 		args = append(args, p.Limit, p.windowMicros())
 	}
-	var reply []int64
-	var err error
-	if s.pipes != nil {
-		reply, err = s.pipes.run(ctx, r, args)
-	} else {
-		reply, err = script.Run(ctx, s.client, []string{r.key}, args...).Int64Slice()
-	}
+	reply, err := s.pipes.run(ctx, r, w, args)
 	if err != nil {
 		return Result{}, unavailable(ctx, err)
 	}

@@ -12,9 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client settings ClientOptions and ClusterOptions use. Each bounds one
-// way a call can wait; the decision deadline (WithDecisionDeadline) bounds
-// them all, since ContextTimeoutEnabled makes go-redis honour it.
+// Client settings ClientOptions and ClusterOptions use. A limiter does not
+// need them to detect a failing node (its stall detector does that, see
+// WithStallTimeout), but short timeouts return the connections of a
+// stalled node to the pool sooner.
 const (
 	clientDialTimeout  = 500 * time.Millisecond
 	clientReadTimeout  = 500 * time.Millisecond
@@ -24,11 +25,13 @@ const (
 )
 
 // ClientOptions returns go-redis options for a standalone Redis at addr
-// with the settings a limiter needs: ContextTimeoutEnabled, so that the
-// decision deadline bounds reads and writes in flight (without it a hung
-// server holds a call for ReadTimeout), and short dial, read, write and
-// pool timeouts. Change the other fields (password, TLS, pool size) as
-// you like before redis.NewClient.
+// with settings that suit a limiter: ContextTimeoutEnabled, so that a
+// caller's context deadline bounds reads and writes in flight, and short
+// dial, read, write and pool timeouts, so that round trips to a stalled
+// server end soon. go-redis's plain options work too: the limiter finds a
+// stalled node by its lack of progress, not by client timeouts. Change the
+// other fields (password, TLS, pool size) as you like before
+// redis.NewClient.
 func ClientOptions(addr string) *redis.Options {
 	return &redis.Options{
 		Addr:                  addr,
@@ -144,20 +147,11 @@ func CheckRedisConfig(ctx context.Context, client redis.UniversalClient) error {
 	}
 }
 
-// clientWarnings lists settings of client that break the decision
-// deadline or resharding.
+// clientWarnings lists settings of client that break resharding.
 func clientWarnings(client redis.UniversalClient) []string {
 	var out []string
-	switch c := client.(type) {
-	case *redis.Client:
-		if !c.Options().ContextTimeoutEnabled {
-			out = append(out, "ContextTimeoutEnabled is false: the decision deadline does not bound a read in flight (use slidelog.ClientOptions)")
-		}
-	case *redis.ClusterClient:
+	if c, ok := client.(*redis.ClusterClient); ok {
 		o := c.Options()
-		if !o.ContextTimeoutEnabled {
-			out = append(out, "ContextTimeoutEnabled is false: the decision deadline does not bound a read in flight (use slidelog.ClusterOptions)")
-		}
 		if o.MaxRedirects < clusterRedirects {
 			out = append(out, fmt.Sprintf("MaxRedirects is %d: a live reshard can fail decisions; use at least %d (slidelog.ClusterOptions)", o.MaxRedirects, clusterRedirects))
 		}

@@ -7,9 +7,8 @@ import (
 
 // Defaults of a limiter's resilience options.
 const (
-	// DefaultDecisionDeadline is how long a decision waits for the store
-	// before it goes to the failure mode.
-	DefaultDecisionDeadline = 50 * time.Millisecond
+	// storeCallTimeout bounds a Refund's or Reset's store call.
+	storeCallTimeout = time.Second
 	// DefaultDenyCacheSize is how many denied keys a limiter remembers.
 	DefaultDenyCacheSize = 10_000
 	// DefaultFallbackMaxKeys is how many keys the local fallback tracks.
@@ -17,7 +16,7 @@ const (
 )
 
 // FailureMode is what a limiter does with a request its store could not
-// decide: Redis unreachable, too slow for the decision deadline, out of
+// decide: Redis unreachable, stalled (no reply for the stall timeout), out of
 // memory, answering with an error, or its circuit breaker open. Every such
 // request is counted in slidelog_rate_limit_fallback_activations_total.
 // The caller's own cancellation is not a store failure: it is returned as
@@ -53,14 +52,14 @@ func (m FailureMode) String() string {
 // Reasons a request went to the failure mode, as metric label values.
 const (
 	reasonError       = "error"
-	reasonTimeout     = "timeout"
+	reasonStalled     = "stalled"
 	reasonBreakerOpen = "breaker_open"
 )
 
 // resolveResilience fills in the defaults of cfg.
 func (c *limiterConfig) resolveResilience() {
-	if c.deadline == 0 {
-		c.deadline = DefaultDecisionDeadline
+	if c.stall == 0 {
+		c.stall = DefaultStallTimeout
 	}
 	if c.fallbackInstances == 0 {
 		c.fallbackInstances = 1

@@ -195,25 +195,29 @@ func TestFallbackOverAdmissionBound(t *testing.T) {
 	}
 }
 
-func TestDecisionDeadlineAndBreaker(t *testing.T) {
+func TestStallTimeoutAndBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		const stall = 30 * time.Millisecond
 		s := hangingStore()
 		reg := prometheus.NewRegistry()
 		l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute},
-			slidelog.WithDecisionDeadline(30*time.Millisecond), slidelog.WithMetrics(reg),
+			slidelog.WithStallTimeout(stall), slidelog.WithMetrics(reg),
 			slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 3, OpenTimeout: time.Second}))
-		start := time.Now()
 		for i := range 3 {
+			start := time.Now()
 			res, err := l.Allow(t.Context(), "k")
 			require.NoError(t, err)
 			require.Equal(t, slidelog.SourceFallback, res.Source, "call %d", i)
+			took := time.Since(start)
+			assert.GreaterOrEqual(t, took, stall, "call %d waits for the stall timeout", i)
+			assert.LessOrEqual(t, took, stall+stall/10, "call %d goes to the failure mode within a tick of the stall timeout", i)
 		}
-		assert.Equal(t, 90*time.Millisecond, time.Since(start), "each call waits exactly the deadline")
+		assert.Equal(t, 3.0, metricValue(t, reg, slidelog.MetricFallbackActivations))
 		assert.Equal(t, map[string]string{"store": "open"}, l.BreakerStates())
 		assert.Equal(t, 2.0, metricValue(t, reg, slidelog.MetricBreakerState))
 
 		// Open: no store call, no wait.
-		start = time.Now()
+		start := time.Now()
 		for range 10 {
 			res, err := l.Allow(t.Context(), "k")
 			require.NoError(t, err)
@@ -268,7 +272,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 		s := hangingStore()
 		reg := prometheus.NewRegistry()
 		l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute},
-			slidelog.WithDecisionDeadline(time.Second), slidelog.WithMetrics(reg),
+			slidelog.WithStallTimeout(time.Second), slidelog.WithMetrics(reg),
 			slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 1}))
 		for range 20 {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
@@ -317,7 +321,7 @@ func TestMetricsSharedRegistry(t *testing.T) {
 func TestOptionsRejectBadValues(t *testing.T) {
 	p := slidelog.Policy{Name: "p", Limit: 1, Window: time.Second}
 	for _, o := range []slidelog.Option{
-		slidelog.WithDecisionDeadline(0), slidelog.WithFailureMode(99), slidelog.WithFallbackInstances(0),
+		slidelog.WithStallTimeout(0), slidelog.WithFailureMode(99), slidelog.WithFallbackInstances(0),
 		slidelog.WithFallbackPolicies(), slidelog.WithFallbackPolicies(slidelog.Policy{Limit: 0, Window: time.Second}),
 		slidelog.WithFallbackMaxKeys(0), slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: -1}),
 		slidelog.WithDenyCache(-1), slidelog.WithMetrics(nil), slidelog.WithName(""), slidelog.WithLogger(nil),

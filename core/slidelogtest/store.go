@@ -39,12 +39,11 @@ type storeEnv struct {
 	clock *Clock
 }
 
-// limiter returns a limiter on the store under test. Store failures are
-// errors here (FailError) and the decision deadline is generous, so that
-// a slow machine turns no store test into a test of the fallback.
+// limiter returns a limiter on the store under test with the default
+// options, as users get it: on a healthy store every decision comes from
+// the store, however slow the machine.
 func (e *storeEnv) limiter(t *testing.T, p slidelog.Policy, opts ...slidelog.Option) *slidelog.Limiter {
 	t.Helper()
-	opts = append([]slidelog.Option{slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDecisionDeadline(10 * time.Second)}, opts...)
 	l, err := slidelog.New(e.store, p, opts...)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", p, err)

@@ -1,0 +1,134 @@
+package slidelog_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+// cpuHog keeps every core of the machine busy with shell loops until the
+// test ends, so that the test runs on a saturated machine.
+func cpuHog(t *testing.T) {
+	t.Helper()
+	for range runtime.NumCPU() {
+		cmd := exec.CommandContext(t.Context(), "sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start CPU hog: %v", err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+}
+
+// TestClusterExactUnderLoadWithDefaults is the limiter as users get it on
+// a healthy Cluster: three instances, each with its own client (two from
+// slidelog.ClusterOptions, one from go-redis's plain options), hundreds of
+// goroutines on a few dozen keys, every core busy with a CPU hog. Every
+// decision must come from Redis (no failure mode, no breaker opening), and
+// no rolling window may hold more than the limit.
+func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
+	const limit, window, keysN, callersPerInstance = 50, time.Second, 30, 100
+	prefix := slidelogtest.KeyPrefix(t, slidelogtest.ClusterClient(t))
+	addrs := strings.Split(os.Getenv(slidelogtest.EnvClusterAddrs), ",")
+	policy := slidelog.Policy{Name: "p", Limit: limit, Window: window}
+
+	clients := []*redis.ClusterClient{
+		redis.NewClusterClient(slidelog.ClusterOptions(addrs...)),
+		redis.NewClusterClient(slidelog.ClusterOptions(addrs...)),
+		redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}),
+	}
+	var limiters []*slidelog.Limiter
+	var regs []*prometheus.Registry
+	var openings []*openCounter
+	for _, c := range clients {
+		t.Cleanup(func() { _ = c.Close() })
+		store, err := slidelog.NewRedisStore(c, slidelog.WithKeyPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		opened := &openCounter{}
+		openings = append(openings, opened)
+		l, err := slidelog.New(store, policy, slidelog.WithMetrics(reg), slidelog.WithLogger(slog.New(opened)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		limiters = append(limiters, l)
+		regs = append(regs, reg)
+	}
+	store0, _ := slidelog.NewRedisStore(clients[0], slidelog.WithKeyPrefix(prefix))
+	keys := clusterKeysOnEveryMaster(t, clients[0], store0, limiters[0].Namespace(), keysN)
+
+	cpuHog(t)
+	var mu sync.Mutex
+	var admitted []admission
+	var wg sync.WaitGroup
+	for _, l := range limiters {
+		wg.Go(func() {
+			a := flood(t, l, keys, callersPerInstance, 4*time.Second)
+			mu.Lock()
+			admitted = append(admitted, a...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+
+	peak := checkWindows(t, admitted, limit, window)
+	if len(peak) != len(keys) {
+		t.Errorf("admissions seen for %d keys, want %d", len(peak), len(keys))
+	}
+	for i, l := range limiters {
+		for node, st := range l.BreakerStates() {
+			if st != "closed" {
+				t.Errorf("instance %d: breaker of healthy node %s is %s", i, node, st)
+			}
+		}
+		if n := metricValue(t, regs[i], slidelog.MetricFallbackActivations); n != 0 {
+			t.Errorf("instance %d: %v decisions by the failure mode on a healthy Cluster, want 0", i, n)
+		}
+		if n := openings[i].n.Load(); n != 0 {
+			t.Errorf("instance %d: %v breaker openings on a healthy Cluster, want 0", i, n)
+		}
+	}
+	t.Logf("%d admissions over %d keys from 3 instances x %d goroutines beside a CPU hog; peak per window %v", len(admitted), len(keys), callersPerInstance, maxOf(peak))
+}
+
+func maxOf(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n = max(n, v)
+	}
+	return n
+}
+
+// openCounter is a slog handler that counts the limiter's log records of
+// a breaker opening.
+type openCounter struct{ n atomic.Int64 }
+
+func (h *openCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *openCounter) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "to" && a.Value.String() == "open" {
+			h.n.Add(1)
+		}
+		return true
+	})
+	return nil
+}
+func (h *openCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *openCounter) WithGroup(string) slog.Handler      { return h }
