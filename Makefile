@@ -18,7 +18,7 @@ define foreach_module
 	if [ -n "$$fail" ]; then echo "FAILED in:$$fail"; exit 1; fi
 endef
 
-.PHONY: help build vet lint tidy-check test cluster-up cluster-down demo bench bench-report
+.PHONY: help build vet lint tidy-check test faults cluster-up cluster-down demo bench bench-report
 
 help: ## list targets
 	@echo "slidelog make targets (modules: $(MODULES))"
@@ -63,6 +63,9 @@ tidy-check: ## fail if `GOWORK=off go mod tidy` would change any module's go.mod
 
 test: ## start the Redis rig, go test -race in every module (+ short fuzz), stop the rig
 	scripts/test.sh
+
+faults: ## run the fault suite (its own disposable Cluster) and write its table into docs/operations.md
+	scripts/faults.sh
 
 cluster-up: ## start standalone Redis :6399 + Redis Cluster :7100-7105 (reuses a healthy rig)
 	@scripts/redis-rig.sh up

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,16 @@ type Limiter struct {
 	logger      *slog.Logger
 	local       bool // the store is a MemoryStore: it cannot fail or be slow
 	namespace   string
+
+	// Write-back of fallback admissions (see journal); nil journal when
+	// the store cannot record or there is no fallback.
+	recorder    admissionRecorder
+	journal     *journal
+	flushMu     sync.Mutex
+	flushing    bool
+	flushCtx    context.Context
+	flushCancel context.CancelFunc
+	flushWG     sync.WaitGroup
 }
 
 // configCheckTimeout bounds New's check of the Redis configuration.
@@ -102,6 +113,10 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	l.namespace = PolicyNamespace(l.policies)
 	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
+		if rec, ok := store.(admissionRecorder); ok {
+			l.recorder, l.journal = rec, newJournal()
+			l.flushCtx, l.flushCancel = context.WithCancel(context.Background())
+		}
 	}
 	if cfg.denyCacheSize > 0 && (!l.local || cfg.denyCacheSet) {
 		if cs, ok := store.(clockedStore); ok {
@@ -233,11 +248,17 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		done = d
 	}
+	if l.journal.hasPending() {
+		l.writeBackKey(ctx, req, r)
+	}
 	res, err := l.take(ctx, req, r)
 	took := time.Since(sent)
 	if err == nil {
 		if done != nil {
 			done(nil)
+		}
+		if l.journal.hasPending() {
+			l.startFlush()
 		}
 		l.metrics.commandDone("ok", took)
 		if res.Allowed {
@@ -291,6 +312,80 @@ func (l *Limiter) take(ctx context.Context, req Request, r route) (Result, error
 	return res, err
 }
 
+// writeBackKey writes the fallback admissions of req's key into the store
+// before the store decides the key again, so that its windows count them.
+// Entries that cannot be written now stay for a later attempt.
+func (l *Limiter) writeBackKey(ctx context.Context, req Request, r route) {
+	es := l.journal.takeKey(req.Namespace, req.Key)
+	for i, e := range es {
+		if err := l.record(ctx, e, r); err != nil {
+			l.journal.putBack(es[i:], time.Now())
+			return
+		}
+	}
+}
+
+// startFlush writes every journaled fallback admission back into the
+// store, in a goroutine of its own (one at a time, stopped by Close): the
+// store answers again, and other instances should see what this one
+// admitted while it could not. A node that fails keeps its entries for
+// the next attempt.
+func (l *Limiter) startFlush() {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if l.flushing || l.flushCtx.Err() != nil {
+		return
+	}
+	l.flushing = true
+	l.flushWG.Add(1)
+	go func() {
+		defer l.flushWG.Done()
+		defer func() {
+			l.flushMu.Lock()
+			l.flushing = false
+			l.flushMu.Unlock()
+		}()
+		es := l.journal.takeAll()
+		var failed []journalEntry
+		down := make(map[string]bool)
+		written := 0
+		for _, e := range es {
+			var r route
+			if l.redis != nil {
+				rctx, cancel := context.WithTimeout(l.flushCtx, l.stall)
+				r = l.redis.route(rctx, e.req)
+				cancel()
+			}
+			if down[r.node] || l.flushCtx.Err() != nil {
+				failed = append(failed, e)
+				continue
+			}
+			if err := l.record(l.flushCtx, e, r); err != nil {
+				down[r.node] = true
+				failed = append(failed, e)
+				continue
+			}
+			written++
+		}
+		l.journal.putBack(failed, time.Now())
+		if written > 0 {
+			l.logger.Info("slidelog: wrote fallback admissions back into the store", "limiter", l.name, "written", written, "left", len(failed))
+		}
+	}()
+}
+
+// record writes one journaled admission into the store at r.
+func (l *Limiter) record(ctx context.Context, e journalEntry, r route) error {
+	w := l.health.begin(r.node)
+	defer w.end()
+	if l.redis != nil {
+		return l.redis.record(ctx, e.req, e.at, r, w)
+	}
+	bounded, stop := w.bound(ctx)
+	defer stop()
+	return l.recorder.Record(bounded, e.req, e.at)
+}
+
 // failover decides req by the failure mode, because the store could not.
 func (l *Limiter) failover(ctx context.Context, req Request, reason string, cause error) (Result, error) {
 	l.topology.reload()
@@ -315,6 +410,9 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 		}
 		if r.Allowed {
 			r.ticket = taken
+			if l.journal != nil {
+				l.journal.add(req, r.DecidedAt)
+			}
 		}
 		res = r
 	}
@@ -355,6 +453,9 @@ func (l *Limiter) Refund(ctx context.Context, res Result) error {
 		return err
 	}
 	if res.Source == SourceFallback {
+		if l.journal != nil {
+			l.journal.remove(res.ticket)
+		}
 		return l.fallback.refund(ctx, res.ticket)
 	}
 	if l.deny != nil {
@@ -378,6 +479,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.fallback != nil {
 		_ = l.fallback.reset(ctx, req)
 	}
+	if l.journal != nil {
+		l.journal.takeKey(req.Namespace, req.Key)
+	}
 	return l.store.Reset(ctx, req)
 }
 
@@ -386,6 +490,12 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil
+	}
+	if l.journal != nil {
+		l.flushMu.Lock()
+		l.flushCancel()
+		l.flushMu.Unlock()
+		l.flushWG.Wait()
 	}
 	if l.fallback != nil {
 		_ = l.fallback.close()

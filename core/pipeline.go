@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -34,6 +33,7 @@ func WithAutoPipelining(pipelinesPerNode int) StoreOption {
 
 // scriptCall is one decision waiting for its pipeline.
 type scriptCall struct {
+	script  *redis.Script
 	ctx     context.Context
 	key     string
 	args    []any
@@ -200,16 +200,19 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := batchContext(parent, live)
-	defer cancel()
+	// The round trip has no deadline of the callers': one caller giving
+	// up must not fail the others, and a caller whose context ends
+	// returns that on its own. It ends with its reply, the client's
+	// timeouts, or the sender's write-off.
+	ctx := parent
 	if len(live) == 1 {
 		c := live[0]
-		c.reply, c.err = script.Run(ctx, b.client, []string{c.key}, c.args...).Int64Slice()
+		c.reply, c.err = c.script.Run(ctx, b.client, []string{c.key}, c.args...).Int64Slice()
 		answer(c)
 		return
 	}
 	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
-		return script.EvalSha(ctx, p, []string{c.key}, c.args...)
+		return c.script.EvalSha(ctx, p, []string{c.key}, c.args...)
 	})
 	var retry []*scriptCall
 	for i, c := range live {
@@ -227,7 +230,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 		return
 	}
 	cmds = b.pipeline(ctx, retry, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
-		return script.Eval(ctx, p, []string{c.key}, c.args...)
+		return c.script.Eval(ctx, p, []string{c.key}, c.args...)
 	})
 	for i, c := range retry {
 		c.reply, c.err = cmds[i].Int64Slice()
@@ -259,24 +262,6 @@ func (b *batcher) pipeline(ctx context.Context, calls []*scriptCall, add func(re
 	}
 	_, _ = p.Exec(ctx) // each command carries its own error
 	return cmds
-}
-
-// batchContext is the round trip's context: parent, the sender's, with
-// the latest deadline of its calls, none if a call has none. One caller
-// giving up does not cancel it, since the others still wait for their
-// answers.
-func batchContext(parent context.Context, calls []*scriptCall) (context.Context, context.CancelFunc) {
-	var latest time.Time
-	for _, c := range calls {
-		d, ok := c.ctx.Deadline()
-		if !ok {
-			return context.WithCancel(parent)
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	return context.WithDeadline(parent, latest)
 }
 
 // pipelines routes calls to one batcher per Redis node.
@@ -319,10 +304,10 @@ func poolSize(client redis.UniversalClient) int {
 	return n
 }
 
-// run decides with the script through the batcher of r's node. Calls
+// run runs sc through the batcher of r's node. Calls
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
-func (p *pipelines) run(ctx context.Context, r route, w wait, args []any) ([]int64, error) {
+func (p *pipelines) run(ctx context.Context, sc *redis.Script, r route, w wait, args []any) ([]int64, error) {
 	b := p.single
 	if b == nil {
 		p.mu.Lock()
@@ -333,7 +318,7 @@ func (p *pipelines) run(ctx context.Context, r route, w wait, args []any) ([]int
 		}
 		p.mu.Unlock()
 	}
-	call := &scriptCall{ctx: ctx, key: r.key, args: args, done: make(chan struct{})}
+	call := &scriptCall{script: sc, ctx: ctx, key: r.key, args: args, done: make(chan struct{})}
 	if w.h != nil {
 		call.stalled, call.replied = w.epoch.Done(), w.replied
 	}

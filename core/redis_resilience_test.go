@@ -231,3 +231,73 @@ func TestClientOptions(t *testing.T) {
 	assert.Positive(t, o.ReadTimeout)
 	assert.LessOrEqual(t, o.ReadTimeout, time.Second)
 }
+
+// TestFallbackAdmissionsWrittenBack breaks one master for this client,
+// lets the fallback admit a key's whole limit, heals the node, and checks
+// that the key's Redis log then holds those admissions: the next request
+// is denied by Redis, and a second key, never decided again here, is
+// written back by the background flush.
+func TestFallbackAdmissionsWrittenBack(t *testing.T) {
+	const limit = 5
+	fnet := &faultyNet{}
+	opts := slidelog.ClusterOptions(clusterAddrs(t)...)
+	opts.Dialer = fnet.dial
+	client := redis.NewClusterClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	store := newRedisStore(t, client)
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: time.Minute},
+		slidelog.WithBreaker(slidelog.BreakerSettings{OpenTimeout: 100 * time.Millisecond}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+
+	byNode := keysByNode(t, client, store, l.Namespace(), 3)
+	var victim string
+	for addr := range byNode {
+		victim = addr
+		break
+	}
+	seen, unseen, trigger := byNode[victim][0], byNode[victim][1], byNode[victim][2]
+	fnet.victim.Store(victim)
+	fnet.mode.Store(netRefuse)
+	for _, key := range []string{seen, unseen} {
+		for i := range limit {
+			res, err := l.Allow(t.Context(), key)
+			require.NoError(t, err)
+			require.Equal(t, slidelog.SourceFallback, res.Source, "%s call %d while the node is down", key, i)
+			require.True(t, res.Allowed, "%s call %d: the fallback admits up to the limit", key, i)
+		}
+	}
+	fnet.mode.Store(netOK)
+
+	// The first Redis decision of seen writes its admissions back first.
+	require.Eventually(t, func() bool {
+		res, err := l.Allow(t.Context(), seen)
+		require.NoError(t, err)
+		if res.Source != slidelog.SourceRedis {
+			return false
+		}
+		assert.False(t, res.Allowed, "the window after recovery holds the outage's %d admissions", limit)
+		return true
+	}, 5*time.Second, 20*time.Millisecond)
+	n, err := client.ZCard(t.Context(), store.Key(l.Namespace(), seen)).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(limit), n, "the log of the key holds its fallback admissions once")
+
+	// unseen is never decided again: a decision on its node starts the
+	// background flush.
+	res, err := l.Allow(t.Context(), trigger)
+	require.NoError(t, err)
+	require.Equal(t, slidelog.SourceRedis, res.Source)
+	require.Eventually(t, func() bool {
+		n, err := client.ZCard(t.Context(), store.Key(l.Namespace(), unseen)).Result()
+		return err == nil && n == limit
+	}, 5*time.Second, 20*time.Millisecond, "the flush writes unseen's admissions back")
+
+	// Idempotent: writing the same admissions again changes nothing.
+	res, err = l.Allow(t.Context(), unseen)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed)
+	n, err = client.ZCard(t.Context(), store.Key(l.Namespace(), unseen)).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(limit), n)
+}

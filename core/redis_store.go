@@ -157,7 +157,7 @@ func (s *RedisStore) take(ctx context.Context, req Request, r route, w wait) (Re
 	for _, p := range req.Policies {
 		args = append(args, p.Limit, p.windowMicros())
 	}
-	reply, err := s.pipes.run(ctx, r, w, args)
+	reply, err := s.pipes.run(ctx, script, r, w, args)
 	if err != nil {
 		return Result{}, unavailable(ctx, err)
 	}
