@@ -245,8 +245,7 @@ func TestFallbackAdmissionsWrittenBack(t *testing.T) {
 	client := redis.NewClusterClient(opts)
 	t.Cleanup(func() { _ = client.Close() })
 	store := newRedisStore(t, client)
-	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: time.Minute},
-		slidelog.WithBreaker(slidelog.BreakerSettings{OpenTimeout: 100 * time.Millisecond}))
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 

@@ -126,19 +126,17 @@ func NewMemory(name string, limit int, window time.Duration) (Limiter, error) {
 
 type slidelogLimiter struct{ l *slidelog.Limiter }
 
-// DecisionDeadline is the decision deadline slidelog gets here: as long as
-// go-redis's default read timeout, the only bound the peers have.
-const DecisionDeadline = 3 * time.Second
+// ErrFailureMode is what slidelog's Allow returns here for a decision made
+// by the failure mode (the local fallback, by default): the peers have no
+// fallback, so such a decision counts as an error, never as a decision.
+var ErrFailureMode = errors.New("slidelog: decided by the failure mode, not by the store")
 
-// newSlidelog returns slidelog with its defaults (automatic pipelining and
-// the deny cache on) except for two settings that make it comparable with
-// the peers, which have no fallback: a store that cannot decide is an
-// error (FailError), not a local fallback decision, and the decision
-// deadline is DecisionDeadline. Every decision counted then comes from
-// the store or from the deny cache.
+// newSlidelog returns slidelog with its default options, as users get it
+// (automatic pipelining, the deny cache, the fallback, the stall timeout).
+// Every decision counted comes from the store or from the deny cache; one
+// made by the failure mode is an error (ErrFailureMode).
 func newSlidelog(store slidelog.Store, limit int, window time.Duration, opts ...slidelog.Option) (Limiter, error) {
-	opts = append([]slidelog.Option{slidelog.WithFailureMode(slidelog.FailError),
-		slidelog.WithDecisionDeadline(DecisionDeadline), slidelog.WithName("bench")}, opts...)
+	opts = append([]slidelog.Option{slidelog.WithName("bench")}, opts...)
 	l, err := slidelog.New(store, slidelog.Policy{Name: "bench", Limit: limit, Window: window}, opts...)
 	if err != nil {
 		return nil, errors.Join(err, store.Close())
@@ -148,6 +146,9 @@ func newSlidelog(store slidelog.Store, limit int, window time.Duration, opts ...
 
 func (s slidelogLimiter) Allow(ctx context.Context, key string) (bool, error) {
 	res, err := s.l.Allow(ctx, key)
+	if err == nil && res.Source != slidelog.SourceRedis && res.Source != slidelog.SourceMemory && res.Source != slidelog.SourceDenyCache {
+		return false, fmt.Errorf("%w (%v)", ErrFailureMode, res.Source)
+	}
 	return res.Allowed, err
 }
 
