@@ -70,11 +70,12 @@ const configCheckTimeout = time.Second
 // WithPolicy, on store. It fails with ErrNilStore, ErrInvalidPolicy,
 // ErrInvalidOption, or ErrRedisConfig (only with WithStrictRedisConfig).
 //
-// When store is a RedisStore, New reads maxmemory-policy from every
-// master (waiting at most a second) and logs a warning for an evicting
-// policy or a client setting that breaks the decision deadline; a server
-// it cannot reach is logged, not an error: decisions fall back until it
-// answers.
+// When store is a RedisStore, New loads the scripts and reads
+// maxmemory-policy on every master (waiting at most a second in all), so
+// that the first decisions do not pay for the client's first connections
+// and command table, and logs a warning for an evicting policy or a client
+// setting that breaks resharding; a server it cannot reach is logged, not
+// an error: decisions fall back until it answers.
 func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, ErrNilStore
@@ -154,6 +155,7 @@ func (l *Limiter) checkRedis(rs *RedisStore, strict bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), configCheckTimeout)
 	defer cancel()
+	rs.warm(ctx)
 	err := CheckRedisConfig(ctx, rs.redisClient())
 	switch {
 	case err == nil:

@@ -1,6 +1,7 @@
 package slidelog
 
 import (
+	"context"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,6 +18,23 @@ func (s *RedisStore) topology() *reloader {
 		return &reloader{client: c}
 	}
 	return nil
+}
+
+// warm loads the store's scripts on every master and makes the client
+// load its command table and slot map, so that the first decisions wait
+// for none of it. Errors are left to the decisions.
+func (s *RedisStore) warm(ctx context.Context) {
+	load := func(ctx context.Context, c *redis.Client) error {
+		_ = script.Load(ctx, c).Err()
+		return recordScript.Load(ctx, c).Err()
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, load)
+	case *redis.Client:
+		_ = load(ctx, c)
+	}
+	_ = s.client.Exists(ctx, s.prefix+"warm").Err()
 }
 
 // redisClient returns the store's client.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -253,8 +254,11 @@ var faultReport struct {
 	rows []string
 }
 
-func (r report) log(t *testing.T, name, extra string) {
+func (r report) log(t *testing.T, name, extra string, regs ...*prometheus.Registry) {
 	t.Helper()
+	if len(regs) > 0 && r.fallback > 0 {
+		extra += "; failure mode by reason: " + reasons(t, regs...)
+	}
 	share := 0.0
 	if r.decisions > 0 {
 		share = 100 * float64(r.fallback) / float64(r.decisions)
@@ -470,7 +474,7 @@ func TestFaults(t *testing.T) {
 		r.checkWithLoss(t, ds, limit*keysOn(e.nodeOf, victim.addr()))
 		rec := requireRecovery(t, ds, e.nodeOf, victim.addr(), promoted)
 		r.log(t, "kill -9", fmt.Sprintf("promoted after %v, back on Redis %v after promotion",
-			promoted.Sub(killed).Round(time.Millisecond), rec.Round(time.Millisecond)))
+			promoted.Sub(killed).Round(time.Millisecond), rec.Round(time.Millisecond)), e.reg)
 		c.restart(victim)
 		c.waitHealthy(30 * time.Second)
 	})
@@ -508,7 +512,7 @@ func TestFaults(t *testing.T) {
 			r.checkWithLoss(t, ds, lost)
 			rec := requireRecovery(t, ds, e.nodeOf, victim.addr(), resumed)
 			after := waitGoroutines(baseline, workers/2)
-			r.log(t, name, fmt.Sprintf("%v stopped; back on Redis %v after SIGCONT; slidelog goroutines %d before, %d after", tc.stop, rec.Round(time.Millisecond), baseline, after))
+			r.log(t, name, fmt.Sprintf("%v stopped; back on Redis %v after SIGCONT; slidelog goroutines %d before, %d after", tc.stop, rec.Round(time.Millisecond), baseline, after), e.reg)
 			if after > baseline+workers/2 {
 				t.Errorf("goroutines: %d after the load, %d before", after, baseline)
 			}
@@ -563,7 +567,7 @@ func TestFaults(t *testing.T) {
 			recovering := peakWindow(ds, window, stopped.Add(window), func(decision) bool { return true })
 			r.log(t, fmt.Sprintf("3 instances, SIGSTOP 1.5 s, WithFallbackInstances(%d)", instances),
 				fmt.Sprintf("most admissions in any window %d (L=%d, N=3, stated bound L+N*ceil(L/F) = %d); in windows without pre-stop admissions %d (max(L, N*ceil(L/F)) = %d once written back)",
-					all, limit, bound, recovering, max(limit, n*fallbackLimit)))
+					all, limit, bound, recovering, max(limit, n*fallbackLimit)), envs[0].reg, envs[1].reg, envs[2].reg)
 			if all > bound {
 				t.Errorf("a window held %d admissions, above the stated bound %d", all, bound)
 			}
@@ -601,7 +605,7 @@ func TestFaults(t *testing.T) {
 		r := summarize(ds, e.nodeOf, victim.addr(), began, killed)
 		r.check(t, ds)
 		rec := requireRecovery(t, ds, e.nodeOf, victim.addr(), killed)
-		r.log(t, "busy script", fmt.Sprintf("1 s busy (busy-reply-threshold 100 ms), then SCRIPT KILL; back on Redis %v after", rec.Round(time.Millisecond)))
+		r.log(t, "busy script", fmt.Sprintf("1 s busy (busy-reply-threshold 100 ms), then SCRIPT KILL; back on Redis %v after", rec.Round(time.Millisecond)), e.reg)
 		_, _ = c.cli(victim, "CONFIG", "SET", "busy-reply-threshold", "5000")
 		c.waitHealthy(30 * time.Second)
 	})
@@ -632,7 +636,7 @@ func TestFaults(t *testing.T) {
 			r.check(t, ds)
 			rec := requireRecovery(t, ds, e.nodeOf, victim, ended)
 			after := waitGoroutines(baseline, workers/2)
-			r.log(t, tc.name, fmt.Sprintf("2 s, %s; back on Redis %v after; slidelog goroutines %d before, %d after", tc.note, rec.Round(time.Millisecond), baseline, after))
+			r.log(t, tc.name, fmt.Sprintf("2 s, %s; back on Redis %v after; slidelog goroutines %d before, %d after", tc.note, rec.Round(time.Millisecond), baseline, after), e.reg)
 			if after > baseline+workers/2 {
 				t.Errorf("goroutines: %d after the load, %d before", after, baseline)
 			}
@@ -655,7 +659,7 @@ func TestFaults(t *testing.T) {
 		ds := ld.finish()
 		r := summarize(ds, e.nodeOf, "", began, time.Now())
 		r.check(t, ds)
-		r.log(t, "SCRIPT FLUSH", fmt.Sprintf("%d flushes in 3 s", flushes))
+		r.log(t, "SCRIPT FLUSH", fmt.Sprintf("%d flushes in 3 s", flushes), e.reg)
 		// NOSCRIPT is answered by EVAL in the same decision: no node fails.
 		if r.fallback != 0 {
 			t.Errorf("%d failure-mode decisions; SCRIPT FLUSH must cost none", r.fallback)
@@ -789,7 +793,7 @@ func TestFaults(t *testing.T) {
 		ds := ld.finish()
 		r := summarize(ds, e.nodeOf, "", began, time.Now())
 		r.check(t, ds)
-		r.log(t, "manual failover", "3 coordinated failovers (CLUSTER FAILOVER)")
+		r.log(t, "manual failover", "3 coordinated failovers (CLUSTER FAILOVER)", e.reg)
 	})
 
 	t.Run("Reshard", func(t *testing.T) {
@@ -809,7 +813,7 @@ func TestFaults(t *testing.T) {
 		ds := ld.finish()
 		r := summarize(ds, e.nodeOf, "", start, start.Add(took))
 		r.check(t, ds)
-		r.log(t, "reshard", fmt.Sprintf("1000 slots moved live in %v", took.Round(time.Millisecond)))
+		r.log(t, "reshard", fmt.Sprintf("1000 slots moved live in %v", took.Round(time.Millisecond)), e.reg)
 	})
 
 	t.Run("AllDown", func(t *testing.T) {
@@ -863,6 +867,39 @@ func mapValues(m map[string]string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// reasons returns the failure-mode activations of the registries by
+// reason, as "reason=n ..." for the report.
+func reasons(t *testing.T, regs ...*prometheus.Registry) string {
+	t.Helper()
+	counts := map[string]float64{}
+	for _, reg := range regs {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != slidelog.MetricFallbackActivations {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "reason" {
+						counts[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s=%.0f", r, counts[r]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
 
 func sumOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
