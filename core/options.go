@@ -65,6 +65,7 @@ type storeConfig struct {
 	clock         func() time.Time
 	maxKeys       int
 	sweepInterval time.Duration
+	memoryErr     error // an invalid MemoryStore option; RedisStore ignores it
 
 	pipelinesPerNode int
 	pipeliningSet    bool

@@ -29,12 +29,13 @@ func WithAutoPipelining(pipelinesPerNode int) StoreOption {
 
 // scriptCall is one decision waiting for its pipeline.
 type scriptCall struct {
-	ctx   context.Context
-	key   string
-	args  []any
-	reply []int64
-	err   error
-	done  chan struct{}
+	ctx    context.Context
+	script *redis.Script
+	key    string
+	args   []any
+	reply  []int64
+	err    error
+	done   chan struct{}
 }
 
 // batcher coalesces the script calls for one node. At most limit
@@ -128,14 +129,14 @@ func (b *batcher) send(batch []*scriptCall) {
 	}
 	if len(live) == 1 {
 		c := live[0]
-		c.reply, c.err = script.Run(c.ctx, b.client, []string{c.key}, c.args...).Int64Slice()
+		c.reply, c.err = c.script.Run(c.ctx, b.client, logKeys(c.key), c.args...).Int64Slice()
 		close(c.done)
 		return
 	}
 	ctx, cancel := batchContext(live)
 	defer cancel()
 	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
-		return script.EvalSha(ctx, p, []string{c.key}, c.args...)
+		return c.script.EvalSha(ctx, p, logKeys(c.key), c.args...)
 	})
 	var retry []*scriptCall
 	for i, c := range live {
@@ -150,7 +151,7 @@ func (b *batcher) send(batch []*scriptCall) {
 		return
 	}
 	cmds = b.pipeline(ctx, retry, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
-		return script.Eval(ctx, p, []string{c.key}, c.args...)
+		return c.script.Eval(ctx, p, logKeys(c.key), c.args...)
 	})
 	for i, c := range retry {
 		c.reply, c.err = cmds[i].Int64Slice()
@@ -205,7 +206,7 @@ func newPipelines(client redis.UniversalClient, limit int) *pipelines {
 // run decides with the script through the batcher of r's node. Calls
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
-func (p *pipelines) run(ctx context.Context, r route, args []any) ([]int64, error) {
+func (p *pipelines) run(ctx context.Context, r route, script *redis.Script, args []any) ([]int64, error) {
 	b := p.single
 	if b == nil {
 		p.mu.Lock()
@@ -216,5 +217,5 @@ func (p *pipelines) run(ctx context.Context, r route, args []any) ([]int64, erro
 		}
 		p.mu.Unlock()
 	}
-	return b.do(&scriptCall{ctx: ctx, key: r.key, args: args, done: make(chan struct{})})
+	return b.do(&scriptCall{ctx: ctx, script: script, key: r.key, args: args, done: make(chan struct{})})
 }
