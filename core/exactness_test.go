@@ -178,7 +178,7 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := clusterKeysOnEveryMaster(t, client, store, slidelog.PolicyNamespace([]slidelog.Policy{{Name: "p", Limit: limit, Window: window}}), 3)
+	keys := clusterKeysOnEveryMaster(t, client, store, "p" /* the children's limiter's name */, 3)
 	var children []*exec.Cmd
 	var outs []*bufio.Scanner
 	for range processes {
