@@ -27,8 +27,11 @@ var scriptSource string
 // Redis 6.2, which cannot parse it (see RedisStore).
 var (
 	script       = redis.NewScript(scriptSource)
-	legacyScript = redis.NewScript(strings.TrimPrefix(scriptSource, "#!lua\n"))
+	legacyScript = redis.NewScript(legacyScriptSource())
 )
+
+// legacyScriptSource is the script without its #!lua line.
+func legacyScriptSource() string { return strings.TrimPrefix(scriptSource, "#!lua\n") }
 
 // Operations of the script (its ARGV[1]).
 const (
@@ -82,6 +85,7 @@ type RedisStore struct {
 	macs   sync.Pool
 	pipes  *pipelines  // nil when automatic pipelining is off
 	legacy atomic.Bool // run legacyScript: a master is Redis 6.2
+	pinned bool        // tests: keep the variant whatever the servers are
 }
 
 // NewRedisStore returns a store on client, a *redis.Client, a

@@ -81,6 +81,9 @@ func scriptVariant(v serverVersion) (legacy bool, err error) {
 // checkVersion reads the version of every master and picks the script
 // variant they all run: the legacy one when any of them is Redis 6.2.
 func (s *RedisStore) checkVersion(ctx context.Context) error {
+	if s.pinned {
+		return nil
+	}
 	var mu sync.Mutex
 	legacy := false
 	check := func(ctx context.Context, c redis.UniversalClient) error {

@@ -7,7 +7,7 @@
 -- KEYS[3]  state, a hash: per window W (microseconds, decimal) 'sW' is the running
 --          sum of the costs of the entries stamped after the cut-point 'cW';
 --          'r' is the retention (microseconds) some limiter needs until 'ru',
---          'x' the time until which the keys must live
+--          'x' when the keys expire, 'k' is set once costs has had a field
 -- ARGV[1]  operation: 'take' (decide and record), 'record' (record without a
 --          check, at ARGV[5]) or 'refund' (remove the entry of ARGV[3])
 -- ARGV[2]  now in microseconds, or 0 to read the server's clock (TIME)
@@ -57,9 +57,9 @@ end
 local st = {}
 local raw = redis.call('HGETALL', state)
 for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
--- Entries of cost 1 have no field in costs: while it is empty, a sum of
--- entries is their count.
-local weighted = redis.call('EXISTS', costs) == 1
+-- Entries of cost 1 have no field in costs: until an entry of another
+-- cost is recorded, a sum of entries is their count.
+local weighted = st['k'] ~= nil
 
 -- units returns the sum of the costs of the entries stamped in (lo, hi].
 local function units(lo, hi)
@@ -155,11 +155,19 @@ local function add(t)
   redis.call('ZADD', log, fmt(t), id)
   if cost ~= 1 then
     redis.call('HSET', costs, id, fmt(cost))
+    if not weighted then out[#out + 1], out[#out + 2] = 'k', '1' end
     weighted = true
   end
   for w, c in pairs(cuts) do
     if t > c then sums[w] = sums[w] + cost end
   end
+end
+
+-- A log whose every window is empty may have been deleted: the entry
+-- that recreates it needs an expiry.
+local was_empty = true
+for _, s in pairs(sums) do
+  if s ~= 0 then was_empty = false end
 end
 
 -- 4. Decide (take) or record without a check (record). A retry of a call
@@ -182,19 +190,30 @@ else
   end
 end
 
--- 5. Save the windows and keep every key for as long as an entry may count.
+-- 5. Save the windows and keep every key for as long as an entry may count:
+--    until x, which moves a quarter of the retention past what is needed
+--    when it falls short, so that most calls set no expiry. A log that was
+--    empty, or a costs hash written to (it may have emptied), gets x too.
 for w, s in pairs(sums) do
   out[#out + 1], out[#out + 2] = 's' .. w, fmt(s)
   out[#out + 1], out[#out + 2] = 'c' .. w, fmt(cuts[w])
 end
-local x = tonumber(st['x'])
-if x and x > keep then keep = x end
-out[#out + 1], out[#out + 2] = 'x', fmt(keep)
+local x, renew = tonumber(st['x']), false
+if not x or keep > x then
+  x = keep + math.floor(retention / 4)
+  renew = true
+  out[#out + 1], out[#out + 2] = 'x', fmt(x)
+end
 redis.call('HSET', state, unpack(out))
-local ttl = math.ceil((keep - now) / 1000) + 1
-redis.call('PEXPIRE', log, ttl)
-redis.call('PEXPIRE', state, ttl)
-if weighted then redis.call('PEXPIRE', costs, ttl) end
+local ttl = math.ceil((x - now) / 1000) + 1
+if renew then
+  redis.call('PEXPIRE', log, ttl)
+  redis.call('PEXPIRE', state, ttl)
+  if weighted then redis.call('PEXPIRE', costs, ttl) end
+elseif allowed == 1 and not replay then
+  if was_empty then redis.call('PEXPIRE', log, ttl) end
+  if cost ~= 1 then redis.call('PEXPIRE', costs, ttl) end
+end
 
 if op == 'record' then return {allowed, now} end
 
