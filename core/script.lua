@@ -7,7 +7,9 @@
 -- KEYS[3]  state, a hash: per window W (microseconds, decimal) 'sW' is the running
 --          sum of the costs of the entries stamped after the cut-point 'cW';
 --          'r' is the retention (microseconds) some limiter needs until 'ru',
---          'x' when the keys expire, 'k' is set once costs has had a field
+--          'x' when the keys expire, 'k' is set once costs has had a field.
+--          While no entry of a cost other than 1 was recorded ('k' unset),
+--          a window's sum is its count of entries, and no sums are kept.
 -- ARGV[1]  operation: 'take' (decide and record), 'record' (record without a
 --          check, at ARGV[5]) or 'refund' (remove the entry of ARGV[3])
 -- ARGV[2]  now in microseconds, or 0 to read the server's clock (TIME)
@@ -57,8 +59,9 @@ end
 local st = {}
 local raw = redis.call('HGETALL', state)
 for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
--- Entries of cost 1 have no field in costs: until an entry of another
--- cost is recorded, a sum of entries is their count.
+-- Entries of cost 1 have no field in costs. Until an entry of another cost
+-- is recorded ('k'), a window's sum is its number of entries: ZCARD and
+-- ZCOUNT give it, as fast as for a log without costs.
 local weighted = st['k'] ~= nil
 
 -- units returns the sum of the costs of the entries stamped in (lo, hi].
@@ -98,44 +101,49 @@ end
 
 -- 1. Retention follows the longest window of any limiter on this log: one
 --    with a longer window than ours keeps its entries for as long as it
---    was last seen within its window.
+--    was last seen within its window (and a quarter more, so that its
+--    mark is not rewritten on every call).
 local retention = longest
 local r, ru = tonumber(st['r']), tonumber(st['ru'])
 local out = {}
 if r and ru and ru > now and r > longest then
   retention = r
-else
+elseif r ~= longest or not ru or ru < now + longest then
   out[#out + 1], out[#out + 2] = 'r', fmt(longest)
-  out[#out + 1], out[#out + 2] = 'ru', fmt(now + longest)
+  out[#out + 1], out[#out + 2] = 'ru', fmt(now + longest + math.floor(longest / 4))
 end
 
--- 2. Move every window's cut-point to now - W, subtracting the entries it
---    passes: each entry is passed once per window, so this is amortised
---    O(1) per admission whatever the cost. A window longer than the
---    retention has lost entries: drop it (it is rebuilt when next used).
+-- 2. With costs: move every window's cut-point to now - W, subtracting
+--    the entries it passes. Each entry is passed once per window, so this
+--    is amortised O(1) per admission whatever the cost. A window longer
+--    than the retention has lost entries: drop it (it is rebuilt when
+--    next used).
 local sums, cuts = {}, {}
-for f, v in pairs(st) do
-  if string.sub(f, 1, 1) == 'c' then
-    local w = string.sub(f, 2)
-    local W = tonumber(w)
-    if W > retention then
-      redis.call('HDEL', state, 'c' .. w, 's' .. w)
-    else
-      local c, s = tonumber(v), tonumber(st['s' .. w])
-      if now - W > c then
-        s = s - units(fmt(c), fmt(now - W))
-        c = now - W
-      end
-      sums[w], cuts[w] = s, c
-    end
-  end
-end
-for i = 1, npolicies do
+local function build(i)
   local w = wkeys[i]
   if not sums[w] then
     cuts[w] = now - windows[i]
     sums[w] = units(fmt(cuts[w]), '+inf')
   end
+end
+if weighted then
+  for f, v in pairs(st) do
+    if string.sub(f, 1, 1) == 'c' then
+      local w = string.sub(f, 2)
+      local W = tonumber(w)
+      if W > retention then
+        redis.call('HDEL', state, 'c' .. w, 's' .. w)
+      else
+        local c, s = tonumber(v), tonumber(st['s' .. w])
+        if now - W > c then
+          s = s - units(fmt(c), fmt(now - W))
+          c = now - W
+        end
+        sums[w], cuts[w] = s, c
+      end
+    end
+  end
+  for i = 1, npolicies do build(i) end
 end
 
 -- 3. Evict what left the retention. An entry stamped s counts in a window
@@ -149,28 +157,55 @@ if weighted then
 end
 redis.call('ZREMRANGEBYSCORE', log, '-inf', horizon)
 
--- add records an entry of cost stamped t in the log and in every window
--- whose cut-point it is after.
-local function add(t)
-  redis.call('ZADD', log, fmt(t), id)
-  if cost ~= 1 then
-    redis.call('HSET', costs, id, fmt(cost))
-    if not weighted then out[#out + 1], out[#out + 2] = 'k', '1' end
-    weighted = true
+-- 4. Count every policy's window: its sum, or without costs its entries
+--    (after step 3 the log holds exactly the retention, which ZCARD counts).
+local counts, card = {}, nil
+for i = 1, npolicies do
+  if weighted then
+    counts[i] = sums[wkeys[i]]
+  elseif windows[i] == retention then
+    card = card or redis.call('ZCARD', log)
+    counts[i] = card
+  else
+    counts[i] = redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf')
   end
+end
+-- A log with no entry may have been deleted: the entry that recreates it
+-- needs an expiry.
+local was_empty
+if weighted then
+  was_empty = true
+  for _, s in pairs(sums) do
+    if s ~= 0 then was_empty = false end
+  end
+else
+  card = card or redis.call('ZCARD', log)
+  was_empty = card == 0
+end
+
+-- add records an entry of cost stamped t in the log and in every window
+-- whose cut-point it is after. The first entry of a cost other than 1
+-- starts the running sums, from the counts of entries so far.
+local function add(t)
+  if cost ~= 1 and not weighted then
+    for i = 1, npolicies do
+      local w = wkeys[i]
+      cuts[w], sums[w] = now - windows[i], redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf')
+    end
+    weighted = true
+    out[#out + 1], out[#out + 2] = 'k', '1'
+  end
+  redis.call('ZADD', log, fmt(t), id)
+  if cost ~= 1 then redis.call('HSET', costs, id, fmt(cost)) end
   for w, c in pairs(cuts) do
     if t > c then sums[w] = sums[w] + cost end
   end
+  for i = 1, npolicies do
+    if t > now - windows[i] then counts[i] = counts[i] + cost end
+  end
 end
 
--- A log whose every window is empty may have been deleted: the entry
--- that recreates it needs an expiry.
-local was_empty = true
-for _, s in pairs(sums) do
-  if s ~= 0 then was_empty = false end
-end
-
--- 4. Decide (take) or record without a check (record). A retry of a call
+-- 5. Decide (take) or record without a check (record). A retry of a call
 --    that was already recorded (its ID is in the log) reports it again and
 --    records nothing.
 local allowed, keep = 1, now + retention
@@ -184,19 +219,22 @@ if op == 'record' then
 else
   if not replay then
     for i = 1, npolicies do
-      if sums[wkeys[i]] + cost > limits[i] then allowed = 0 end
+      if counts[i] + cost > limits[i] then allowed = 0 end
     end
     if allowed == 1 then add(now) end
   end
 end
 
--- 5. Save the windows and keep every key for as long as an entry may count:
---    until x, which moves a quarter of the retention past what is needed
---    when it falls short, so that most calls set no expiry. A log that was
---    empty, or a costs hash written to (it may have emptied), gets x too.
-for w, s in pairs(sums) do
-  out[#out + 1], out[#out + 2] = 's' .. w, fmt(s)
-  out[#out + 1], out[#out + 2] = 'c' .. w, fmt(cuts[w])
+-- 6. Save the windows and keep every key for as long as an entry may
+--    count: until x, which moves a quarter of the retention past what is
+--    needed when it falls short, so that most calls set no expiry. A log
+--    that was empty, or a costs hash written to (it may have emptied),
+--    gets x as well.
+if weighted then
+  for w, s in pairs(sums) do
+    out[#out + 1], out[#out + 2] = 's' .. w, fmt(s)
+    out[#out + 1], out[#out + 2] = 'c' .. w, fmt(cuts[w])
+  end
 end
 local x, renew = tonumber(st['x']), false
 if not x or keep > x then
@@ -204,7 +242,7 @@ if not x or keep > x then
   renew = true
   out[#out + 1], out[#out + 2] = 'x', fmt(x)
 end
-redis.call('HSET', state, unpack(out))
+if #out > 0 then redis.call('HSET', state, unpack(out)) end
 local ttl = math.ceil((x - now) / 1000) + 1
 if renew then
   redis.call('PEXPIRE', log, ttl)
@@ -217,7 +255,7 @@ end
 
 if op == 'record' then return {allowed, now} end
 
--- 6. Remaining, retry-after and reset-after for every policy.
+-- 7. Remaining, retry-after and reset-after for every policy.
 local admitted = allowed == 1 and not replay
 local newest_at = nil
 if admitted then
@@ -253,11 +291,11 @@ end
 local reply = {allowed, now, 0}
 local steady = 0
 for i = 1, npolicies do
-  local limit, window, w = limits[i], windows[i], wkeys[i]
-  local count = sums[w]
+  local limit, window = limits[i], windows[i]
+  local count = counts[i]
   local retry = 0
   if allowed == 0 then
-    local cut = fmt(cuts[w])
+    local cut = fmt(cuts[wkeys[i]] or now - window)
     local first = redis.call('ZRANGEBYSCORE', log, '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if first[2] then
       local leave = tonumber(first[2]) + window - now
