@@ -40,13 +40,17 @@ type Request struct {
 type Store interface {
 	// Take evicts entries that left each policy's window, admits the
 	// request only if every policy has room for its cost, and records it
-	// in all of them; a denial records nothing. A second Take with the
+	// in all of them as one entry carrying its cost; a denial records
+	// nothing. A request with an invalid policy fails with
+	// ErrInvalidPolicy, and one whose cost is below 1 or above a limit
+	// with ErrInvalidCost, on every store alike. A second Take with the
 	// same ID and key reports the first one's admission without recording
 	// it again.
 	Take(ctx context.Context, req Request) (Result, error)
-	// Refund removes the entries that the admitted request req recorded.
-	// Refunding a request that recorded nothing, or was already refunded,
-	// is not an error.
+	// Refund removes the entry that the admitted request req recorded,
+	// found by req.ID, with the cost recorded in it (req.Cost is not
+	// trusted). Refunding a request that recorded nothing, or was already
+	// refunded, is not an error.
 	Refund(ctx context.Context, req Request) error
 	// Reset removes every entry of req.Key in req.Namespace; the other
 	// fields are ignored.

@@ -293,16 +293,21 @@ var storeCases = []struct {
 		if err := e.store.Refund(t.Context(), slidelog.Request{Key: "k", Cost: 4, Policies: ps, ID: 2}); err != nil {
 			t.Fatalf("Refund: %v", err)
 		}
+		// 3 units held: 2 free, not 4 (a refund of the wrong cost 4 would
+		// then admit 2 over the limit).
+		res, err := e.store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 3, Policies: ps, ID: 4})
+		if err != nil || res.Allowed || res.Remaining != 2 {
+			t.Fatalf("Take(cost 3) after a refund of a cost-2 entry with cost 4 = %+v, %v; want a denial with 2 remaining", res, err)
+		}
 		if err := e.store.Refund(t.Context(), slidelog.Request{Key: "k", Cost: 1, Policies: ps, ID: 3}); err != nil {
 			t.Fatalf("Refund: %v", err)
 		}
-		// 1 unit held: 4 free, not 5 (the cost-1 refund of a cost-2 entry)
-		// nor 2 over the limit (the cost-4 refund of a cost-2 entry).
-		res, err := e.store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 5, Policies: ps, ID: 4})
+		// 1 unit held: 4 free, not 3 (a refund of the wrong cost 1).
+		res, err = e.store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 5, Policies: ps, ID: 5})
 		if err != nil || res.Allowed || res.Remaining != 4 {
 			t.Fatalf("Take(cost 5) after the refunds = %+v, %v; want a denial with 4 remaining", res, err)
 		}
-		res, err = e.store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 4, Policies: ps, ID: 5})
+		res, err = e.store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 4, Policies: ps, ID: 6})
 		if err != nil || !res.Allowed || res.Remaining != 0 {
 			t.Fatalf("Take(cost 4) after the refunds = %+v, %v; want an admission with 0 remaining", res, err)
 		}
