@@ -200,9 +200,11 @@ var storeCases = []struct {
 				t.Fatalf("second New named login with %+v: error %v, want ErrNameTaken", give, err)
 			}
 		}
-		if _, err := slidelog.New(e.store, p); err != nil {
+		other, err := slidelog.New(e.store, p)
+		if err != nil {
 			t.Fatalf("New with another (default) name: %v", err)
 		}
+		_ = other.Close()
 		check(t, first, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
 		if err := first.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
