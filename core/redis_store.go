@@ -67,7 +67,9 @@ const keyTagBytes = 16
 // loses Redis 7's whole-script refusal when out of memory (a decision
 // then fails at its first write that needs memory, or writes past
 // maxmemory once it has freed some); older servers make New fail with
-// ErrRedisVersion.
+// ErrRedisVersion. When a server answers that it cannot compile the
+// script (New could not reach it, or it was replaced since), the store
+// reads the versions again, at most once a second.
 //
 // The key of an identity is prefix + "{" + tag + "}", where tag is the
 // first 128 bits of HMAC-SHA-256(secret, namespace and identity),
@@ -86,6 +88,9 @@ type RedisStore struct {
 	pipes  *pipelines  // nil when automatic pipelining is off
 	legacy atomic.Bool // run legacyScript: a master is Redis 6.2
 	pinned bool        // tests: keep the variant whatever the servers are
+	// detected is when (Unix ns) a script that failed to compile last
+	// made the store read the servers' version.
+	detected atomic.Int64
 }
 
 // NewRedisStore returns a store on client, a *redis.Client, a
@@ -201,6 +206,9 @@ func (s *RedisStore) take(ctx context.Context, req Request, r route) (Result, er
 		reply, err = s.script().Run(ctx, s.client, logKeys(r.key), args...).Int64Slice()
 	}
 	if err != nil {
+		if compileError(err) {
+			s.redetect(ctx)
+		}
 		return Result{}, unavailable(ctx, err)
 	}
 	if len(reply) != 3+3*len(req.Policies) {

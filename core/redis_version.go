@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -118,4 +119,23 @@ func (s *RedisStore) checkVersion(ctx context.Context) error {
 	}
 	s.legacy.Store(legacy)
 	return nil
+}
+
+// compileError reports whether err is a server's failure to compile the
+// script: what Redis 6.2 answers to the #!lua line.
+func compileError(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Error compiling script")
+}
+
+// redetect reads the servers' version again, at most once a second,
+// after a script failed to compile: New may not have reached them, or a
+// master was replaced by an older server since. It runs within the
+// failed call's context, which bounds it.
+func (s *RedisStore) redetect(ctx context.Context) {
+	now := time.Now().UnixNano()
+	last := s.detected.Load()
+	if s.pinned || now-last < int64(time.Second) || !s.detected.CompareAndSwap(last, now) {
+		return
+	}
+	_ = s.checkVersion(ctx)
 }

@@ -2,6 +2,7 @@ package slidelog
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -65,6 +66,25 @@ func TestCeilDiv(t *testing.T) {
 	} {
 		if got := ceilDiv(tc.a, tc.b); got != tc.want {
 			t.Errorf("ceilDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestCompileErrorTriggersRedetection(t *testing.T) {
+	// What Redis 6.2 answers to the #!lua line, as go-redis returns it.
+	sixTwo := errors.New("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#' ")
+	for _, tc := range []struct {
+		give error
+		want bool
+	}{
+		{sixTwo, true},
+		{fmt.Errorf("%w: %w", ErrUnavailable, sixTwo), true},
+		{errors.New("NOSCRIPT No matching script"), false},
+		{errors.New("OOM command not allowed when used memory > 'maxmemory'"), false},
+		{nil, false},
+	} {
+		if got := compileError(tc.give); got != tc.want {
+			t.Errorf("compileError(%v) = %v, want %v", tc.give, got, tc.want)
 		}
 	}
 }
