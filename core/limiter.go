@@ -70,8 +70,8 @@ const configCheckTimeout = time.Second
 // the script variant the servers run, and logs a warning for an evicting
 // policy or a client setting that breaks the decision deadline; a server
 // it cannot reach is logged, not an error: decisions fall back until it
-// answers (a server that is then Redis 6.2 keeps failing them, so start
-// limiters once Redis answers).
+// answers (a server that turns out to be Redis 6.2 fails the script, and
+// the store then reads the versions again).
 func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if store == nil {
 		return nil, ErrNilStore
