@@ -31,7 +31,10 @@ func benchLimiter(b *testing.B, store slidelog.Store, opts ...slidelog.Option) *
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = l.Close() })
+	b.Cleanup(func() {
+		_ = l.Close()
+		_ = store.Close() // a limiter does not close its store
+	})
 	return l
 }
 

@@ -7,16 +7,23 @@ import (
 )
 
 // denyCache remembers, per key, the latest denial by the store, so that
-// further requests of at least its cost are denied locally until its
-// RetryAfter has passed, without a store call.
+// further requests of the same cost get the same denial locally, without
+// a store call, for as long as the store would answer exactly that.
 //
-// It can only be stricter than the store, never looser: until RetryAfter
-// no entry of the log leaves the window that would make room for that
-// cost, so the store would deny too. Only a Refund or Reset made elsewhere
-// (another instance) can free room earlier, and this instance then keeps
-// denying until RetryAfter. Elapsed time is measured from just before the
-// store call, so a cached denial ends at most one round trip before the
-// store's would, never after it.
+// A denial holds, field for field but for the elapsed time, until the
+// first entry leaves any of its policies' windows (Result.steady, which
+// RedisStore and MemoryStore report): no count changes before, so every
+// Remaining, RetryAfter and violated policy stays what the store said.
+// For another store, a denial is cached only when every policy denied
+// and is exactly one unit short (its first leaving entry is then the one
+// RetryAfter waits for). A request of another cost is not answered from
+// the cache, and an admission of the key by this limiter removes its
+// entry. Only what another instance does to the key (an admission, a
+// Refund or a Reset) can change the store's answer earlier; this
+// instance then keeps its cached denial until it expires. Elapsed time is
+// measured from just before the store call, so a cached denial ends at
+// most one round trip before the store's answer would change, never
+// after it.
 type denyCache struct {
 	entries *lru.Cache[string, denyEntry]
 	// clock is the store's clock when it has one (tests); nil means the
@@ -27,7 +34,7 @@ type denyCache struct {
 type denyEntry struct {
 	cost    int
 	at      time.Time // when the denied call was sent, by the cache's clock
-	expires time.Time // at + RetryAfter
+	expires time.Time // at + how long the denial holds (at most RetryAfter)
 	res     Result
 }
 
@@ -53,25 +60,31 @@ func (d *denyCache) put(key string, cost int, sent time.Time, res Result) {
 	if res.Allowed || res.RetryAfter <= 0 {
 		return
 	}
-	for _, p := range res.Policies {
-		if !p.Allowed && p.Remaining != cost-1 {
-			// Entries leave this window before RetryAfter: its Remaining
-			// would grow while the cache still reported the old value.
-			return
+	hold := min(res.steady, res.RetryAfter)
+	if res.steady <= 0 {
+		// The store does not say when its counts change: only a denial
+		// by every policy, each one unit short, is known to hold until
+		// RetryAfter.
+		for _, p := range res.Policies {
+			if p.Allowed || p.Remaining != cost-1 {
+				d.entries.Remove(key)
+				return
+			}
 		}
+		hold = res.RetryAfter
 	}
 	if d.clock != nil {
 		sent = res.DecidedAt
 	}
 	res.Policies = append([]PolicyResult(nil), res.Policies...)
-	d.entries.Add(key, denyEntry{cost: cost, at: sent, expires: sent.Add(res.RetryAfter), res: res})
+	d.entries.Add(key, denyEntry{cost: cost, at: sent, expires: sent.Add(hold), res: res})
 }
 
 // get returns a cached denial of key for a request of cost, with its
 // durations reduced by the time elapsed since the store decided.
 func (d *denyCache) get(key string, cost int) (Result, bool) {
 	e, ok := d.entries.Get(key)
-	if !ok || cost < e.cost {
+	if !ok || cost != e.cost {
 		return Result{}, false
 	}
 	now := d.now()
@@ -82,7 +95,7 @@ func (d *denyCache) get(key string, cost int) (Result, bool) {
 	elapsed := now.Sub(e.at)
 	res := e.res
 	res.Source = SourceDenyCache
-	res.RetryAfter = e.expires.Sub(now)
+	res.RetryAfter = e.res.RetryAfter - elapsed
 	res.ResetAfter = max(0, res.ResetAfter-elapsed)
 	res.DecidedAt = res.DecidedAt.Add(elapsed)
 	res.Policies = make([]PolicyResult, len(e.res.Policies))

@@ -13,7 +13,7 @@ import (
 
 func TestDenyCache(t *testing.T) {
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	store := newMemoryStore(t, slidelog.WithClock(clock.Now))
 	reg := prometheus.NewRegistry()
 	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 2, Window: time.Second},
 		slidelog.WithPolicy(slidelog.Policy{Name: "h", Limit: 100, Window: time.Hour}), slidelog.WithMetrics(reg), slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize))
@@ -50,8 +50,8 @@ func TestDenyCache(t *testing.T) {
 	assert.Equal(t, direct.ResetAfter, cached.ResetAfter)
 	assert.Equal(t, direct.Remaining, cached.Remaining)
 
-	// A higher cost is denied from the cache as well.
-	assert.Equal(t, slidelog.SourceDenyCache, allow(2).Source)
+	// Another cost is the store's to answer: its RetryAfter differs.
+	assert.Equal(t, slidelog.SourceMemory, allow(2).Source)
 
 	// Exactly at RetryAfter the store decides again and admits.
 	clock.Advance(500 * time.Millisecond)
@@ -61,32 +61,33 @@ func TestDenyCache(t *testing.T) {
 	assert.Equal(t, 2.0, metricValue(t, reg, slidelog.MetricRejections)-1, "one store denial, two cache denials")
 }
 
-func TestDenyCacheOnlyForExactDenials(t *testing.T) {
+func TestDenyCacheOnlyForTheSameCost(t *testing.T) {
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	store := newMemoryStore(t, slidelog.WithClock(clock.Now))
 	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Second}, slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize))
-	res, err := l.AllowN(t.Context(), "k", 8)
-	require.NoError(t, err)
-	require.True(t, res.Allowed)
-	// Cost 5 with 2 left: its Remaining could grow before RetryAfter, so
-	// it is not cached.
-	for range 2 {
-		res, err = l.AllowN(t.Context(), "k", 5)
+	allow := func(n int) slidelog.Result {
+		t.Helper()
+		res, err := l.AllowN(t.Context(), "k", n)
 		require.NoError(t, err)
-		require.False(t, res.Allowed)
-		assert.Equal(t, slidelog.SourceMemory, res.Source)
+		return res
 	}
-	// A smaller cost than a cached denial asks the store.
-	res, err = l.AllowN(t.Context(), "k", 3)
-	require.NoError(t, err)
+	require.True(t, allow(8).Allowed)
+	// Cost 5 with 2 left: no entry leaves before RetryAfter, so the
+	// store would say the same again.
+	first := allow(5)
+	require.False(t, first.Allowed)
+	assert.Equal(t, slidelog.SourceMemory, first.Source)
+	assert.Equal(t, slidelog.SourceDenyCache, allow(5).Source)
+	// Another cost asks the store.
+	res := allow(3)
 	require.False(t, res.Allowed)
-	require.Equal(t, slidelog.SourceMemory, res.Source, "cost 3 with 2 left is exactly one short: cached")
-	res, err = l.AllowN(t.Context(), "k", 2)
-	require.NoError(t, err)
-	assert.True(t, res.Allowed, "a smaller cost than the cached denial reaches the store")
-	res, err = l.AllowN(t.Context(), "k", 3)
-	require.NoError(t, err)
-	assert.Equal(t, slidelog.SourceDenyCache, res.Source)
+	assert.Equal(t, slidelog.SourceMemory, res.Source, "cost 3 after a cached cost-5 denial")
+	assert.Equal(t, slidelog.SourceDenyCache, allow(3).Source)
+	// An admission drops the key's cached denial: it changed the count.
+	require.True(t, allow(2).Allowed)
+	res = allow(3)
+	assert.Equal(t, slidelog.SourceMemory, res.Source, "cost 3 after an admission")
+	assert.Equal(t, 0, res.Remaining)
 }
 
 func TestDenyCacheResetRefundAndOff(t *testing.T) {
@@ -111,7 +112,7 @@ func TestDenyCacheResetRefundAndOff(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// A MemoryStore gets a deny cache only when asked for one.
 			opts := append([]slidelog.Option{slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize)}, tt.opts...)
-			l := newResilientLimiter(t, slidelog.NewMemoryStore(), p, opts...)
+			l := newResilientLimiter(t, newMemoryStore(t), p, opts...)
 			admitted, err := l.Allow(t.Context(), "k")
 			require.NoError(t, err)
 			res, err := l.Allow(t.Context(), "k")
@@ -133,7 +134,7 @@ func TestDenyCacheResetRefundAndOff(t *testing.T) {
 
 func TestDenyCacheBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	l := newResilientLimiter(t, slidelog.NewMemoryStore(), slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute},
+	l := newResilientLimiter(t, newMemoryStore(t), slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute},
 		slidelog.WithDenyCache(100), slidelog.WithMetrics(reg))
 	for i := range 1000 {
 		key := string(rune('a'+i%26)) + string(rune(i))

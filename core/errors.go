@@ -6,8 +6,9 @@ import "errors"
 // so callers can test with errors.Is. A denial is never an error: it is a
 // Result with Allowed == false. An error means no decision could be made.
 var (
-	// ErrInvalidPolicy reports a policy with Limit <= 0, a Window under one
-	// millisecond, or two policies of one limiter with the same name.
+	// ErrInvalidPolicy reports a policy with a Limit outside 1..MaxLimit, a
+	// Window outside MinWindow..MaxWindow, or two policies of one limiter
+	// with the same name.
 	ErrInvalidPolicy = errors.New("slidelog: invalid policy")
 
 	// ErrInvalidCost reports a cost below 1 or above the smallest limit of
@@ -42,6 +43,17 @@ var (
 	// keys under memory pressure. New returns it only with
 	// WithStrictRedisConfig; otherwise the limiter logs a warning.
 	ErrRedisConfig = errors.New("slidelog: unsafe redis configuration")
+
+	// ErrNameTaken reports a second limiter with the name of a limiter
+	// that is still open on the same store in this process (WithName). A
+	// limiter's name keys its logs, so two such limiters would share one
+	// budget; instances of one service share a budget on purpose by
+	// giving their limiters the same name in separate processes.
+	ErrNameTaken = errors.New("slidelog: limiter name taken")
+
+	// ErrRedisVersion reports a Redis server too old for the decision
+	// script: Redis before 6.2, or Valkey before 7.2.
+	ErrRedisVersion = errors.New("slidelog: unsupported redis version")
 
 	// ErrNotRefundable reports a Refund of a Result that recorded nothing:
 	// a denial, a zero Result, a decision of the deny cache, or an

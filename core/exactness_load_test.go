@@ -99,7 +99,7 @@ func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 			}
 		}
 		if n := metricValue(t, regs[i], slidelog.MetricFallbackActivations); n != 0 {
-			t.Errorf("instance %d: %v decisions by the failure mode on a healthy Cluster, want 0", i, n)
+			t.Errorf("instance %d: %v decisions by the failure mode on a healthy Cluster, want 0; by reason: %v", i, n, labelCounts(t, regs[i], slidelog.MetricFallbackActivations, "reason"))
 		}
 		if n := openings[i].n.Load(); n != 0 {
 			t.Errorf("instance %d: %v breaker openings on a healthy Cluster, want 0", i, n)
@@ -132,3 +132,26 @@ func (h *openCounter) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *openCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *openCounter) WithGroup(string) slog.Handler      { return h }
+
+// labelCounts sums the counter name of reg by the value of label.
+func labelCounts(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/slidelogtest"
@@ -149,11 +150,17 @@ func TestClusterExactnessUnderConcurrency(t *testing.T) {
 	const limit, window, callers = 100, time.Second, 200
 	client := slidelogtest.ClusterClient(t)
 	store := newRedisStore(t, client)
-	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: window})
+	reg := prometheus.NewRegistry()
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: window}, slidelog.WithMetrics(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := clusterKeysOnEveryMaster(t, client, store, l.Namespace(), 6)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("failure-mode decisions by reason: %v", labelCounts(t, reg, slidelog.MetricFallbackActivations, "reason"))
+		}
+	})
 	admitted := flood(t, l, keys, callers, 3500*time.Millisecond)
 	peak := checkWindows(t, admitted, limit, window)
 	checkUtilisation(t, admitted, limit, window)
@@ -177,7 +184,7 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := clusterKeysOnEveryMaster(t, client, store, slidelog.PolicyNamespace([]slidelog.Policy{{Name: "p", Limit: limit, Window: window}}), 3)
+	keys := clusterKeysOnEveryMaster(t, client, store, "p" /* the children's limiter's name */, 3)
 	var children []*exec.Cmd
 	var outs []*bufio.Scanner
 	for range processes {

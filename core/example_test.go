@@ -10,6 +10,7 @@ import (
 
 func Example() {
 	store := slidelog.NewMemoryStore()
+	defer store.Close() // whoever creates a store closes it
 	limiter, err := slidelog.New(store, slidelog.PerMinute(3))
 	if err != nil {
 		panic(err)
@@ -33,6 +34,7 @@ func Example() {
 
 func ExampleWithPolicy() {
 	store := slidelog.NewMemoryStore()
+	defer store.Close()
 	// 2 per second AND 1,000 per hour, checked and recorded together.
 	limiter, err := slidelog.New(store, slidelog.PerSecond(2), slidelog.WithPolicy(slidelog.PerHour(1000)))
 	if err != nil {

@@ -8,6 +8,15 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
+// newMemoryStore returns a MemoryStore closed when the test ends: a
+// limiter does not close the store it is given.
+func newMemoryStore(t testing.TB, opts ...slidelog.StoreOption) *slidelog.MemoryStore {
+	t.Helper()
+	s := slidelog.NewMemoryStore(opts...)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // newRedisStore returns a RedisStore on client under a key prefix of its
 // own, whose keys are deleted when the test ends.
 func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...slidelog.StoreOption) *slidelog.RedisStore {

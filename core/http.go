@@ -2,8 +2,6 @@ package slidelog
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -407,19 +405,6 @@ func (h *HTTPLimiter) decide(r *HTTPRequest) (Result, *Limiter, error) {
 	}
 	res, err := l.AllowN(r.Context(), key, cost)
 	return res, l, err
-}
-
-// PolicyNamespace returns the namespace a Limiter with these policies
-// gives its store (Request.Namespace): 12 bytes, 11 characters of URL-safe
-// base64 and "~", hashed from the policies' names, limits and windows.
-func PolicyNamespace(policies []Policy) string {
-	hash := sha256.New()
-	for _, p := range policies {
-		fmt.Fprintf(hash, "%q %d %d\n", p.String(), p.Limit, p.Window)
-	}
-	var sum [sha256.Size]byte
-	b := base64.RawURLEncoding.AppendEncode(make([]byte, 0, 12), hash.Sum(sum[:0])[:8])
-	return string(append(b, '~'))
 }
 
 // Finish completes a decision once the handler has answered with status.

@@ -105,13 +105,16 @@ func TestOversizedIdentity(t *testing.T) {
 	}
 }
 
-// Limiters with different policies on one store never share an
-// identity's log; limiters with identical policies do.
-func TestPolicyNamespaces(t *testing.T) {
+// Limiters with different names on one store never share an identity's
+// log, whatever their policies; a second open limiter of one name on one
+// store is refused.
+func TestLimiterNamespaces(t *testing.T) {
 	store, _ := newMemory(t)
 	short := newTestLimiter(t, store, slidelog.Policy{Name: "short", Limit: 1, Window: time.Second})
 	long := newTestLimiter(t, store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour})
-	same := newTestLimiter(t, store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour})
+	if _, err := slidelog.New(store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour}); !errors.Is(err, slidelog.ErrNameTaken) {
+		t.Fatalf("New with the name of an open limiter: error %v, want ErrNameTaken", err)
+	}
 	check := func(l *slidelog.Limiter, want bool) {
 		t.Helper()
 		h, _ := slidelog.NewHTTPLimiter(l)
@@ -121,9 +124,9 @@ func TestPolicyNamespaces(t *testing.T) {
 	}
 	check(short, true)
 	check(long, true)
-	check(same, false)
-	if a, b := slidelog.PolicyNamespace(short.Policies()), slidelog.PolicyNamespace(long.Policies()); a == b || len(a) != 12 {
-		t.Errorf("namespaces %q and %q: want distinct, 12 bytes", a, b)
+	check(long, false)
+	if short.Namespace() != "short" || long.Namespace() != "long" {
+		t.Errorf("namespaces %q and %q: want the limiters' names", short.Namespace(), long.Namespace())
 	}
 }
 

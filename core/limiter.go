@@ -26,10 +26,14 @@ import (
 // failing. A local deny cache answers repeated requests of a key the store
 // just denied without a store call.
 //
-// Limiters on one store keep their logs apart by their policies
-// (Request.Namespace): limiters with different policies never count each
-// other's requests, and limiters with identical policies share each key's
-// log.
+// A limiter's logs are keyed by its name (WithName; Request.Namespace):
+// limiters with different names on one store never count each other's
+// requests, a key's log outlives a change of the limiter's policies (a
+// log of timestamps is valid under any limit, and it is kept for the
+// longest window any of them uses), and instances of a service share one
+// budget per key by giving their limiters the same name on a shared
+// Redis. Within one process, New refuses a second open limiter with the
+// same name on the same store (ErrNameTaken).
 type Limiter struct {
 	store        Store
 	policies     []Policy
@@ -51,6 +55,7 @@ type Limiter struct {
 	logger      *slog.Logger
 	local       bool // the store is a MemoryStore: it cannot fail or be slow
 	namespace   string
+	release     func() // releases the limiter's name on its store
 
 	// Write-back of fallback admissions (see journal); nil journal when
 	// the store cannot record or there is no fallback.
@@ -68,15 +73,19 @@ const configCheckTimeout = time.Second
 
 // New returns a limiter that enforces policy, and any policies added with
 // WithPolicy, on store. It fails with ErrNilStore, ErrInvalidPolicy,
-// ErrInvalidOption, or ErrRedisConfig (only with WithStrictRedisConfig).
+// ErrInvalidOption, ErrNameTaken (an open limiter of this process has the
+// same name on store), ErrRedisVersion, or ErrRedisConfig (only with
+// WithStrictRedisConfig).
 //
-// When store is a RedisStore, New loads the scripts and reads
-// maxmemory-policy on every master (waiting at most a second in all), so
-// that the first decisions do not pay for the client's first connections
-// and command table, and logs a warning for an evicting policy or a client
-// setting that breaks resharding; a server it cannot reach is logged, not
-// an error: decisions fall back until it answers.
-func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
+// When store is a RedisStore, New reads the server version and
+// maxmemory-policy of every master and loads the script (waiting at most a
+// second in all): it picks the script variant the servers run, spares the
+// first decisions the client's first connections and command table, and
+// logs a warning for an evicting policy or a client setting that breaks
+// resharding; a server it cannot reach is logged, not an error: decisions
+// fall back until it answers (a server that turns out to be Redis 6.2
+// fails the script, and the store then reads the versions again).
+func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if store == nil {
 		return nil, ErrNilStore
 	}
@@ -88,6 +97,9 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		if err := o.applyLimiter(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cs, ok := store.(interface{ configErr() error }); ok && cs.configErr() != nil {
+		return nil, cs.configErr()
 	}
 	names := make(map[string]bool, len(cfg.policies))
 	minLimit := cfg.policies[0].Limit
@@ -102,16 +114,25 @@ func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		minLimit = min(minLimit, p.Limit)
 	}
 	cfg.resolveResilience()
+	release, err := claimName(store, cfg.name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	l := &Limiter{
 		store: store, policies: cfg.policies, minLimit: minLimit, maxKeyLength: cfg.maxKeyLength,
 		name: cfg.name, stall: cfg.stall, mode: cfg.failureMode, openTimeout: cfg.breaker.OpenTimeout,
-		logger: cfg.logger,
+		logger: cfg.logger, release: release,
 	}
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
 	_, l.local = store.(*MemoryStore)
-	l.namespace = PolicyNamespace(l.policies)
+	l.namespace = l.name
 	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
 		if rec, ok := store.(admissionRecorder); ok {
@@ -155,6 +176,13 @@ func (l *Limiter) checkRedis(rs *RedisStore, strict bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), configCheckTimeout)
 	defer cancel()
+	switch err := rs.checkVersion(ctx); {
+	case err == nil:
+	case errors.Is(err, ErrRedisVersion):
+		return err
+	default:
+		l.logger.Warn("slidelog: could not read the redis version", "limiter", l.name, "error", err)
+	}
 	rs.warm(ctx)
 	err := CheckRedisConfig(ctx, rs.redisClient())
 	switch {
@@ -173,12 +201,13 @@ func (l *Limiter) checkRedis(rs *RedisStore, strict bool) error {
 // Policies returns a copy of the limiter's policies, the first one first.
 func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies...) }
 
-// Name returns the limiter's name, as used in metric labels (WithName).
+// Name returns the limiter's name, as used in metric labels and as the
+// namespace of its logs (WithName).
 func (l *Limiter) Name() string { return l.name }
 
 // Namespace returns the namespace the limiter gives its store with every
-// key: PolicyNamespace of its policies (see Request.Namespace). With a
-// RedisStore, the Redis key of identity is store.Key(l.Namespace(), identity).
+// key: its name (see Request.Namespace). With a RedisStore, the Redis key
+// of identity is store.Key(l.Namespace(), identity).
 func (l *Limiter) Namespace() string { return l.namespace }
 
 // BreakerStates returns the state of the breaker of every store node the
@@ -265,6 +294,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		l.metrics.commandDone("ok", took)
 		if res.Allowed {
 			res.ticket = req
+			if l.deny != nil {
+				l.deny.remove(key) // a denial cached before it no longer holds
+			}
 		} else if l.deny != nil {
 			l.deny.put(key, n, sent, res)
 		}
@@ -405,6 +437,12 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 		}
 		return Result{}, cause
 	default:
+		if l.fallback == nil {
+			// A MemoryStore has no fallback: it fails only when closed,
+			// misconfigured or out of time, and says so.
+			l.metrics.error(errorReason(cause))
+			return Result{}, cause
+		}
 		r, taken, err := l.fallback.take(ctx, req)
 		if err != nil {
 			l.metrics.error(errorReason(err))
@@ -487,8 +525,10 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	return l.store.Reset(ctx, req)
 }
 
-// Close closes the limiter's store and stops its fallback. Calls after
-// Close fail with ErrClosed. Close is idempotent.
+// Close stops the limiter's fallback and releases its name on the store.
+// It does not close the store, which whoever created it closes (other
+// limiters may share it). Calls after Close fail with ErrClosed. Close
+// is idempotent.
 func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil
@@ -505,7 +545,8 @@ func (l *Limiter) Close() error {
 	if l.health != nil {
 		l.health.close()
 	}
-	return l.store.Close()
+	l.release()
+	return nil
 }
 
 // ValidateKey reports whether key is an identity the limiter accepts,

@@ -19,6 +19,9 @@ const (
 	// DefaultSweepInterval is how often a MemoryStore removes the logs
 	// whose every entry has left its longest window.
 	DefaultSweepInterval = time.Minute
+	// MinSweepInterval is the shortest sweep interval WithSweepInterval
+	// accepts: a sweep visits every log, so a shorter one mostly burns CPU.
+	MinSweepInterval = time.Second
 )
 
 // MemoryStore keeps each identity's log in process memory, with exactly the
@@ -32,6 +35,7 @@ const (
 // longest window. A background goroutine sweeps expired logs every sweep
 // interval until Close. MemoryStore is safe for concurrent use.
 type MemoryStore struct {
+	err    error // an invalid option: every call fails with it
 	logs   *lru.Cache[logKey, *memoryLog]
 	clock  func() time.Time
 	start  time.Time
@@ -51,6 +55,10 @@ type memoryLog struct {
 	entries []memoryEntry
 	expires int64       // microseconds; when every entry has left the longest window
 	dead    atomic.Bool // removed from the store; a caller holding it must look again
+	// retain is the longest window a limiter of this log needs, until
+	// retainUntil (microseconds): a limiter with shorter windows keeps the
+	// entries it needs meanwhile, as the Redis script does.
+	retain, retainUntil int64
 }
 
 type memoryEntry struct {
@@ -61,12 +69,15 @@ type memoryEntry struct {
 }
 
 // NewMemoryStore returns a store in process memory. Options: WithMaxKeys,
-// WithSweepInterval, WithClock; options of RedisStore are ignored.
+// WithSweepInterval, WithClock; options of RedisStore are ignored. An
+// invalid option (a sweep interval under MinSweepInterval) makes New fail
+// on the store, and every call of the store, with ErrInvalidOption; the
+// store must still be closed.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	cfg := storeConfig{}
 	for _, o := range opts {
 		if o != nil {
-			_ = o.applyStore(&cfg) // only RedisStore's options can fail
+			_ = o.applyStore(&cfg) // only RedisStore's options fail here
 		}
 	}
 	if cfg.maxKeys <= 0 {
@@ -81,7 +92,7 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	if err != nil {
 		panic("slidelog: unreachable: lru rejected a positive size")
 	}
-	s := &MemoryStore{logs: logs, clock: cfg.clock, start: time.Now(), stop: make(chan struct{})}
+	s := &MemoryStore{err: cfg.memoryErr, logs: logs, clock: cfg.clock, start: time.Now(), stop: make(chan struct{})}
 	s.done.Add(1)
 	go s.sweep(cfg.sweepInterval)
 	return s
@@ -97,13 +108,33 @@ func WithMaxKeys(n int) StoreOption {
 }
 
 // WithSweepInterval sets how often a MemoryStore removes expired logs
-// (default DefaultSweepInterval; d <= 0 keeps the default). RedisStore
-// ignores it; Redis expires its keys itself.
+// (default DefaultSweepInterval; d <= 0 keeps the default). An interval
+// under MinSweepInterval is rejected with ErrInvalidOption (see
+// NewMemoryStore). RedisStore ignores it; Redis expires its keys itself.
 func WithSweepInterval(d time.Duration) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) error {
+		if d > 0 && d < MinSweepInterval {
+			c.memoryErr = fmt.Errorf("%w: sweep interval %v, want >= %v", ErrInvalidOption, d, MinSweepInterval)
+			return nil
+		}
 		c.sweepInterval = d
 		return nil
 	})
+}
+
+// configErr returns the error of an invalid option, which New reports.
+func (s *MemoryStore) configErr() error { return s.err }
+
+// usable reports why the store cannot serve a call: closed, an invalid
+// option, or ctx done.
+func (s *MemoryStore) usable(ctx context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return ctx.Err()
 }
 
 // Len returns how many identities the store holds now.
@@ -142,24 +173,19 @@ func (s *MemoryStore) lock(key logKey, create bool) *memoryLog {
 
 // Take implements Store.
 func (s *MemoryStore) Take(ctx context.Context, req Request) (Result, error) {
-	if s.closed.Load() {
-		return Result{}, ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return Result{}, err
 	}
-	if req.Cost < 1 || len(req.Policies) == 0 {
-		return Result{}, fmt.Errorf("%w: cost %d with %d policies", ErrInvalidCost, req.Cost, len(req.Policies))
+	if err := req.validate(); err != nil {
+		return Result{}, err
 	}
 	now := s.now()
-	var longest int64
-	for _, p := range req.Policies {
-		longest = max(longest, p.windowMicros())
-	}
+	longest := req.longestWindow()
 	l := s.lock(logKey{req.Namespace, req.Key}, true)
 	defer l.mu.Unlock()
 
-	l.evict(now - longest)
+	retention := l.retention(now, longest)
+	l.evict(now - retention)
 	replay := l.find(req.ID) >= 0
 	cost := int64(req.Cost)
 	allowed := true
@@ -172,18 +198,26 @@ func (s *MemoryStore) Take(ctx context.Context, req Request) (Result, error) {
 		}
 		if allowed {
 			l.add(now, req.ID, cost)
-			l.expires = max(l.expires, now+longest)
 		}
 	}
+	l.expires = max(l.expires, now+retention)
 
 	states := make([]PolicyResult, len(req.Policies))
+	var steady int64
 	for i, p := range req.Policies {
 		w := p.windowMicros()
 		count := l.count(now - w)
-		st := PolicyResult{Policy: p, Allowed: true, Remaining: max(0, p.Limit-int(count))}
-		if !allowed && count+cost > int64(p.Limit) {
-			st.Allowed = false
-			st.RetryAfter = time.Duration(l.nthUnitAt(now-w, count+cost-int64(p.Limit))+w-now) * time.Microsecond
+		st := PolicyResult{Policy: p, Allowed: true, Remaining: int(max(0, int64(p.Limit)-count))}
+		if !allowed {
+			if first := l.firstAfter(now - w); first >= 0 {
+				if leave := l.entries[first].at + w - now; steady == 0 || leave < steady {
+					steady = leave
+				}
+			}
+			if count+cost > int64(p.Limit) {
+				st.Allowed = false
+				st.RetryAfter = time.Duration(l.nthUnitAt(now-w, count+cost-int64(p.Limit))+w-now) * time.Microsecond
+			}
 		}
 		if n := len(l.entries); n > 0 && l.entries[n-1].at+w > now {
 			st.ResetAfter = time.Duration(l.entries[n-1].at+w-now) * time.Microsecond
@@ -192,15 +226,41 @@ func (s *MemoryStore) Take(ctx context.Context, req Request) (Result, error) {
 	}
 	res := NewResult(states, SourceMemory)
 	res.DecidedAt = time.UnixMicro(now)
+	res.steady = time.Duration(steady) * time.Microsecond
 	return res, nil
 }
 
-// Refund implements Store.
-func (s *MemoryStore) Refund(ctx context.Context, req Request) error {
-	if s.closed.Load() {
-		return ErrClosed
+// Record writes an admission decided elsewhere into req's log at time
+// at, to the microsecond, with req.Cost, without checking any limit, as
+// RedisStore.Record does: idempotent by req.ID, counting against later
+// decisions until at plus each window, not written when it has already
+// left every window.
+func (s *MemoryStore) Record(ctx context.Context, req Request, at time.Time) error {
+	if err := s.usable(ctx); err != nil {
+		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := req.validateRecord(at); err != nil {
+		return err
+	}
+	now, t := s.now(), at.UnixMicro()
+	longest := req.longestWindow()
+	l := s.lock(logKey{req.Namespace, req.Key}, true)
+	defer l.mu.Unlock()
+	retention := l.retention(now, longest)
+	l.evict(now - retention)
+	l.expires = max(l.expires, now+retention)
+	if l.find(req.ID) >= 0 || t <= now-longest {
+		return nil
+	}
+	l.add(t, req.ID, int64(req.Cost))
+	l.expires = max(l.expires, t+longest)
+	return nil
+}
+
+// Refund implements Store: it removes the request's entry, with the cost
+// recorded in it (whatever req.Cost says).
+func (s *MemoryStore) Refund(ctx context.Context, req Request) error {
+	if err := s.usable(ctx); err != nil {
 		return err
 	}
 	l := s.lock(logKey{req.Namespace, req.Key}, false)
@@ -209,9 +269,10 @@ func (s *MemoryStore) Refund(ctx context.Context, req Request) error {
 	}
 	defer l.mu.Unlock()
 	if i := l.find(req.ID); i >= 0 {
+		cost := l.entries[i].cost
 		l.entries = append(l.entries[:i], l.entries[i+1:]...)
 		for j := i; j < len(l.entries); j++ {
-			l.entries[j].cum -= int64(req.Cost)
+			l.entries[j].cum -= cost
 		}
 	}
 	return nil
@@ -219,10 +280,7 @@ func (s *MemoryStore) Refund(ctx context.Context, req Request) error {
 
 // Reset implements Store.
 func (s *MemoryStore) Reset(ctx context.Context, req Request) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return err
 	}
 	key := logKey{req.Namespace, req.Key}
@@ -274,6 +332,27 @@ func (s *MemoryStore) sweepOnce() {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// retention returns how far back the log must keep entries at now for a
+// limiter whose longest window is longest: a longer window some limiter
+// used within that window wins.
+func (l *memoryLog) retention(now, longest int64) int64 {
+	if l.retain > longest && l.retainUntil > now {
+		return l.retain
+	}
+	l.retain, l.retainUntil = longest, now+longest
+	return longest
+}
+
+// firstAfter returns the index of the oldest entry stamped after cutoff,
+// or -1.
+func (l *memoryLog) firstAfter(cutoff int64) int {
+	i := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].at > cutoff })
+	if i == len(l.entries) {
+		return -1
+	}
+	return i
 }
 
 // evict drops the entries stamped at or before cutoff.

@@ -6,7 +6,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMemoryStoreBoundsKeys(t *testing.T) {
@@ -75,7 +78,71 @@ func TestMemoryStoreClose(t *testing.T) {
 	if _, err := l.Allow(t.Context(), "k"); err != slidelog.ErrClosed {
 		t.Fatalf("Allow after Close error = %v, want ErrClosed", err)
 	}
-	if _, err := store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 1, Policies: []slidelog.Policy{slidelog.PerSecond(1)}}); err != slidelog.ErrClosed {
+	req := slidelog.Request{Key: "k", Cost: 1, Policies: []slidelog.Policy{slidelog.PerSecond(1)}}
+	if _, err := store.Take(t.Context(), req); err != nil {
+		t.Fatalf("Take after the limiter's Close error = %v, want none: whoever creates a store closes it", err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatalf("store Close: %v", err)
+	}
+	if _, err := store.Take(t.Context(), req); err != slidelog.ErrClosed {
 		t.Fatalf("Take after Close error = %v, want ErrClosed", err)
+	}
+}
+
+// A limiter on a MemoryStore has no fallback: a store call that fails
+// (the store closed by its owner) is an error, or the failure mode's
+// decision, with any option, never a panic.
+func TestMemoryStoreFailureIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []slidelog.Option
+		// closeStore closes the store before the call.
+		closeStore bool
+		want       error
+	}{
+		{"closed, metrics", []slidelog.Option{slidelog.WithMetrics(prometheus.NewRegistry())}, true, slidelog.ErrClosed},
+		{"closed, deny cache", []slidelog.Option{slidelog.WithDenyCache(10)}, true, slidelog.ErrClosed},
+		{"closed, metrics, fail open", []slidelog.Option{slidelog.WithMetrics(prometheus.NewRegistry()), slidelog.WithFailureMode(slidelog.FailOpen)}, true, nil},
+		{"closed, deny cache, fail error", []slidelog.Option{slidelog.WithDenyCache(10), slidelog.WithFailureMode(slidelog.FailError)}, true, slidelog.ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := slidelog.NewMemoryStore()
+			defer store.Close()
+			l, err := slidelog.New(store, slidelog.PerSecond(5), tc.opts...)
+			require.NoError(t, err)
+			defer l.Close()
+			if tc.closeStore {
+				require.NoError(t, store.Close())
+			}
+			for range 3 {
+				res, err := l.Allow(t.Context(), "k")
+				if tc.want == nil {
+					require.NoError(t, err)
+					continue
+				}
+				require.ErrorIs(t, err, tc.want, "result %+v", res)
+				require.False(t, res.Allowed)
+			}
+		})
+	}
+}
+
+func TestSweepIntervalMinimum(t *testing.T) {
+	for _, give := range []time.Duration{60, time.Millisecond, slidelog.MinSweepInterval - 1} {
+		store := slidelog.NewMemoryStore(slidelog.WithSweepInterval(give))
+		l, err := slidelog.New(store, slidelog.PerSecond(1))
+		assert.ErrorIs(t, err, slidelog.ErrInvalidOption, "New on a store with sweep interval %v", give)
+		assert.Nil(t, l)
+		_, err = store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 1, Policies: []slidelog.Policy{slidelog.PerSecond(1)}})
+		assert.ErrorIs(t, err, slidelog.ErrInvalidOption, "Take on a store with sweep interval %v", give)
+		require.NoError(t, store.Close())
+	}
+	for _, give := range []time.Duration{0, -1, slidelog.MinSweepInterval, time.Hour} {
+		store := slidelog.NewMemoryStore(slidelog.WithSweepInterval(give))
+		l, err := slidelog.New(store, slidelog.PerSecond(1))
+		assert.NoError(t, err, "sweep interval %v", give)
+		_ = l.Close()
+		require.NoError(t, store.Close())
 	}
 }

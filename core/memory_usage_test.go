@@ -2,9 +2,11 @@ package slidelog_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
@@ -19,7 +21,7 @@ func TestRedisBytesPerEntry(t *testing.T) {
 		limit   int
 		maxByte float64 // per entry
 	}{
-		{limit: 100, maxByte: 22},
+		{limit: 100, maxByte: 24},
 		{limit: 2000, maxByte: 100},
 	} {
 		store := newRedisStore(t, client)
@@ -27,16 +29,14 @@ func TestRedisBytesPerEntry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = l.Close() }) // and its fallback, if a slow call made one
 		for range tc.limit {
 			if res, err := l.Allow(t.Context(), "k"); err != nil || !res.Allowed {
 				t.Fatalf("Allow = %+v, %v", res, err)
 			}
 		}
 		key := store.Key(l.Namespace(), "k")
-		bytes, err := client.MemoryUsage(t.Context(), key, 0).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		bytes := logBytes(t, client, key)
 		encoding, _ := client.ObjectEncoding(t.Context(), key).Result()
 		perEntry := float64(bytes) / float64(tc.limit)
 		t.Logf("limit %d: MEMORY USAGE %d bytes, %.1f B/entry, encoding %s", tc.limit, bytes, perEntry, encoding)
@@ -62,15 +62,31 @@ func TestRedisBytesPerEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = l.Close() })
 	for range 2000 {
 		if _, err := l.Allow(t.Context(), "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bytes, _ := client.MemoryUsage(t.Context(), store.Key(l.Namespace(), "k"), 0).Result()
+	bytes := logBytes(t, client, store.Key(l.Namespace(), "k"))
 	encoding, _ := client.ObjectEncoding(t.Context(), store.Key(l.Namespace(), "k")).Result()
 	t.Logf("limit 2000 with zset-max-listpack-entries 2048: MEMORY USAGE %d bytes, %.1f B/entry, encoding %s", bytes, float64(bytes)/2000, encoding)
 	if encoding != "listpack" || float64(bytes)/2000 > 22 {
 		t.Errorf("with zset-max-listpack-entries 2048: encoding %s, %.1f B/entry; want listpack at most 22 B/entry", encoding, float64(bytes)/2000)
 	}
+}
+
+// logBytes is the MEMORY USAGE of a log's keys: the sorted set, its costs
+// (absent while every cost is 1) and its state hash.
+func logBytes(t *testing.T, client *redis.Client, key string) int64 {
+	t.Helper()
+	var total int64
+	for _, k := range []string{key, key + ":c", key + ":s"} {
+		n, err := client.MemoryUsage(t.Context(), k, 0).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("MEMORY USAGE %s: %v", k, err)
+		}
+		total += n
+	}
+	return total
 }

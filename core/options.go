@@ -65,6 +65,7 @@ type storeConfig struct {
 	clock         func() time.Time
 	maxKeys       int
 	sweepInterval time.Duration
+	memoryErr     error // an invalid MemoryStore option; RedisStore ignores it
 
 	pipelinesPerNode int
 	pipeliningSet    bool
@@ -224,8 +225,13 @@ func WithMetrics(reg prometheus.Registerer) Option {
 	})
 }
 
-// WithName names the limiter in metric labels and log records. The default
-// is its policies' names joined with "+", such as "per-second+per-hour".
+// WithName names the limiter in metric labels and log records, and keys
+// its logs in the store (Request.Namespace). The default is its policies'
+// names joined with "+", such as "per-second+per-hour". Limiters with the
+// same name on one Redis, in separate processes, share each key's budget
+// (the instances of one service should); within one process a second
+// open limiter with the same name on the same store fails New with
+// ErrNameTaken. The name stays when policies change, and so do the logs.
 func WithName(name string) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if name == "" {

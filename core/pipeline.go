@@ -207,12 +207,12 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	ctx := parent
 	if len(live) == 1 {
 		c := live[0]
-		c.reply, c.err = c.script.Run(ctx, b.client, []string{c.key}, c.args...).Int64Slice()
+		c.reply, c.err = c.script.Run(ctx, b.client, logKeys(c.key), c.args...).Int64Slice()
 		answer(c)
 		return
 	}
 	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
-		return c.script.EvalSha(ctx, p, []string{c.key}, c.args...)
+		return c.script.EvalSha(ctx, p, logKeys(c.key), c.args...)
 	})
 	var retry []*scriptCall
 	for i, c := range live {
@@ -230,7 +230,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 		return
 	}
 	cmds = b.pipeline(ctx, retry, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
-		return c.script.Eval(ctx, p, []string{c.key}, c.args...)
+		return c.script.Eval(ctx, p, logKeys(c.key), c.args...)
 	})
 	for i, c := range retry {
 		c.reply, c.err = cmds[i].Int64Slice()

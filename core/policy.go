@@ -27,18 +27,31 @@ func PerMinute(n int) Policy { return Policy{Name: "per-minute", Limit: n, Windo
 // PerHour returns a policy of n units per rolling hour.
 func PerHour(n int) Policy { return Policy{Name: "per-hour", Limit: n, Window: time.Hour} }
 
-// MinWindow is the shortest window a policy may have. Stores keep time in
-// microseconds; windows are truncated to whole microseconds.
-const MinWindow = time.Millisecond
+// Bounds of a policy. Stores keep time in microseconds and windows are
+// truncated to whole microseconds. The Redis script computes in Lua
+// numbers (IEEE doubles), which hold every integer up to 2^53 exactly, so
+// limits, costs and timestamps plus a window must stay below it.
+const (
+	// MinWindow is the shortest window a policy may have.
+	MinWindow = time.Millisecond
+	// MaxWindow is the longest window a policy may have: 100 years, so
+	// that a timestamp in microseconds plus the window stays an exact
+	// integer in a double until past the year 2200.
+	MaxWindow = 100 * 365 * 24 * time.Hour
+	// MaxLimit is the largest limit a policy may have, 2^53-1: the
+	// largest integer both stores (and the Lua numbers of the Redis
+	// script) count exactly.
+	MaxLimit = 1<<53 - 1
+)
 
-// Validate reports whether p can be enforced. The error wraps
-// ErrInvalidPolicy.
+// Validate reports whether p can be enforced: 1 <= Limit <= MaxLimit and
+// MinWindow <= Window <= MaxWindow. The error wraps ErrInvalidPolicy.
 func (p Policy) Validate() error {
-	if p.Limit <= 0 {
-		return fmt.Errorf("%w: limit %d, want > 0", ErrInvalidPolicy, p.Limit)
+	if p.Limit <= 0 || p.Limit > MaxLimit {
+		return fmt.Errorf("%w: limit %d, want 1..%d", ErrInvalidPolicy, p.Limit, MaxLimit)
 	}
-	if p.Window < MinWindow {
-		return fmt.Errorf("%w: window %v, want >= %v", ErrInvalidPolicy, p.Window, MinWindow)
+	if p.Window < MinWindow || p.Window > MaxWindow {
+		return fmt.Errorf("%w: window %v, want %v..%v", ErrInvalidPolicy, p.Window, MinWindow, MaxWindow)
 	}
 	return nil
 }

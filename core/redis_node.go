@@ -20,13 +20,12 @@ func (s *RedisStore) topology() *reloader {
 	return nil
 }
 
-// warm loads the store's scripts on every master and makes the client
+// warm loads the store's script on every master and makes the client
 // load its command table and slot map, so that the first decisions wait
 // for none of it. Errors are left to the decisions.
 func (s *RedisStore) warm(ctx context.Context) {
 	load := func(ctx context.Context, c *redis.Client) error {
-		_ = script.Load(ctx, c).Err()
-		return recordScript.Load(ctx, c).Err()
+		return s.script().Load(ctx, c).Err()
 	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:

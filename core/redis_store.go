@@ -10,9 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,7 +22,30 @@ import (
 var scriptSource string
 
 // script is the one decision script; its text never changes per request.
-var script = redis.NewScript(scriptSource)
+// It declares itself with #!lua, so Redis 7 and later refuse it whole when
+// out of memory. legacyScript is the same text without that line, for
+// Redis 6.2, which cannot parse it (see RedisStore).
+var (
+	script       = redis.NewScript(scriptSource)
+	legacyScript = redis.NewScript(legacyScriptSource())
+)
+
+// legacyScriptSource is the script without its #!lua line.
+func legacyScriptSource() string { return strings.TrimPrefix(scriptSource, "#!lua\n") }
+
+// Operations of the script (its ARGV[1]).
+const (
+	opTake   = "take"
+	opRecord = "record"
+	opRefund = "refund"
+)
+
+// logKeys returns the keys the script works on for the log at key: the
+// log itself, the costs of its entries and its per-window state. They
+// share key's hash tag, so they live in one Cluster slot.
+func logKeys(key string) []string {
+	return []string{key, key + ":c", key + ":s"}
+}
 
 // DefaultKeyPrefix is the prefix of every Redis key unless WithKeyPrefix
 // says otherwise.
@@ -32,9 +55,21 @@ const DefaultKeyPrefix = "slidelog:"
 // bits, so that no two identities share a key.
 const keyTagBytes = 16
 
-// RedisStore keeps each identity's log in one Redis sorted set and decides
-// with one Lua script run per call, so decisions are atomic and exact on a
-// single Redis and on a Redis Cluster alike.
+// RedisStore keeps each identity's log in one Redis sorted set, one entry
+// per admitted request carrying its cost, with a running sum per window
+// beside it, and decides with one Lua script run per call, so decisions
+// are atomic and exact on a single Redis and on a Redis Cluster alike, and
+// a request of cost 200,000 costs Redis what one of cost 1 does.
+//
+// It runs on Redis 6.2, 7.x and 8.x and on Valkey 7.2 and later. New
+// reads the server version of every master: on Redis 6.2, which cannot
+// parse the script's #!lua line, the store runs the script without it and
+// loses Redis 7's whole-script refusal when out of memory (a decision
+// then fails at its first write that needs memory, or writes past
+// maxmemory once it has freed some); older servers make New fail with
+// ErrRedisVersion. When a server answers that it cannot compile the
+// script (New could not reach it, or it was replaced since), the store
+// reads the versions again, at most once a second.
 //
 // The key of an identity is prefix + "{" + tag + "}", where tag is the
 // first 128 bits of HMAC-SHA-256(secret, namespace and identity),
@@ -51,6 +86,11 @@ type RedisStore struct {
 	clock  func() time.Time
 	macs   sync.Pool
 	pipes  *pipelines
+	legacy atomic.Bool // run legacyScript: a master is Redis 6.2
+	pinned bool        // tests: keep the variant whatever the servers are
+	// detected is when (Unix ns) a script that failed to compile last
+	// made the store read the servers' version.
+	detected atomic.Int64
 }
 
 // NewRedisStore returns a store on client, a *redis.Client, a
@@ -106,7 +146,9 @@ func WithKeySecret(secret []byte) StoreOption {
 }
 
 // Key returns the Redis key that holds the log of identity in namespace
-// (Request.Namespace; Limiter.Namespace gives a limiter's). The HMAC reads
+// (Request.Namespace; Limiter.Namespace gives a limiter's, its name). The
+// costs of the log's entries and its per-window sums live beside it, in
+// Key + ":c" and Key + ":s", in the same hash slot. The HMAC reads
 // the namespace's length as a uvarint, the namespace, then the identity,
 // so no two (namespace, identity) pairs share a key.
 func (s *RedisStore) Key(namespace, identity string) string {
@@ -152,41 +194,80 @@ func (s *RedisStore) route(ctx context.Context, req Request) route {
 // call also ends when w's node is found stalled, and reports the node's
 // replies to w.
 func (s *RedisStore) take(ctx context.Context, req Request, r route, w wait) (Result, error) {
-	args := make([]any, 0, 3+2*len(req.Policies))
-	args = append(args, s.nowArg(), member(req.ID), req.Cost)
-	for _, p := range req.Policies {
-		args = append(args, p.Limit, p.windowMicros())
+	if err := req.validate(); err != nil {
+		return Result{}, err
 	}
-	reply, err := s.pipes.run(ctx, script, r, w, args)
+	reply, err := s.pipes.run(ctx, s.script(), r, w, s.args(opTake, req, 0))
 	if err != nil {
+		if compileError(err) {
+			s.redetect(ctx)
+		}
 		return Result{}, unavailable(ctx, err)
 	}
-	if len(reply) != 2+3*len(req.Policies) {
+	if len(reply) != 3+3*len(req.Policies) {
 		return Result{}, fmt.Errorf("%w: script returned %d values for %d policies", ErrUnavailable, len(reply), len(req.Policies))
 	}
 	return decode(reply, req.Policies, SourceRedis), nil
 }
 
-// Refund implements Store: it removes the request's entries with ZREM.
-func (s *RedisStore) Refund(ctx context.Context, req Request) error {
-	members := make([]any, req.Cost)
-	id := member(req.ID)
-	for c := range req.Cost {
-		if c == 0 {
-			members[c] = id
-		} else {
-			members[c] = id + strconv.Itoa(c+1)
-		}
+// args are the script's arguments for op on req; at is the time of a
+// recorded admission in microseconds (0 for the other operations).
+func (s *RedisStore) args(op string, req Request, at int64) []any {
+	args := make([]any, 0, 5+2*len(req.Policies))
+	args = append(args, op, s.nowArg(), member(req.ID), req.Cost, at)
+	for _, p := range req.Policies {
+		args = append(args, p.Limit, p.windowMicros())
 	}
-	if err := s.client.ZRem(ctx, s.Key(req.Namespace, req.Key), members...).Err(); err != nil {
+	return args
+}
+
+// script returns the variant of the decision script the servers run.
+func (s *RedisStore) script() *redis.Script {
+	if s.legacy.Load() {
+		return legacyScript
+	}
+	return script
+}
+
+// Refund implements Store with one run of the script: it removes the
+// request's entry and subtracts the cost recorded with it (whatever
+// req.Cost says) from every window that counts it.
+func (s *RedisStore) Refund(ctx context.Context, req Request) error {
+	req.Cost, req.Policies = 1, nil
+	err := s.script().Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), s.args(opRefund, req, 0)...).Err()
+	if err != nil {
 		return unavailable(ctx, err)
 	}
 	return nil
 }
 
-// Reset implements Store: it deletes the identity's key.
+// Record writes an admission that was decided elsewhere (the limiter's
+// local fallback while Redis was unreachable) into req's log at time at,
+// to the microsecond, with req.Cost, without checking any limit: from
+// then on it counts against later decisions until at plus each window.
+// It is one run of the script, on the key and slot of Take. Recording an
+// ID already in the log, by Take or Record, changes nothing; an
+// admission that has left every window of req.Policies is not written.
+// It fails with ErrInvalidPolicy, ErrInvalidCost or ErrUnavailable.
+func (s *RedisStore) Record(ctx context.Context, req Request, at time.Time) error {
+	return s.record(ctx, req, at, s.route(ctx, req), wait{})
+}
+
+// record is Record at r, through the pipelines, ending early when w's
+// node stalls.
+func (s *RedisStore) record(ctx context.Context, req Request, at time.Time, r route, w wait) error {
+	if err := req.validateRecord(at); err != nil {
+		return err
+	}
+	if _, err := s.pipes.run(ctx, s.script(), r, w, s.args(opRecord, req, at.UnixMicro())); err != nil {
+		return unavailable(ctx, err)
+	}
+	return nil
+}
+
+// Reset implements Store: it deletes the identity's keys.
 func (s *RedisStore) Reset(ctx context.Context, req Request) error {
-	if err := s.client.Del(ctx, s.Key(req.Namespace, req.Key)).Err(); err != nil {
+	if err := s.client.Del(ctx, logKeys(s.Key(req.Namespace, req.Key))...).Err(); err != nil {
 		return unavailable(ctx, err)
 	}
 	return nil
@@ -220,12 +301,12 @@ func member(id uint64) string {
 	return string(b[8-memberBytes:])
 }
 
-// decode turns the script's reply into a Result.
+// decode turns the reply of the script's take into a Result.
 func decode(reply []int64, policies []Policy, source Source) Result {
 	allowed := reply[0] == 1
 	states := make([]PolicyResult, len(policies))
 	for i, p := range policies {
-		v := reply[2+3*i:]
+		v := reply[3+3*i:]
 		states[i] = PolicyResult{
 			Policy:     p,
 			Allowed:    allowed || v[1] == 0,
@@ -236,6 +317,7 @@ func decode(reply []int64, policies []Policy, source Source) Result {
 	}
 	res := NewResult(states, source)
 	res.DecidedAt = time.UnixMicro(reply[1])
+	res.steady = time.Duration(reply[2]) * time.Microsecond
 	return res
 }
 

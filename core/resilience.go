@@ -87,8 +87,18 @@ func (c *limiterConfig) fallbackPolicyList() []Policy {
 	}
 	out := make([]Policy, len(c.policies))
 	for i, p := range c.policies {
-		p.Limit = max(1, (p.Limit+c.fallbackInstances-1)/c.fallbackInstances)
+		p.Limit = max(1, ceilDiv(p.Limit, c.fallbackInstances))
 		out[i] = p
 	}
 	return out
+}
+
+// ceilDiv is a/b rounded up, for a >= 0 and b >= 1, without the overflow
+// of (a+b-1)/b.
+func ceilDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
 }

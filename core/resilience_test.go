@@ -299,10 +299,10 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 
 func TestMetricsSharedRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	mem := slidelog.NewMemoryStore()
+	mem := newMemoryStore(t)
 	deny := slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize)
 	a := newResilientLimiter(t, mem, slidelog.Policy{Name: "a", Limit: 1, Window: time.Minute}, slidelog.WithMetrics(reg), deny)
-	b := newResilientLimiter(t, slidelog.NewMemoryStore(), slidelog.Policy{Name: "b", Limit: 1, Window: time.Minute}, slidelog.WithMetrics(reg), deny)
+	b := newResilientLimiter(t, newMemoryStore(t), slidelog.Policy{Name: "b", Limit: 1, Window: time.Minute}, slidelog.WithMetrics(reg), deny)
 	for _, l := range []*slidelog.Limiter{a, b} {
 		for range 3 {
 			_, err := l.Allow(t.Context(), "k")

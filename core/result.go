@@ -89,6 +89,11 @@ type Result struct {
 	// ticket identifies what was recorded, for Refund; Cost == 0 when
 	// nothing was.
 	ticket Request
+	// steady is, on a denial by RedisStore or MemoryStore, how long until
+	// the first entry leaves any policy's window: until then every field
+	// of the denial stays true but for the elapsed time, so the deny cache
+	// may repeat it. Zero when unknown.
+	steady time.Duration
 }
 
 // NewResult builds a Result from the state of every policy: allowed only

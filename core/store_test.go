@@ -1,12 +1,15 @@
 package slidelog_test
 
 import (
-	"github.com/redis/go-redis/v9"
+	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
@@ -38,6 +41,160 @@ func TestStoreConformanceWithoutPipelining(t *testing.T) {
 			slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
 				return newRedisStore(t, client, slidelog.WithClock(clock), slidelog.WithAutoPipelining(0))
 			})
+		})
+	}
+}
+
+// The script variant for Redis 6.2 (no #!lua line) passes the same suite.
+func TestStoreConformanceLegacyScript(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{
+		"Standalone": slidelogtest.RedisClient(t),
+		"Cluster":    slidelogtest.ClusterClient(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+				s := newRedisStore(t, client, slidelog.WithClock(clock))
+				slidelog.UseLegacyScript(s)
+				t.Cleanup(func() {
+					if !slidelog.UsesLegacyScript(s) {
+						t.Error("the store no longer runs the Redis 6.2 variant")
+					}
+				})
+				return s
+			})
+		})
+	}
+}
+
+// New reads the server version and picks the script variant: the test
+// servers run Redis 7, so a store set to the 6.2 variant is set back.
+func TestNewDetectsRedisVersion(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{
+		"Standalone": slidelogtest.RedisClient(t),
+		"Cluster":    slidelogtest.ClusterClient(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newRedisStore(t, client)
+			slidelog.SetLegacyScript(s, true)
+			l, err := slidelog.New(s, slidelog.PerSecond(1))
+			require.NoError(t, err)
+			defer l.Close()
+			assert.False(t, slidelog.UsesLegacyScript(s), "after New on Redis 7 the store still runs the Redis 6.2 variant")
+		})
+	}
+}
+
+// A request is one entry whatever its cost: the log holds one member, the
+// costs hash one field, and a refund removes both.
+func TestRedisCostIsOneEntry(t *testing.T) {
+	client := slidelogtest.RedisClient(t)
+	s := newRedisStore(t, client)
+	l, err := slidelog.New(s, slidelog.Policy{Name: "bytes", Limit: 1_000_000, Window: time.Minute})
+	require.NoError(t, err)
+	defer l.Close()
+	res, err := l.AllowN(t.Context(), "k", 200_000)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	require.Equal(t, 800_000, res.Remaining)
+	key := s.Key(l.Namespace(), "k")
+	assert.Equal(t, int64(1), client.ZCard(t.Context(), key).Val(), "log entries after one admission of cost 200,000")
+	assert.Equal(t, []string{"200000"}, client.HVals(t.Context(), key+":c").Val(), "recorded costs")
+	bytes := client.MemoryUsage(t.Context(), key, 0).Val() + client.MemoryUsage(t.Context(), key+":c", 0).Val() + client.MemoryUsage(t.Context(), key+":s", 0).Val()
+	t.Logf("one admission of cost 200,000: %d bytes in its three keys", bytes)
+	assert.Less(t, bytes, int64(1000))
+	for _, k := range []string{key, key + ":c", key + ":s"} {
+		ttl := client.PTTL(t.Context(), k).Val()
+		// The keys live for the window and up to a quarter more, so that
+		// most calls set no expiry.
+		assert.True(t, ttl > 59*time.Second && ttl <= 75*time.Second+2*time.Millisecond, "PTTL %s = %v, want the window to 1.25 windows", k, ttl)
+	}
+	require.NoError(t, l.Refund(t.Context(), res))
+	assert.Equal(t, int64(0), client.ZCard(t.Context(), key).Val())
+	assert.Equal(t, int64(0), client.HLen(t.Context(), key+":c").Val())
+	res, err = l.AllowN(t.Context(), "k", 1_000_000)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "the refund gave back all 200,000 units")
+}
+
+// Instances share a budget by sharing a limiter name on a shared Redis;
+// another name is another budget. (Two RedisStores stand for two
+// processes.)
+func TestInstancesShareABudgetByName(t *testing.T) {
+	client := slidelogtest.ClusterClient(t)
+	prefix := slidelogtest.KeyPrefix(t, client)
+	p := slidelog.Policy{Name: "p", Limit: 3, Window: time.Minute}
+	var limiters []*slidelog.Limiter
+	for _, name := range []string{"api", "api", "other"} {
+		s, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+		require.NoError(t, err)
+		l, err := slidelog.New(s, p, slidelog.WithName(name))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		limiters = append(limiters, l)
+	}
+	for i, want := range []bool{true, true, true, false} {
+		res, err := limiters[i%2].Allow(t.Context(), "client")
+		require.NoError(t, err)
+		assert.Equal(t, want, res.Allowed, "call %d of the instances named api", i+1)
+	}
+	res, err := limiters[2].Allow(t.Context(), "client")
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "a limiter with another name has its own budget")
+}
+
+// TestStoresAgree drives the memory store and Redis through one random
+// sequence of takes (costs 1 to the limit), refunds (with a wrong cost),
+// records and clock moves under two policies, and requires the same
+// answer from both at every step.
+func TestStoresAgree(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{
+		"Standalone": slidelogtest.RedisClient(t),
+		"Cluster":    slidelogtest.ClusterClient(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			mem := newMemoryStore(t, slidelog.WithClock(clock.Now))
+			red := newRedisStore(t, client, slidelog.WithClock(clock.Now))
+			policies := []slidelog.Policy{{Name: "short", Limit: 50, Window: time.Second}, {Name: "long", Limit: 400, Window: 10 * time.Second}}
+			rng := rand.New(rand.NewPCG(1, 2))
+			var admitted []slidelog.Request
+			for step := range 3000 {
+				key := []string{"a", "b"}[rng.IntN(2)]
+				switch op := rng.IntN(10); {
+				case op < 6:
+					req := slidelog.Request{Namespace: "n", Key: key, Cost: 1 + rng.IntN(50), Policies: policies, ID: rng.Uint64()}
+					if step < 1000 || rng.IntN(3) == 0 {
+						req.Cost = 1 // cost-1 logs count entries; the first other cost starts running sums
+					}
+					a, errA := mem.Take(t.Context(), req)
+					b, errB := red.Take(t.Context(), req)
+					require.NoError(t, errA)
+					require.NoError(t, errB)
+					a.Source, a.DecidedAt = 0, time.Time{}
+					b.Source, b.DecidedAt = 0, time.Time{}
+					require.Equal(t, a, b, "step %d: take %+v", step, req)
+					if a.Allowed {
+						admitted = append(admitted, req)
+					}
+				case op < 7 && len(admitted) > 0:
+					i := rng.IntN(len(admitted))
+					req := admitted[i]
+					admitted = append(admitted[:i], admitted[i+1:]...)
+					req.Cost = 1 + rng.IntN(50) // Refund goes by ID, not by this cost
+					require.NoError(t, mem.Refund(t.Context(), req))
+					require.NoError(t, red.Refund(t.Context(), req))
+				case op < 8:
+					req := slidelog.Request{Namespace: "n", Key: key, Cost: 1 + rng.IntN(20), Policies: policies, ID: rng.Uint64()}
+					if step < 1000 {
+						req.Cost = 1
+					}
+					at := clock.Now().Add(-time.Duration(rng.IntN(12_000)) * time.Millisecond)
+					require.NoError(t, mem.Record(t.Context(), req, at))
+					require.NoError(t, red.Record(t.Context(), req, at))
+				default:
+					clock.Advance(time.Duration(rng.IntN(400_000)) * time.Microsecond)
+				}
+			}
 		})
 	}
 }

@@ -398,23 +398,25 @@ func waitGoroutines(baseline, slack int) int {
 	return after
 }
 
-// proxies puts an in-process toxiproxy in front of every node; clients
-// reach node addresses through it by their Dialer.
+// proxies puts an in-process toxiproxy in front of one node; clients
+// reach that node's address through it by their Dialer, and every other
+// node directly, so that the proxy's own goroutines (a network inside
+// the test process) cannot delay the replies of healthy nodes.
 type proxies struct {
 	byAddr map[string]*toxiproxy.Proxy
 }
 
-func newProxies(t *testing.T, c *cluster) *proxies {
+func newProxies(t *testing.T, addrs ...string) *proxies {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	px := &proxies{byAddr: make(map[string]*toxiproxy.Proxy)}
-	for _, n := range c.nodes {
-		p := toxiproxy.NewProxy(srv, "node-"+strconv.Itoa(n.port), "127.0.0.1:0", n.addr())
+	for _, addr := range addrs {
+		p := toxiproxy.NewProxy(srv, "node-"+addr, "127.0.0.1:0", addr)
 		if err := p.Start(); err != nil {
-			t.Fatalf("proxy for %s: %v", n.addr(), err)
+			t.Fatalf("proxy for %s: %v", addr, err)
 		}
 		t.Cleanup(p.Stop)
-		px.byAddr[n.addr()] = p
+		px.byAddr[addr] = p
 	}
 	return px
 }
@@ -425,6 +427,23 @@ func (px *proxies) dial(ctx context.Context, network, addr string) (net.Conn, er
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, network, addr)
+}
+
+// masterOf returns the address of the master that holds key of the
+// limiter named name, as newEnv's store will name it.
+func masterOf(t *testing.T, c *cluster, name, key string) string {
+	t.Helper()
+	client := redis.NewClusterClient(slidelog.ClusterOptions(c.addrs()...))
+	defer client.Close()
+	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix("fault:"+t.Name()+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := client.MasterForKey(t.Context(), store.Key(name, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Options().Addr
 }
 
 // toxic adds a toxic to the proxy of addr; the returned func removes it.
@@ -619,9 +638,12 @@ func TestFaults(t *testing.T) {
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			c.t = t
-			px := newProxies(t, c)
+			victim := masterOf(t, c, p.Name, "k-0")
+			px := newProxies(t, victim)
 			e := newEnvVia(t, c, px, p)
-			victim := e.nodeOf[e.keys[0]]
+			if got := e.nodeOf[e.keys[0]]; got != victim {
+				t.Fatalf("k-0 is on %s, the proxy stands before %s", got, victim)
+			}
 			baseline := ourGoroutines()
 			ld := e.startLoad(nil)
 			time.Sleep(time.Second)

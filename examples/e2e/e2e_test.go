@@ -90,11 +90,12 @@ func runOnRedis(t *testing.T, fw string, client redis.UniversalClient, addrs, lo
 		t.Fatal(err)
 	}
 	// The examples key by client IP; every request comes from 127.0.0.1.
-	key := store.Key(slidelog.PolicyNamespace([]slidelog.Policy{slidelog.PerMinute(limit)}), "ip:127.0.0.1")
+	// The examples' limiter is named "hello", the namespace of its logs.
+	key := store.Key("hello", "ip:127.0.0.1")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := client.Del(ctx, key).Err(); err != nil {
+		if err := client.Del(ctx, key, key+":c", key+":s").Err(); err != nil {
 			t.Errorf("delete %s: %v", key, err)
 		}
 	})

@@ -57,6 +57,7 @@ type App struct {
 	Log     *slog.Logger
 
 	addr   string
+	store  slidelog.Store
 	client redis.UniversalClient // nil for the memory store
 }
 
@@ -123,6 +124,7 @@ func newApp(log *slog.Logger, addr string, limit int, window time.Duration) (*Ap
 		return nil, err
 	}
 	app.Limiter = l
+	app.store = store
 	app.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return app, nil
 }
@@ -199,7 +201,7 @@ func (a *App) Serve(serve func(net.Listener) error, shutdown func(context.Contex
 }
 
 func (a *App) close() error {
-	err := a.Limiter.Close()
+	err := errors.Join(a.Limiter.Close(), a.store.Close()) // the limiter does not close its store
 	if a.client != nil {
 		err = errors.Join(err, a.client.Close())
 	}
