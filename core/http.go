@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -65,7 +66,7 @@ func (r *HTTPRequest) HeaderValue(name string) string {
 
 // ClientIP returns the client's address: the socket peer's, or, when the
 // peer is a trusted proxy (WithTrustedProxies), the rightmost address of
-// the forwarding headers that is not a trusted proxy. Ports and zones are
+// the header named by WithClientIPHeader that is not a trusted proxy. Ports and zones are
 // dropped and IPv4-mapped IPv6 addresses become IPv4. The error wraps
 // ErrInvalidKey when the socket address is not an IP address.
 func (r *HTTPRequest) ClientIP() (netip.Addr, error) {
@@ -223,12 +224,13 @@ func WithHeaders(s HeaderStyle) HTTPOption {
 	})
 }
 
-// WithTrustedProxies sets the proxies whose forwarding headers
-// (X-Forwarded-For, Forwarded, X-Real-IP) are believed, as CIDRs
-// ("10.0.0.0/8") or single addresses. The client is then the rightmost
-// forwarded address that is not a trusted proxy. By default no proxy is
-// trusted and the client is always the socket peer, whatever headers it
-// sends. A malformed CIDR is an ErrInvalidOption.
+// WithTrustedProxies sets the proxies whose forwarding header is
+// believed, as CIDRs ("10.0.0.0/8") or single addresses. It needs
+// WithClientIPHeader, which names the one header those proxies write. The
+// client is then the rightmost address of that header that is not a
+// trusted proxy. By default no proxy is trusted and the client is always
+// the socket peer, whatever headers it sends. A malformed CIDR, or one
+// that holds every address ("0.0.0.0/0", "::/0"), is an ErrInvalidOption.
 func WithTrustedProxies(cidrs ...string) HTTPOption {
 	return httpOptionFunc(func(c *httpConfig) error {
 		ps, err := ParseTrustedProxies(cidrs...)
@@ -238,6 +240,55 @@ func WithTrustedProxies(cidrs ...string) HTTPOption {
 		c.ip.trusted = append(c.ip.trusted, ps...)
 		return nil
 	})
+}
+
+// WithAllPeersTrusted makes every socket peer a trusted proxy. Use it only
+// when no client can reach the application except through your proxies
+// (a private network behind a load balancer whose addresses you cannot
+// list); otherwise any client can send the header and choose its
+// identity. It needs WithClientIPHeader.
+func WithAllPeersTrusted() HTTPOption {
+	return httpOptionFunc(func(c *httpConfig) error {
+		c.ip.trustAll = true
+		return nil
+	})
+}
+
+// WithClientIPHeader names the one forwarding header the trusted proxies
+// (WithTrustedProxies) write the client's address into, such as
+// "X-Forwarded-For" (AWS ALB, Envoy, nginx with
+// $proxy_add_x_forwarded_for), "X-Real-IP" (nginx with $remote_addr),
+// "Forwarded" (RFC 7239, its for= parameters) or "CF-Connecting-IP"
+// (Cloudflare). Every other forwarding header is ignored, so a client
+// cannot override the proxy's header with one of its own. The name's case
+// does not matter. Its values are read as comma-separated addresses, from
+// the right. It needs WithTrustedProxies or WithAllPeersTrusted.
+func WithClientIPHeader(name string) HTTPOption {
+	return httpOptionFunc(func(c *httpConfig) error {
+		if !validHeaderName(name) {
+			return fmt.Errorf("%w: client IP header %q is not a header field name", ErrInvalidOption, name)
+		}
+		c.ip.header = name
+		c.ip.forwarded = strings.EqualFold(name, "Forwarded")
+		return nil
+	})
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // WithIPv6Prefix sets the prefix length (1 to 128) by which client IPv6
@@ -282,6 +333,13 @@ func NewHTTPLimiter(l *Limiter, opts ...HTTPOption) (*HTTPLimiter, error) {
 	}
 	if l == nil && cfg.limiterFunc == nil {
 		return nil, fmt.Errorf("%w: nil limiter and no limiter func", ErrInvalidOption)
+	}
+	trusts := len(cfg.ip.trusted) > 0 || cfg.ip.trustAll
+	if trusts && cfg.ip.header == "" {
+		return nil, fmt.Errorf("%w: trusted proxies but no client IP header: name the one header your proxy writes with WithClientIPHeader", ErrInvalidOption)
+	}
+	if !trusts && cfg.ip.header != "" {
+		return nil, fmt.Errorf("%w: client IP header %q but no trusted proxy: add WithTrustedProxies", ErrInvalidOption, cfg.ip.header)
 	}
 	return &HTTPLimiter{limiter: l, cfg: cfg}, nil
 }

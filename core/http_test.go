@@ -37,6 +37,12 @@ func TestNewHTTPLimiterErrors(t *testing.T) {
 	}{
 		{"nil limiter", nil, nil},
 		{"bad cidr", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/40")}},
+		{"trust every address", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("0.0.0.0/0"), slidelog.WithClientIPHeader("X-Real-IP")}},
+		{"trusted proxies, no header", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/8")}},
+		{"all peers trusted, no header", l, []slidelog.HTTPOption{slidelog.WithAllPeersTrusted()}},
+		{"header, no trusted proxy", l, []slidelog.HTTPOption{slidelog.WithClientIPHeader("X-Real-IP")}},
+		{"bad header name", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader("X Real IP")}},
+		{"empty header name", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader("")}},
 		{"ipv6 prefix 0", l, []slidelog.HTTPOption{slidelog.WithIPv6Prefix(0)}},
 		{"ipv6 prefix 129", l, []slidelog.HTTPOption{slidelog.WithIPv6Prefix(129)}},
 		{"cost 0", l, []slidelog.HTTPOption{slidelog.WithCost(0)}},

@@ -74,6 +74,9 @@ func middleware(m *slidelogtest.HTTPMiddleware) func(http.Handler) http.Handler 
 	if len(m.TrustedProxies) > 0 {
 		opts = append(opts, slidechi.WithTrustedProxies(m.TrustedProxies...))
 	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slidechi.WithClientIPHeader(m.ClientIPHeader))
+	}
 	if m.IPv6Prefix != 0 {
 		opts = append(opts, slidechi.WithIPv6Prefix(m.IPv6Prefix))
 	}

@@ -69,6 +69,9 @@ func middleware(m *slidelogtest.HTTPMiddleware) echo.MiddlewareFunc {
 	if len(m.TrustedProxies) > 0 {
 		opts = append(opts, slideecho.WithTrustedProxies(m.TrustedProxies...))
 	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slideecho.WithClientIPHeader(m.ClientIPHeader))
+	}
 	if m.IPv6Prefix != 0 {
 		opts = append(opts, slideecho.WithIPv6Prefix(m.IPv6Prefix))
 	}

@@ -113,6 +113,9 @@ func middleware(m *slidelogtest.HTTPMiddleware) fiber.Handler {
 	if len(m.TrustedProxies) > 0 {
 		opts = append(opts, slidefiber.WithTrustedProxies(m.TrustedProxies...))
 	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slidefiber.WithClientIPHeader(m.ClientIPHeader))
+	}
 	if m.IPv6Prefix != 0 {
 		opts = append(opts, slidefiber.WithIPv6Prefix(m.IPv6Prefix))
 	}

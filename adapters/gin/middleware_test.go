@@ -70,6 +70,9 @@ func middleware(m *slidelogtest.HTTPMiddleware) gin.HandlerFunc {
 	if len(m.TrustedProxies) > 0 {
 		opts = append(opts, slidegin.WithTrustedProxies(m.TrustedProxies...))
 	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slidegin.WithClientIPHeader(m.ClientIPHeader))
+	}
 	if m.IPv6Prefix != 0 {
 		opts = append(opts, slidegin.WithIPv6Prefix(m.IPv6Prefix))
 	}

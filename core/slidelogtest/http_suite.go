@@ -48,18 +48,13 @@ func (e *httpEnv) limiter(t *testing.T, p slidelog.Policy, opts ...slidelog.Opti
 	return newLimiter(t, e.store, p, opts...)
 }
 
-// exact makes a limiter answer every request from its store: a store
-// that is slow on a loaded machine must not send decisions to the local
-// fallback, and a store error must reach the adapter. The suite tests the
-// adapters, not the failure modes.
-var exact = []slidelog.Option{
-	slidelog.WithFailureMode(slidelog.FailError),
-	slidelog.WithDecisionDeadline(time.Minute),
-}
-
+// newLimiter returns a limiter on s with the limiter's default options
+// (its failure mode, fallback and decision deadline) and opts. Limiters on
+// a CountingStore always get the store's own decision (see CountingStore);
+// a test about a failure mode passes that mode in opts.
 func newLimiter(t *testing.T, s slidelog.Store, p slidelog.Policy, opts ...slidelog.Option) *slidelog.Limiter {
 	t.Helper()
-	l, err := slidelog.New(s, p, append(append([]slidelog.Option(nil), exact...), opts...)...)
+	l, err := slidelog.New(s, p, opts...)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", p, err)
 	}
@@ -196,6 +191,7 @@ var httpCases = []httpCase{
 	{"LimiterFunc", testLimiterFunc},
 	{"SpoofedForwardedHeaders", testSpoofedForwardedHeaders},
 	{"TrustedProxies", testTrustedProxies},
+	{"OnlyTheProxysHeader", testOnlyTheProxysHeader},
 	{"IPv6Prefix", testIPv6Prefix},
 	{"IPNormalisation", testIPNormalisation},
 	{"BadIdentityBeforeStore", testBadIdentityBeforeStore},
@@ -503,36 +499,90 @@ func testSpoofedForwardedHeaders(t *testing.T, e *httpEnv) {
 
 func testTrustedProxies(t *testing.T, e *httpEnv) {
 	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.200"}
+	const xff, fwd, real = "X-Forwarded-For", "Forwarded", "X-Real-IP"
 	tests := []struct {
 		name   string
+		via    string // the header the proxy writes
 		remote string
 		header []string
 		want   string
 	}{
-		{"untrusted peer's headers ignored", "192.0.2.50:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:192.0.2.50"},
-		{"single trusted address", "192.0.2.200:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:203.0.113.9"},
-		{"one proxy", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:203.0.113.9"},
-		{"rightmost untrusted", "10.0.0.1:1000", []string{"X-Forwarded-For", "198.51.100.1, 203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
-		{"several fields", "10.0.0.1:1000", []string{"X-Forwarded-For", "198.51.100.1", "X-Forwarded-For", "203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
-		{"ports in chain", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9:5555, [2001:db8:ffff::1]:443"}, "ip:203.0.113.9"},
-		{"all trusted", "10.0.0.1:1000", []string{"X-Forwarded-For", "10.0.0.3, 10.0.0.2"}, "ip:10.0.0.3"},
-		{"garbage stops the walk", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9, garbage, 10.0.0.2"}, "ip:10.0.0.2"},
-		{"ipv6 client grouped", "[2001:db8:ffff::5]:1000", []string{"X-Forwarded-For", "2001:db8:1:2:3:4:5:6"}, "ip:2001:db8:1:2::/64"},
-		{"forwarded", "10.0.0.1:1000", []string{"Forwarded", `for=198.51.100.1, for="[2001:db8:1:2::7]:4711";proto=https, for=10.0.0.2`}, "ip:2001:db8:1:2::/64"},
-		{"x-real-ip", "10.0.0.1:1000", []string{"X-Real-IP", "203.0.113.10"}, "ip:203.0.113.10"},
-		{"no header", "10.0.0.1:1000", nil, "ip:10.0.0.1"},
+		{"untrusted peer's headers ignored", xff, "192.0.2.50:1000", []string{xff, "203.0.113.9"}, "ip:192.0.2.50"},
+		{"single trusted address", xff, "192.0.2.200:1000", []string{xff, "203.0.113.9"}, "ip:203.0.113.9"},
+		{"one proxy", xff, "10.0.0.1:1000", []string{xff, "203.0.113.9"}, "ip:203.0.113.9"},
+		{"rightmost untrusted", xff, "10.0.0.1:1000", []string{xff, "198.51.100.1, 203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
+		{"several fields", xff, "10.0.0.1:1000", []string{xff, "198.51.100.1", xff, "203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
+		{"ports in chain", xff, "10.0.0.1:1000", []string{xff, "203.0.113.9:5555, [2001:db8:ffff::1]:443"}, "ip:203.0.113.9"},
+		{"all trusted", xff, "10.0.0.1:1000", []string{xff, "10.0.0.3, 10.0.0.2"}, "ip:10.0.0.3"},
+		{"garbage stops the walk", xff, "10.0.0.1:1000", []string{xff, "203.0.113.9, garbage, 10.0.0.2"}, "ip:10.0.0.2"},
+		{"empty entries stop the walk", xff, "10.0.0.1:1000", []string{xff, strings.Repeat(",", 64<<10)}, "ip:10.0.0.1"},
+		{"ipv6 client grouped", xff, "[2001:db8:ffff::5]:1000", []string{xff, "2001:db8:1:2:3:4:5:6"}, "ip:2001:db8:1:2::/64"},
+		{"forwarded", fwd, "10.0.0.1:1000", []string{fwd, `for=198.51.100.1, for="[2001:db8:1:2::7]:4711";proto=https, for=10.0.0.2`}, "ip:2001:db8:1:2::/64"},
+		{"x-real-ip", real, "10.0.0.1:1000", []string{real, "203.0.113.10"}, "ip:203.0.113.10"},
+		{"cf-connecting-ip", "CF-Connecting-IP", "10.0.0.1:1000", []string{"Cf-Connecting-Ip", "203.0.113.11", xff, "198.51.100.1"}, "ip:203.0.113.11"},
+		{"no header", xff, "10.0.0.1:1000", nil, "ip:10.0.0.1"},
+		{"only another header", real, "10.0.0.1:1000", []string{xff, "203.0.113.9", fwd, "for=203.0.113.9"}, "ip:10.0.0.1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := NewCountingStore(e.inner)
 			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 100, Window: time.Minute})
 			serve := e.serve(t, HTTPApp{
-				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: trusted},
+				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: trusted, ClientIPHeader: tt.via},
 				Routes: []HTTPRoute{{Pattern: "/hello"}},
 			})
 			get(t, serve, "/hello", tt.remote, tt.header...).wantStatus(t, http.StatusOK)
 			if keys := store.Identities(); len(keys) != 1 || keys[tt.want] != 1 {
 				t.Errorf("identities: got %v, want %s", keys, tt.want)
+			}
+		})
+	}
+}
+
+// testOnlyTheProxysHeader: behind a proxy that writes one forwarding
+// header, a client rotating the others (its own X-Forwarded-For,
+// Forwarded, X-Real-IP, True-Client-IP) stays one identity: 3 of 50
+// admitted at limit 3, for each header a proxy may write.
+func testOnlyTheProxysHeader(t *testing.T, e *httpEnv) {
+	forwarding := []string{"X-Forwarded-For", "Forwarded", "X-Real-IP", "True-Client-IP", "CF-Connecting-IP"}
+	for n, via := range forwarding {
+		t.Run(via, func(t *testing.T) {
+			real := fmt.Sprintf("203.0.113.%d", n+1) // what the proxy saw
+			store := NewCountingStore(e.inner)
+			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 3, Window: time.Minute})
+			serve := e.serve(t, HTTPApp{
+				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: []string{"10.0.0.0/8"}, ClientIPHeader: via},
+				Routes: []HTTPRoute{{Pattern: "/hello"}},
+			})
+			allowed := 0
+			for i := range 50 {
+				fake := fmt.Sprintf("198.51.100.%d", i+1)
+				var header []string
+				for _, h := range forwarding {
+					v := fake
+					if h == "Forwarded" {
+						v = "for=" + fake
+					}
+					header = append(header, h, v) // the client's own
+				}
+				proxy := real
+				if via == "Forwarded" {
+					proxy = "for=" + real
+				}
+				header = append(header, via, proxy) // the proxy's, appended last
+				switch r := get(t, serve, "/hello", "10.0.0.1:1000", header...); r.status {
+				case http.StatusOK:
+					allowed++
+				case http.StatusTooManyRequests:
+				default:
+					t.Fatalf("request %d: status %d, want 200 or 429", i, r.status)
+				}
+			}
+			if allowed != 3 {
+				t.Errorf("allowed: got %d of 50, want 3", allowed)
+			}
+			if keys := store.Identities(); len(keys) != 1 || keys["ip:"+real] != 50 {
+				t.Errorf("identities: got %v, want only ip:%s", keys, real)
 			}
 		})
 	}
