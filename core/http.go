@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strings"
 	"time"
 )
@@ -19,12 +21,17 @@ type HTTPSource interface {
 	Context() context.Context
 	// Method is the request method, such as "GET".
 	Method() string
-	// Path is the request's URL path as received.
+	// Path is the request's path exactly as the framework's router
+	// matches it against routes: escaped as received where the router
+	// routes on the escaped path (chi, echo, fiber), never decoded or
+	// cleaned by the adapter, so that a skip rule on it matches only what
+	// the router will serve as that path.
 	Path() string
 	// Route is the pattern of the route the framework matched, such as
 	// "/users/:id", or "" when it has not matched one.
 	Route() string
-	// Header returns every value of the named header field, in order.
+	// Header returns every value of the named header field, in order,
+	// whatever the case of the name in the request or in the call.
 	Header(name string) []string
 	// RemoteAddr is the address of the socket peer, such as
 	// "192.0.2.1:54321": never a value read from a header.
@@ -36,6 +43,21 @@ type HTTPSource interface {
 	// Native returns the framework's own request object: *gin.Context,
 	// echo.Context, *http.Request or *fiber.Ctx.
 	Native() any
+}
+
+// HeaderValues returns every value of the header field name in h, whatever
+// the case of its name in h: http.Header.Values finds only the canonical
+// spelling, while code that writes h directly may have used another. It
+// is for adapters built on net/http.
+func HeaderValues(h http.Header, name string) []string {
+	canonical := textproto.CanonicalMIMEHeaderKey(name)
+	vs := h[canonical]
+	for k, more := range h {
+		if k != canonical && strings.EqualFold(k, name) {
+			vs = append(vs[:len(vs):len(vs)], more...)
+		}
+	}
+	return vs
 }
 
 // HTTPRequest is what key, skip, cost and limiter functions receive: the

@@ -151,7 +151,13 @@ func FirstOf(fs ...KeyFunc) KeyFunc {
 }
 
 // SkipPaths returns a SkipFunc that lets requests for exactly these paths
-// (such as "/healthz") bypass the limiter.
+// (such as "/healthz") bypass the limiter. It compares HTTPRequest.Path,
+// the path as the framework's router matches it, byte for byte: an
+// encoded ("/%68ealthz"), dot-segment ("/files/../healthz"),
+// double-slash or trailing-slash spelling that the router serves from
+// another route is limited. A spelling the router does serve from the
+// skipped route but that differs from it may be limited too: skipping
+// less is safe, skipping more is not.
 func SkipPaths(paths ...string) SkipFunc {
 	set := make(map[string]bool, len(paths))
 	for _, p := range paths {

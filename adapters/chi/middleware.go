@@ -89,11 +89,23 @@ type request struct {
 
 func (r *request) Context() context.Context    { return r.r.Context() }
 func (r *request) Method() string              { return r.r.Method }
-func (r *request) Path() string                { return r.r.URL.Path }
 func (r *request) RemoteAddr() string          { return r.r.RemoteAddr }
 func (r *request) Native() any                 { return r.r }
-func (r *request) Header(name string) []string { return r.r.Header.Values(name) }
+func (r *request) Header(name string) []string { return slidelog.HeaderValues(r.r.Header, name) }
 func (r *request) Value(key any) any           { return r.r.Context().Value(key) }
+
+// Path is the path chi routes on: the route context's RoutePath when a
+// mounted router or middleware set it, otherwise the escaped path as
+// received (chi routes on URL.RawPath when it is set).
+func (r *request) Path() string {
+	if rctx := chi.RouteContext(r.r.Context()); rctx != nil && rctx.RoutePath != "" {
+		return rctx.RoutePath
+	}
+	if r.r.URL.RawPath != "" {
+		return r.r.URL.RawPath
+	}
+	return r.r.URL.Path
+}
 
 // Route asks chi's root router which pattern the request matches, since
 // middleware added with r.Use runs before chi has routed the request.

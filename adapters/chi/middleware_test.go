@@ -30,7 +30,9 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 		if status == 0 {
 			status = http.StatusOK
 		}
+		pattern := rt.Pattern
 		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set(slidelogtest.RouteHeader, pattern)
 			w.WriteHeader(status)
 			_, _ = io.WriteString(w, "ok")
 		})

@@ -86,13 +86,13 @@ type request struct{ c echo.Context }
 
 func (r request) Context() context.Context { return r.c.Request().Context() }
 func (r request) Method() string           { return r.c.Request().Method }
-func (r request) Path() string             { return r.c.Request().URL.Path }
+func (r request) Path() string             { return echo.GetPath(r.c.Request()) }
 func (r request) Route() string            { return r.c.Path() }
 func (r request) RemoteAddr() string       { return r.c.Request().RemoteAddr }
 func (r request) Native() any              { return r.c }
 
 func (r request) Header(name string) []string {
-	return r.c.Request().Header.Values(name)
+	return slidelog.HeaderValues(r.c.Request().Header, name)
 }
 
 func (r request) Value(key any) any {

@@ -37,7 +37,11 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 		if method == "" {
 			method = http.MethodGet
 		}
-		e.Add(method, rt.Pattern, func(c echo.Context) error { return c.String(status, "ok") }, mws...)
+		pattern := rt.Pattern
+		e.Add(method, rt.Pattern, func(c echo.Context) error {
+			c.Response().Header().Set(slidelogtest.RouteHeader, pattern)
+			return c.String(status, "ok")
+		}, mws...)
 	}
 	return slidelogtest.ServeHandler(e)
 }

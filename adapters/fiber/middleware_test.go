@@ -25,7 +25,7 @@ func TestHTTPSuiteCluster(t *testing.T) {
 
 // newServer builds app with fiber: the suite's factory.
 func newServer(t *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
-	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	f := fiber.New(fiber.Config{DisableStartupMessage: true, DisableHeaderNormalizing: app.RawHeaderNames})
 	if app.Global != nil {
 		f.Use(middleware(app.Global))
 	}
@@ -38,7 +38,11 @@ func newServer(t *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 		if rt.Middleware != nil {
 			handlers = append(handlers, middleware(rt.Middleware))
 		}
-		handlers = append(handlers, func(c *fiber.Ctx) error { return c.Status(status).SendString("ok") })
+		pattern := rt.Pattern
+		handlers = append(handlers, func(c *fiber.Ctx) error {
+			c.Set(slidelogtest.RouteHeader, pattern)
+			return c.Status(status).SendString("ok")
+		})
 		method := rt.Method
 		if method == "" {
 			method = http.MethodGet
@@ -56,6 +60,9 @@ func serve(t *testing.T, app *fiber.App) slidelogtest.HTTPServe {
 	return func(req *http.Request) *http.Response {
 		var fctx fasthttp.RequestCtx
 		fr := &fasthttp.Request{}
+		if app.Config().DisableHeaderNormalizing {
+			fr.Header.DisableNormalizing()
+		}
 		fr.Header.SetMethod(req.Method)
 		fr.SetRequestURI(req.URL.RequestURI())
 		fr.Header.SetHost(req.Host)

@@ -33,7 +33,11 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 		if rt.Middleware != nil {
 			handlers = append(handlers, middleware(rt.Middleware))
 		}
-		handlers = append(handlers, func(c *gin.Context) { c.String(status, "ok") })
+		pattern := rt.Pattern
+		handlers = append(handlers, func(c *gin.Context) {
+			c.Header(slidelogtest.RouteHeader, pattern)
+			c.String(status, "ok")
+		})
 		method := rt.Method
 		if method == "" {
 			method = http.MethodGet

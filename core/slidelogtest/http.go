@@ -54,7 +54,8 @@ type HTTPMiddleware struct {
 }
 
 // HTTPRoute is one route of the server a factory builds. Its handler
-// answers Status (200 when 0) with the text/plain body "ok".
+// answers Status (200 when 0) with the text/plain body "ok" and its
+// Pattern in the RouteHeader field.
 type HTTPRoute struct {
 	// Method is the route's method; "GET" when empty.
 	Method string
@@ -68,8 +69,17 @@ type HTTPRoute struct {
 	Middleware *HTTPMiddleware
 }
 
+// RouteHeader is the response header field in which a route's handler
+// names its Pattern, so that a test can tell which route served a request.
+const RouteHeader = "X-Test-Route"
+
 // HTTPApp is the server a factory builds.
 type HTTPApp struct {
+	// RawHeaderNames, when true, makes a framework that has such an option
+	// keep header names as the client wrote them (fiber's
+	// DisableHeaderNormalizing). net/http keeps what code writes into
+	// Header as it was written.
+	RawHeaderNames bool
 	// Global, when not nil, is installed for every route (engine.Use).
 	Global *HTTPMiddleware
 	// Routes are the server's routes.

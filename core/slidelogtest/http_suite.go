@@ -82,14 +82,20 @@ func do(t *testing.T, serve HTTPServe, method, path, remote string, header ...st
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Add(header[i], header[i+1])
 	}
+	return send(t, serve, req)
+}
+
+// send serves req and reads the response whole.
+func send(t *testing.T, serve HTTPServe, req *http.Request) reply {
+	t.Helper()
 	resp := serve(req)
 	if resp == nil {
-		t.Fatalf("%s %s: no response", method, path)
+		t.Fatalf("%s %s: no response", req.Method, req.URL)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, path, err)
+		t.Fatalf("%s %s: reading body: %v", req.Method, req.URL, err)
 	}
 	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
@@ -184,6 +190,8 @@ var httpCases = []httpCase{
 	{"MultiplePolicies", testMultiplePolicies},
 	{"DeniedHandler", testDeniedHandler},
 	{"Skip", testSkip},
+	{"SkipBypass", testSkipBypass},
+	{"HeaderNameCase", testHeaderNameCase},
 	{"Cost", testCost},
 	{"PerRoutePolicies", testPerRoutePolicies},
 	{"NestedMiddlewares", testNestedMiddlewares},
@@ -773,4 +781,93 @@ func testLimiterError(t *testing.T, e *httpEnv) {
 	if r.body != "limiter down" {
 		t.Errorf("body: got %q, want the error handler's %q", r.body, "limiter down")
 	}
+}
+
+// testSkipBypass: SkipPaths("/healthz") must skip only what the router
+// serves from the /healthz route. Encoded slashes, dot segments, double
+// slashes, percent-encoded letters and trailing slashes that the router
+// serves from another route (/users/:id, /:page) are limited: at most one
+// of five requests of a fresh client reaches such a handler at limit 1.
+func testSkipBypass(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: l, SkipFunc: slidelog.SkipPaths("/healthz")},
+		Routes: []HTTPRoute{{Pattern: "/healthz"}, {Pattern: "/users/:id"}, {Pattern: "/:page"}},
+	})
+	attacks := []string{
+		"/users/..%2f..%2fhealthz", "/users/..%2Fhealthz", "/users/%2e%2e%2fhealthz", "/users/../healthz",
+		"/users/./../healthz", "/./healthz", "/%68ealthz", "/%2568ealthz", "/healthz%2f", "/healthz/",
+		"//healthz", "/users//healthz", "/HEALTHZ", "/healthz%20", "/users/healthz",
+	}
+	for i, path := range attacks {
+		remote := fmt.Sprintf("198.51.100.%d:1000", i+1)
+		handled := 0
+		for range 5 {
+			r := get(t, serve, path, remote)
+			route := r.header.Get(RouteHeader)
+			switch {
+			case route == "/healthz":
+				// The router served the skipped route itself: skipping it is right.
+			case r.status == http.StatusOK:
+				handled++
+			case r.status == http.StatusTooManyRequests, r.status == http.StatusNotFound,
+				r.status == http.StatusBadRequest, r.status >= 300 && r.status < 400:
+			default:
+				t.Errorf("GET %s: status %d", path, r.status)
+			}
+		}
+		if handled > 1 {
+			t.Errorf("GET %s: %d of 5 requests reached a handler other than /healthz at limit 1: the skip rule was bypassed", path, handled)
+		}
+	}
+	// The real path is still skipped.
+	for range 3 {
+		get(t, serve, "/healthz", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t).
+			wantHeader(t, RouteHeader, "/healthz")
+	}
+}
+
+// testHeaderNameCase: header names are matched without regard to case, on
+// every adapter, also where the framework keeps names as sent (fiber's
+// DisableHeaderNormalizing) or code wrote a non-canonical name. 20
+// clients behind a proxy that writes "x-forwarded-for" in lower case (as
+// Envoy does) are 20 identities, not the proxy's one; an API key sent as
+// "x-api-key" is found.
+func testHeaderNameCase(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		RawHeaderNames: true,
+		Global:         &HTTPMiddleware{Limiter: l, TrustedProxies: []string{"10.0.0.0/8"}, ClientIPHeader: "X-Forwarded-For"},
+		Routes:         []HTTPRoute{{Pattern: "/hello"}},
+	})
+	raw := func(path string, header ...string) *http.Request {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil)
+		req.RemoteAddr = "10.0.0.1:1000"
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header[header[i]] = append(req.Header[header[i]], header[i+1]) // the name as written
+		}
+		return req
+	}
+	allowed := 0
+	for i := range 20 {
+		if send(t, serve, raw("/hello", "x-forwarded-for", fmt.Sprintf("203.0.113.%d", i+1))).status == http.StatusOK {
+			allowed++
+		}
+	}
+	if allowed != 20 {
+		t.Errorf("allowed: got %d of 20 clients, want 20 (one each)", allowed)
+	}
+	if keys := e.store.Identities(); len(keys) != 20 || keys["ip:10.0.0.1"] != 0 {
+		t.Errorf("identities: got %d (%v), want 20 clients and not the proxy", len(keys), keys)
+	}
+
+	byKey := e.limiter(t, slidelog.Policy{Name: "key", Limit: 1, Window: time.Minute})
+	serve = e.serve(t, HTTPApp{
+		RawHeaderNames: true,
+		Global:         &HTTPMiddleware{Limiter: byKey, KeyFunc: slidelog.ByHeader("X-Api-Key")},
+		Routes:         []HTTPRoute{{Pattern: "/hello"}},
+	})
+	send(t, serve, raw("/hello", "x-api-key", "key-1")).wantStatus(t, http.StatusOK)
+	send(t, serve, raw("/hello", "X-API-KEY", "key-1")).wantStatus(t, http.StatusTooManyRequests)
+	send(t, serve, raw("/hello", "x-api-key", "key-2")).wantStatus(t, http.StatusOK)
 }
