@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -78,6 +77,79 @@ func NewHTTPRequest(src HTTPSource) *HTTPRequest {
 	return &HTTPRequest{HTTPSource: src, ip: &clientIPConfig{ipv6Prefix: DefaultIPv6Prefix}}
 }
 
+// The methods below stand in for HTTPSource's on a request without a
+// source (the zero HTTPRequest, or one built from a nil source), so that
+// no key function can panic on one: it has no header, no address and no
+// values, and its context is context.Background().
+
+// Context returns the request's context, or context.Background().
+func (r *HTTPRequest) Context() context.Context {
+	if r == nil || r.HTTPSource == nil {
+		return context.Background()
+	}
+	if ctx := r.HTTPSource.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// Method returns the request method, or "".
+func (r *HTTPRequest) Method() string {
+	if r == nil || r.HTTPSource == nil {
+		return ""
+	}
+	return r.HTTPSource.Method()
+}
+
+// Path returns the request path as the router matches it (see
+// HTTPSource), or "".
+func (r *HTTPRequest) Path() string {
+	if r == nil || r.HTTPSource == nil {
+		return ""
+	}
+	return r.HTTPSource.Path()
+}
+
+// Route returns the matched route's pattern, or "".
+func (r *HTTPRequest) Route() string {
+	if r == nil || r.HTTPSource == nil {
+		return ""
+	}
+	return r.HTTPSource.Route()
+}
+
+// Header returns every value of the named header field, or nil.
+func (r *HTTPRequest) Header(name string) []string {
+	if r == nil || r.HTTPSource == nil {
+		return nil
+	}
+	return r.HTTPSource.Header(name)
+}
+
+// RemoteAddr returns the socket peer's address, or "".
+func (r *HTTPRequest) RemoteAddr() string {
+	if r == nil || r.HTTPSource == nil {
+		return ""
+	}
+	return r.HTTPSource.RemoteAddr()
+}
+
+// Value returns the application's value for key, or nil.
+func (r *HTTPRequest) Value(key any) any {
+	if r == nil || r.HTTPSource == nil {
+		return nil
+	}
+	return r.HTTPSource.Value(key)
+}
+
+// Native returns the framework's request object, or nil.
+func (r *HTTPRequest) Native() any {
+	if r == nil || r.HTTPSource == nil {
+		return nil
+	}
+	return r.HTTPSource.Native()
+}
+
 // HeaderValue returns the first value of the named header field, or "".
 func (r *HTTPRequest) HeaderValue(name string) string {
 	if vs := r.Header(name); len(vs) > 0 {
@@ -92,6 +164,12 @@ func (r *HTTPRequest) HeaderValue(name string) string {
 // dropped and IPv4-mapped IPv6 addresses become IPv4. The error wraps
 // ErrInvalidKey when the socket address is not an IP address.
 func (r *HTTPRequest) ClientIP() (netip.Addr, error) {
+	if r == nil {
+		return netip.Addr{}, errNoClientAddr
+	}
+	if r.ip == nil {
+		r.ip = &clientIPConfig{ipv6Prefix: DefaultIPv6Prefix}
+	}
 	if !r.addrOK && r.err == nil {
 		r.addr, r.err = r.ip.clientIP(r.RemoteAddr(), r.Header)
 		r.addrOK = r.err == nil
@@ -426,9 +504,26 @@ type HTTPDecision struct {
 // OutcomeError, answered 503 by default; a FailClosed denial is
 // OutcomeDenied like any other, answered 429 with Retry-After; a
 // FailOpen or fallback admission is OutcomeNext.
-func (h *HTTPLimiter) Check(src HTTPSource) *HTTPDecision {
+//
+// Check never panics: a panic in a key, skip, cost, limiter or shadow
+// function, or in the store, is recovered and answered as an error
+// wrapping ErrMisconfigured (500 by default; let through in shadow mode).
+// A nil or zero HTTPLimiter answers every request that way.
+func (h *HTTPLimiter) Check(src HTTPSource) (d *HTTPDecision) {
+	if h == nil || h.cfg.keyFunc == nil {
+		return &HTTPDecision{Request: &HTTPRequest{HTTPSource: src}, Outcome: OutcomeError,
+			Err: fmt.Errorf("%w: HTTPLimiter not made by NewHTTPLimiter", ErrMisconfigured)}
+	}
 	r := &HTTPRequest{HTTPSource: src, ip: &h.cfg.ip}
-	d := &HTTPDecision{Request: r}
+	d = &HTTPDecision{Request: r}
+	defer func() {
+		if p := recover(); p != nil {
+			*d = HTTPDecision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", ErrMisconfigured, p)}
+			if h.cfg.shadow {
+				d.Outcome = OutcomeNext
+			}
+		}
+	}()
 	if h.cfg.skipFunc != nil && h.cfg.skipFunc(r) {
 		d.Skipped = true
 		return d
@@ -507,7 +602,7 @@ func PolicyNamespace(policies []Policy) string {
 // is refunded; a refund that fails is ignored (the request then simply
 // counts). Finish is a no-op for every other decision.
 func (d *HTTPDecision) Finish(status int) {
-	if !d.refund || status < 500 || status > 599 || !d.Result.Allowed {
+	if d == nil || !d.refund || status < 500 || status > 599 || !d.Result.Allowed {
 		return
 	}
 	d.refund = false
@@ -533,4 +628,4 @@ var ErrNoKey = fmt.Errorf("%w: no identity in request", ErrInvalidKey)
 // key length; it is answered with 431. It wraps ErrInvalidKey.
 var ErrIdentityTooLong = fmt.Errorf("%w: identity too long", ErrInvalidKey)
 
-var errNoLimiter = errors.New("slidelog: no limiter for request")
+var errNoLimiter = fmt.Errorf("%w: no limiter for request", ErrMisconfigured)

@@ -196,7 +196,7 @@ func DeniedProblem(res Result) Problem {
 // ErrorProblem returns the body for a request the middleware could not
 // decide on, with a generic detail: 400 for an identity wrapping
 // ErrInvalidKey, 431 for ErrIdentityTooLong, 500 for a server-side
-// misconfiguration (ErrInvalidCost, ErrInvalidOption, no limiter), and
+// misconfiguration (ErrInvalidCost, ErrInvalidOption, ErrMisconfigured), and
 // 503 for everything else (the store was unavailable, the context ended,
 // the limiter was closed). The error's text is never part of the body.
 func ErrorProblem(err error) Problem {
@@ -215,7 +215,7 @@ func ErrorProblem(err error) Problem {
 			Status: http.StatusBadRequest,
 			Detail: "This request carries no valid client identity.",
 		}
-	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidOption), errors.Is(err, errNoLimiter):
+	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidOption), errors.Is(err, ErrMisconfigured):
 		return Problem{
 			Type:   "about:blank",
 			Title:  "Internal Server Error",

@@ -64,7 +64,7 @@ const configCheckTimeout = time.Second
 // it cannot reach is logged, not an error: decisions fall back until it
 // answers.
 func New(store Store, policy Policy, opts ...Option) (*Limiter, error) {
-	if store == nil {
+	if isNilStore(store) {
 		return nil, ErrNilStore
 	}
 	cfg := limiterConfig{policies: []Policy{policy}, maxKeyLength: DefaultMaxKeyLength}

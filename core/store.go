@@ -1,6 +1,9 @@
 package slidelog
 
-import "context"
+import (
+	"context"
+	"reflect"
+)
 
 // Request is what a Limiter asks of its Store for one decision.
 type Request struct {
@@ -49,4 +52,14 @@ type Store interface {
 	// Close releases what the store owns. It does not close a Redis client
 	// that was passed in.
 	Close() error
+}
+
+// isNilStore reports whether s is nil or holds a nil pointer, such as
+// (*MemoryStore)(nil), whose methods would panic on the first request.
+func isNilStore(s Store) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -15,8 +15,9 @@ import (
 // different limiters on different routes and groups give per-route
 // limits.
 //
-// It panics when an option is invalid (such as a malformed CIDR), so that
-// a misconfiguration shows at start-up, never per request.
+// It panics when an option is invalid (such as a malformed CIDR), and the
+// middleware panics when given a nil next handler, so that a
+// misconfiguration shows at start-up, never per request.
 func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	var cfg config
 	for _, o := range opts {
@@ -36,6 +37,9 @@ func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Han
 		onError = defaultError
 	}
 	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("slidechi: Middleware(...)(nil): nil next handler")
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := hl.Check(&request{r: r})
 			h := w.Header()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,8 +52,8 @@ func TestKeyByContextValue(t *testing.T) {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
 		}
 	}
-	want := map[string]int{"v:user:alice": 2, "v:user:bob": 1, "ip:192.0.2.1": 2}
-	if got := store.Identities(); len(got) != len(want) || got["v:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
+	want := map[string]int{"v:6:s:user:alice": 2, "v:6:s:user:bob": 1, "ip:192.0.2.1": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:6:s:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
 		t.Errorf("identities: got %v, want %v", got, want)
 	}
 }
@@ -124,4 +125,16 @@ func TestRefundOnReturnedError(t *testing.T) {
 	if n := store.Refunds(); n != 3 {
 		t.Errorf("refunds: got %d, want 3", n)
 	}
+}
+
+// A nil next handler is refused when the middleware wraps it, not on the
+// first request.
+func TestNilNextPanicsAtWrap(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	defer func() {
+		if p, _ := recover().(string); !strings.Contains(p, "nil next handler") {
+			t.Errorf("panic: got %q, want one naming the nil next handler", p)
+		}
+	}()
+	slideecho.Middleware(l)(nil)
 }

@@ -14,8 +14,9 @@ import (
 // with e.Use, on a group, or on one route; different limiters on
 // different routes and groups give per-route limits.
 //
-// It panics when an option is invalid (such as a malformed CIDR), so that
-// a misconfiguration shows at start-up, never per request.
+// It panics when an option is invalid (such as a malformed CIDR), and the
+// middleware panics when given a nil next handler, so that a
+// misconfiguration shows at start-up, never per request.
 func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
 	var cfg config
 	for _, o := range opts {
@@ -35,6 +36,9 @@ func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
 		onError = defaultError
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if next == nil {
+			panic("slideecho: Middleware(...)(nil): nil next handler")
+		}
 		return func(c echo.Context) error {
 			d := hl.Check(request{c})
 			h := c.Response().Header()

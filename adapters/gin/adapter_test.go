@@ -48,8 +48,8 @@ func TestKeyByContextValue(t *testing.T) {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
 		}
 	}
-	want := map[string]int{"v:user:alice": 2, "v:user:bob": 1, "ip:192.0.2.1": 2}
-	if got := store.Identities(); len(got) != len(want) || got["v:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
+	want := map[string]int{"v:6:s:user:alice": 2, "v:6:s:user:bob": 1, "ip:192.0.2.1": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:6:s:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
 		t.Errorf("identities: got %v, want %v", got, want)
 	}
 }
