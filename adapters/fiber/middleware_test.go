@@ -2,6 +2,7 @@ package slidefiber_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -26,6 +27,12 @@ func TestHTTPSuiteCluster(t *testing.T) {
 // newServer builds app with fiber: the suite's factory.
 func newServer(t *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 	f := fiber.New(fiber.Config{DisableStartupMessage: true, DisableHeaderNormalizing: app.RawHeaderNames})
+	f.Use(func(c *fiber.Ctx) error { // the request's context values, as an auth middleware would set them
+		if ctx, ok := c.Context().UserValue(requestContext{}).(context.Context); ok {
+			c.SetUserContext(ctx)
+		}
+		return c.Next()
+	})
 	if app.Global != nil {
 		f.Use(middleware(app.Global))
 	}
@@ -76,6 +83,7 @@ func serve(t *testing.T, app *fiber.App) slidelogtest.HTTPServe {
 			t.Fatalf("RemoteAddr %q: %v", req.RemoteAddr, err)
 		}
 		fctx.Init(fr, net.TCPAddrFromAddrPort(ap), nil)
+		fctx.SetUserValue(requestContext{}, req.Context())
 		handler(&fctx)
 		resp := &http.Response{
 			StatusCode: fctx.Response.StatusCode(),
@@ -92,6 +100,10 @@ func serve(t *testing.T, app *fiber.App) slidelogtest.HTTPServe {
 		return resp
 	}
 }
+
+// requestContext carries the suite's request context to fiber's user
+// context.
+type requestContext struct{}
 
 // middleware maps the suite's neutral description to slidefiber's options.
 func middleware(m *slidelogtest.HTTPMiddleware) fiber.Handler {

@@ -87,7 +87,9 @@ type HTTPApp struct {
 }
 
 // HTTPServe serves one request and returns the response. The request's
-// RemoteAddr is the socket address the server must see.
+// RemoteAddr is the socket address the server must see, and the values of
+// its context must reach the key functions (HTTPRequest.Value): as the
+// request context, or, for fiber, as the user context.
 type HTTPServe func(req *http.Request) *http.Response
 
 // HTTPFactory builds app with the framework under test.

@@ -192,6 +192,8 @@ var httpCases = []httpCase{
 	{"Skip", testSkip},
 	{"SkipBypass", testSkipBypass},
 	{"HeaderNameCase", testHeaderNameCase},
+	{"ContextValues", testContextValues},
+	{"FailOpenStateUnknown", testFailOpenStateUnknown},
 	{"Cost", testCost},
 	{"PerRoutePolicies", testPerRoutePolicies},
 	{"NestedMiddlewares", testNestedMiddlewares},
@@ -870,4 +872,76 @@ func testHeaderNameCase(t *testing.T, e *httpEnv) {
 	send(t, serve, raw("/hello", "x-api-key", "key-1")).wantStatus(t, http.StatusOK)
 	send(t, serve, raw("/hello", "X-API-KEY", "key-1")).wantStatus(t, http.StatusTooManyRequests)
 	send(t, serve, raw("/hello", "x-api-key", "key-2")).wantStatus(t, http.StatusOK)
+}
+
+// ctxKey is a context key type of the suite; userKey and orgKey are two
+// keys of that one type.
+type ctxKey int
+
+const (
+	userKey ctxKey = iota
+	orgKey
+)
+
+// nilStringer panics in String when nil.
+type nilStringer struct{ s string }
+
+func (n *nilStringer) String() string { return n.s }
+
+// withValues sends GET path from remote with the context values kv.
+func withValues(t *testing.T, serve HTTPServe, path, remote string, kv ...any) reply {
+	t.Helper()
+	ctx := t.Context()
+	for i := 0; i+1 < len(kv); i += 2 {
+		ctx = context.WithValue(ctx, kv[i], kv[i+1])
+	}
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	req.RemoteAddr = remote
+	return send(t, serve, req)
+}
+
+// testContextValues: identities from context values. Two keys of one type
+// are two identities; a typed nil is no identity (FirstOf moves on, no
+// panic); a value of a type that cannot be an identity is the server's
+// misconfiguration (500), not an unavailable store (503).
+func testContextValues(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "user", Limit: 1, Window: time.Minute})
+	key := slidelog.FirstOf(slidelog.ByContextValue(userKey), slidelog.ByContextValue(orgKey), slidelog.ByClientIP())
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l, KeyFunc: key}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+
+	withValues(t, serve, "/hello", clientA, userKey, "7").wantStatus(t, http.StatusOK)
+	withValues(t, serve, "/hello", clientA, orgKey, "7").wantStatus(t, http.StatusOK) // not user 7's bucket
+	withValues(t, serve, "/hello", clientA, userKey, "7").wantStatus(t, http.StatusTooManyRequests)
+
+	withValues(t, serve, "/hello", "192.0.2.9:1", userKey, (*nilStringer)(nil)).wantStatus(t, http.StatusOK)
+	withValues(t, serve, "/hello", "192.0.2.9:1", userKey, (*nilStringer)(nil)).wantStatus(t, http.StatusTooManyRequests)
+	if keys := e.store.Identities(); len(keys) != 3 || keys["ip:192.0.2.9"] != 2 {
+		t.Errorf("identities: got %v, want user 7, org 7 and ip:192.0.2.9 twice", keys)
+	}
+
+	takes := e.store.Takes()
+	r := withValues(t, serve, "/hello", clientA, userKey, 1.5)
+	r.wantProblem(t, http.StatusInternalServerError)
+	r.wantNoInternalText(t, "float64", "slidelog")
+	r.wantNoRateLimitHeaders(t)
+	if n := e.store.Takes(); n != takes {
+		t.Errorf("store takes for a misconfigured identity: got %d, want none", n-takes)
+	}
+}
+
+// testFailOpenStateUnknown: an admission of FailOpen checked nothing, so
+// the response must not say r=0 (nothing left): it sends the policy and
+// omits the state.
+func testFailOpenStateUnknown(t *testing.T, e *httpEnv) {
+	open := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 5, Window: time.Minute}, slidelog.WithFailureMode(slidelog.FailOpen))
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: open}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit-Policy", `"down";q=5;w=60`).
+		wantHeader(t, "RateLimit", "").
+		wantHeader(t, "Retry-After", "")
+	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: open, Headers: slidelog.HeadersLegacy}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "X-RateLimit-Limit", "5").
+		wantHeader(t, "X-RateLimit-Remaining", "").
+		wantHeader(t, "X-RateLimit-Reset", "")
 }
