@@ -96,3 +96,7 @@ func middleware(m *slidelogtest.HTTPMiddleware) func(http.Handler) http.Handler 
 	}
 	return slidechi.Middleware(m.Limiter, opts...)
 }
+
+// FuzzMiddleware: no request, however crafted, panics the middleware or
+// gets a 5xx.
+func FuzzMiddleware(f *testing.F) { slidelogtest.FuzzHTTP(f, newServer) }

@@ -91,3 +91,7 @@ func middleware(m *slidelogtest.HTTPMiddleware) echo.MiddlewareFunc {
 	}
 	return slideecho.Middleware(m.Limiter, opts...)
 }
+
+// FuzzMiddleware: no request, however crafted, panics the middleware or
+// gets a 5xx.
+func FuzzMiddleware(f *testing.F) { slidelogtest.FuzzHTTP(f, newServer) }

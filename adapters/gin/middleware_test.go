@@ -97,3 +97,7 @@ func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
 	m.Run()
 }
+
+// FuzzMiddleware: no request, however crafted, panics the middleware or
+// gets a 5xx.
+func FuzzMiddleware(f *testing.F) { slidelogtest.FuzzHTTP(f, newServer) }
