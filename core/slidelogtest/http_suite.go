@@ -203,6 +203,7 @@ var httpCases = []httpCase{
 	{"TrustedProxies", testTrustedProxies},
 	{"OnlyTheProxysHeader", testOnlyTheProxysHeader},
 	{"IPv6Prefix", testIPv6Prefix},
+	{"IPv6TwoLevels", testIPv6TwoLevels},
 	{"IPNormalisation", testIPNormalisation},
 	{"BadIdentityBeforeStore", testBadIdentityBeforeStore},
 	{"ShadowMode", testShadowMode},
@@ -944,4 +945,34 @@ func testFailOpenStateUnknown(t *testing.T, e *httpEnv) {
 		wantHeader(t, "X-RateLimit-Limit", "5").
 		wantHeader(t, "X-RateLimit-Remaining", "").
 		wantHeader(t, "X-RateLimit-Reset", "")
+}
+
+// testIPv6TwoLevels: one allocation (a /48) holds 65,536 /64s. A limit per
+// /64 alone gives it 65,536 budgets; a second middleware limiting the /48
+// bounds the whole allocation: 400 /64s of one /48, 2 requests each, get
+// at most the /48's 50, while another /48 keeps its own budget.
+func testIPv6TwoLevels(t *testing.T, e *httpEnv) {
+	network := e.limiter(t, slidelog.Policy{Name: "per-48", Limit: 50, Window: time.Minute})
+	host := e.limiter(t, slidelog.Policy{Name: "per-64", Limit: 2, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: network, IPv6Prefix: 48},
+		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: &HTTPMiddleware{Limiter: host}}},
+	})
+	allowed := 0
+	for i := range 400 {
+		for range 2 {
+			switch r := get(t, serve, "/hello", fmt.Sprintf("[2001:db8:77:%x::1]:1000", i)); r.status {
+			case http.StatusOK:
+				allowed++
+			case http.StatusTooManyRequests:
+			default:
+				t.Fatalf("/64 %d: status %d", i, r.status)
+			}
+		}
+	}
+	if allowed != 50 {
+		t.Errorf("allowed: got %d of 800 from one /48, want its 50", allowed)
+	}
+	r := get(t, serve, "/hello", "[2001:db8:78::1]:1000").wantStatus(t, http.StatusOK)
+	r.wantHeader(t, "RateLimit", `"per-48";r=49;t=60, "per-64";r=1;t=60`)
 }
