@@ -225,3 +225,27 @@ func (s *askedSource) Header(name string) []string {
 	*s.asked = append(*s.asked, name)
 	return s.source.Header(name)
 }
+
+// WithAllPeersTrusted believes the named header from any peer, and still
+// only that header.
+func TestAllPeersTrusted(t *testing.T) {
+	store := slidelog.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	l, err := slidelog.New(store, slidelog.PerSecond(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got netip.Addr
+	h, err := slidelog.NewHTTPLimiter(l, slidelog.WithAllPeersTrusted(), slidelog.WithClientIPHeader("X-Real-IP"),
+		slidelog.WithKeyFunc(func(r *slidelog.HTTPRequest) (string, error) {
+			got, _ = r.ClientIP()
+			return "", slidelog.ErrNoKey
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Check(newSource("198.51.100.7:1", "X-Real-IP", "203.0.113.4", "X-Forwarded-For", "192.0.2.66"))
+	if got.String() != "203.0.113.4" {
+		t.Errorf("client: got %v, want 203.0.113.4 from X-Real-IP", got)
+	}
+}
