@@ -96,6 +96,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
 	for name, opt := range map[string]slidechi.Option{
 		"cidr":        slidechi.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slidechi.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slidechi.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slidechi.WithClientIPHeader("X Real IP"),
 		"ipv6 prefix": slidechi.WithIPv6Prefix(0),
 		"cost":        slidechi.WithCost(0),
 	} {

@@ -81,6 +81,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
 	for name, opt := range map[string]slideecho.Option{
 		"cidr":        slideecho.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slideecho.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slideecho.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slideecho.WithClientIPHeader("X Real IP"),
 		"ipv6 prefix": slideecho.WithIPv6Prefix(0),
 		"cost":        slideecho.WithCost(0),
 	} {

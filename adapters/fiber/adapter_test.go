@@ -84,6 +84,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
 	for name, opt := range map[string]slidefiber.Option{
 		"cidr":        slidefiber.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slidefiber.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slidefiber.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slidefiber.WithClientIPHeader("X Real IP"),
 		"ipv6 prefix": slidefiber.WithIPv6Prefix(0),
 		"cost":        slidefiber.WithCost(0),
 	} {

@@ -77,6 +77,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
 	for name, opt := range map[string]slidegin.Option{
 		"cidr":        slidegin.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slidegin.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slidegin.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slidegin.WithClientIPHeader("X Real IP"),
 		"ipv6 prefix": slidegin.WithIPv6Prefix(0),
 		"cost":        slidegin.WithCost(0),
 	} {
