@@ -59,6 +59,20 @@ func BenchmarkMemoryStore(b *testing.B) {
 			i++
 		}
 	})
+	// A new identity per decision at a full store of live logs: before
+	// the expiry-ordered table, each evicted the least recently used log
+	// (and reset it); now each is decided on the overflow log.
+	b.Run("FreshKeysFullStore", func(b *testing.B) {
+		l := benchLimiter(b, slidelog.NewMemoryStore(slidelog.WithMaxKeys(10_000)))
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := l.Allow(context.Background(), "fresh-"+strconv.Itoa(i)); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
 	b.Run("ManyKeysParallel", func(b *testing.B) {
 		l := benchLimiter(b, slidelog.NewMemoryStore())
 		b.ReportAllocs()

@@ -15,10 +15,13 @@ import (
 const DefaultIPv6Prefix = 64
 
 // clientIPConfig finds a request's client address: the socket peer, or,
-// only when the peer is a trusted proxy, the rightmost address in the
-// forwarding headers that is not a trusted proxy.
+// only when the peer is a trusted proxy, the rightmost address of the one
+// forwarding header the operator named that is not a trusted proxy.
 type clientIPConfig struct {
 	trusted    []netip.Prefix
+	header     string // the forwarding header the trusted proxies write; "" reads none
+	forwarded  bool   // header is RFC 7239 Forwarded: read its for= parameters
+	trustAll   bool   // WithAllPeersTrusted: every peer is a proxy
 	ipv6Prefix int
 }
 
@@ -64,8 +67,10 @@ func IPPrefix(a netip.Addr, ipv6Bits int) netip.Prefix {
 
 // ParseTrustedProxies parses proxy addresses in CIDR notation
 // ("10.0.0.0/8", "2001:db8::/32") or as single addresses ("192.0.2.7").
-// IPv4-mapped IPv6 prefixes are converted to IPv4. The error wraps
-// ErrInvalidOption.
+// IPv4-mapped IPv6 prefixes are converted to IPv4. A prefix that holds
+// every address ("0.0.0.0/0", "::/0", "::ffff:0:0/96") is refused: it
+// would let any client write its own identity (WithAllPeersTrusted opts
+// in to that explicitly). The error wraps ErrInvalidOption.
 func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(cidrs))
 	for _, s := range cidrs {
@@ -83,6 +88,9 @@ func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 				}
 				p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 			}
+			if p.Bits() == 0 {
+				return nil, fmt.Errorf("%w: trusted proxy %q holds every address, so any client could choose its identity; use WithAllPeersTrusted if every peer really is your proxy", ErrInvalidOption, s)
+			}
 		} else {
 			a, err := netip.ParseAddr(s)
 			if err != nil || a.Zone() != "" {
@@ -97,6 +105,9 @@ func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 }
 
 func (c *clientIPConfig) isTrusted(a netip.Addr) bool {
+	if c.trustAll {
+		return true
+	}
 	for _, p := range c.trusted {
 		if p.Contains(a) {
 			return true
@@ -109,77 +120,66 @@ func (c *clientIPConfig) isTrusted(a netip.Addr) bool {
 // address (for example a Unix socket) and no trusted proxy named one.
 var errNoClientAddr = fmt.Errorf("%w: no client IP address", ErrInvalidKey)
 
+// maxChain bounds how many forwarding entries are read; more hops than
+// this are not real proxies.
+const maxChain = 64
+
 // clientIP returns the client address of a request from its socket
 // address remoteAddr and its header values (header returns every value of
-// a field, in order).
+// a field, in order, whatever the case of the field's name).
 //
 // The socket peer is the client unless it is a trusted proxy. Then the
-// forwarding chain is read from X-Forwarded-For (all fields, in order), or,
-// when it is absent, from the for= parameters of Forwarded, or, when both
-// are absent, from X-Real-IP; walking it from the right, the first address
-// that is not a trusted proxy is the client. When every address is
-// trusted, the leftmost is the client. A malformed entry stops the walk:
-// the last address read (a trusted proxy's) is used, so a client can
-// never choose its key by writing garbage.
+// one header the operator named is read, and no other: its entries
+// (comma-separated, over all its fields in order; the for= parameters of
+// a Forwarded header) are walked from the right, and the first address
+// that is not a trusted proxy is the client. When every address read is
+// trusted, the last one read is the client. A malformed entry stops the
+// walk: the last address read (a trusted proxy's) is used, so a client
+// can never choose its key by writing garbage.
+//
+// The walk is one pass from the right that reads at most maxChain
+// entries: its cost is the length of the entries it reads, never more,
+// however long the header.
 func (c *clientIPConfig) clientIP(remoteAddr string, header func(string) []string) (netip.Addr, error) {
 	peer, err := ParseIP(remoteAddr)
 	if err != nil {
 		return netip.Addr{}, errNoClientAddr
 	}
-	if len(c.trusted) == 0 || !c.isTrusted(peer) {
+	if c.header == "" || !c.isTrusted(peer) {
 		return peer, nil
 	}
-	chain := forwardingChain(header)
 	client := peer
-	for i := len(chain) - 1; i >= 0; i-- {
-		a, err := ParseIP(chain[i])
-		if err != nil {
-			break
-		}
-		client = a
-		if !c.isTrusted(a) {
-			break
+	read := 0
+	fields := header(c.header)
+	for i := len(fields) - 1; i >= 0; i-- {
+		rest := fields[i]
+		for {
+			if read == maxChain {
+				return client, nil
+			}
+			read++
+			elem := rest
+			cut := strings.LastIndexByte(rest, ',')
+			if cut >= 0 {
+				elem, rest = rest[cut+1:], rest[:cut]
+			}
+			if c.forwarded {
+				elem = forwardedFor(elem)
+			}
+			a, err := ParseIP(elem)
+			if err != nil {
+				return client, nil
+			}
+			client = a
+			if !c.isTrusted(a) {
+				return client, nil
+			}
+			if cut < 0 {
+				break
+			}
 		}
 	}
 	return client, nil
-}
-
-// maxChain bounds how many forwarding entries are read; more hops than
-// this are not real proxies.
-const maxChain = 64
-
-// forwardingChain returns the addresses of the forwarding headers, the
-// nearest proxy's last. Only the last maxChain entries are kept.
-func forwardingChain(header func(string) []string) []string {
-	var chain []string
-	if vs := header("X-Forwarded-For"); len(vs) > 0 {
-		for _, v := range vs {
-			for e := range strings.SplitSeq(v, ",") {
-				chain = appendBounded(chain, strings.TrimSpace(e))
-			}
-		}
-		return chain
-	}
-	if vs := header("Forwarded"); len(vs) > 0 {
-		for _, v := range vs {
-			for elem := range strings.SplitSeq(v, ",") {
-				chain = appendBounded(chain, forwardedFor(elem))
-			}
-		}
-		return chain
-	}
-	if vs := header("X-Real-IP"); len(vs) > 0 {
-		return []string{strings.TrimSpace(vs[len(vs)-1])}
-	}
-	return nil
-}
-
-func appendBounded(chain []string, s string) []string {
-	if len(chain) == maxChain {
-		copy(chain, chain[1:])
-		chain = chain[:maxChain-1]
-	}
-	return append(chain, s)
 }
 
 // forwardedFor returns the for= value of one RFC 7239 forwarded-element,

@@ -27,7 +27,8 @@ var (
 	// ErrNilClient reports a nil Redis client passed to NewRedisStore.
 	ErrNilClient = errors.New("slidelog: nil redis client")
 
-	// ErrNilStore reports a nil Store passed to New.
+	// ErrNilStore reports a nil Store, or a nil *MemoryStore or
+	// *RedisStore, passed to New.
 	ErrNilStore = errors.New("slidelog: nil store")
 
 	// ErrClosed reports a call on a limiter or store after Close.
@@ -54,6 +55,13 @@ var (
 	// ErrRedisVersion reports a Redis server too old for the decision
 	// script: Redis before 6.2, or Valkey before 7.2.
 	ErrRedisVersion = errors.New("slidelog: unsupported redis version")
+	// ErrMisconfigured reports a request the HTTP middleware could not
+	// decide because of the server's own setup, not the client's request
+	// or the store: a context value of a type that cannot be an identity,
+	// no limiter for the request, or a key, skip, cost or limiter function
+	// that panicked (the panic is recovered and wrapped). Adapters answer
+	// it with 500.
+	ErrMisconfigured = errors.New("slidelog: misconfigured")
 
 	// ErrNotRefundable reports a Refund of a Result that recorded nothing:
 	// a denial, a zero Result, a decision of the deny cache, or an

@@ -2,9 +2,11 @@ package slidelog
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
+	"net/textproto"
+	"strings"
 	"time"
 )
 
@@ -16,12 +18,17 @@ type HTTPSource interface {
 	Context() context.Context
 	// Method is the request method, such as "GET".
 	Method() string
-	// Path is the request's URL path as received.
+	// Path is the request's path exactly as the framework's router
+	// matches it against routes: escaped as received where the router
+	// routes on the escaped path (chi, echo, fiber), never decoded or
+	// cleaned by the adapter, so that a skip rule on it matches only what
+	// the router will serve as that path.
 	Path() string
 	// Route is the pattern of the route the framework matched, such as
 	// "/users/:id", or "" when it has not matched one.
 	Route() string
-	// Header returns every value of the named header field, in order.
+	// Header returns every value of the named header field, in order,
+	// whatever the case of the name in the request or in the call.
 	Header(name string) []string
 	// RemoteAddr is the address of the socket peer, such as
 	// "192.0.2.1:54321": never a value read from a header.
@@ -33,6 +40,21 @@ type HTTPSource interface {
 	// Native returns the framework's own request object: *gin.Context,
 	// echo.Context, *http.Request or *fiber.Ctx.
 	Native() any
+}
+
+// HeaderValues returns every value of the header field name in h, whatever
+// the case of its name in h: http.Header.Values finds only the canonical
+// spelling, while code that writes h directly may have used another. It
+// is for adapters built on net/http.
+func HeaderValues(h http.Header, name string) []string {
+	canonical := textproto.CanonicalMIMEHeaderKey(name)
+	vs := h[canonical]
+	for k, more := range h {
+		if k != canonical && strings.EqualFold(k, name) {
+			vs = append(vs[:len(vs):len(vs)], more...)
+		}
+	}
+	return vs
 }
 
 // HTTPRequest is what key, skip, cost and limiter functions receive: the
@@ -53,6 +75,79 @@ func NewHTTPRequest(src HTTPSource) *HTTPRequest {
 	return &HTTPRequest{HTTPSource: src, ip: &clientIPConfig{ipv6Prefix: DefaultIPv6Prefix}}
 }
 
+// The methods below stand in for HTTPSource's on a request without a
+// source (the zero HTTPRequest, or one built from a nil source), so that
+// no key function can panic on one: it has no header, no address and no
+// values, and its context is context.Background().
+
+// Context returns the request's context, or context.Background().
+func (r *HTTPRequest) Context() context.Context {
+	if r == nil || r.HTTPSource == nil {
+		return context.Background()
+	}
+	if ctx := r.HTTPSource.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// Method returns the request method, or "".
+func (r *HTTPRequest) Method() string {
+	if r == nil || r.HTTPSource == nil {
+		return ""
+	}
+	return r.HTTPSource.Method()
+}
+
+// Path returns the request path as the router matches it (see
+// HTTPSource), or "".
+func (r *HTTPRequest) Path() string {
+	if r == nil || r.HTTPSource == nil {
+		return ""
+	}
+	return r.HTTPSource.Path()
+}
+
+// Route returns the matched route's pattern, or "".
+func (r *HTTPRequest) Route() string {
+	if r == nil || r.HTTPSource == nil {
+		return ""
+	}
+	return r.HTTPSource.Route()
+}
+
+// Header returns every value of the named header field, or nil.
+func (r *HTTPRequest) Header(name string) []string {
+	if r == nil || r.HTTPSource == nil {
+		return nil
+	}
+	return r.HTTPSource.Header(name)
+}
+
+// RemoteAddr returns the socket peer's address, or "".
+func (r *HTTPRequest) RemoteAddr() string {
+	if r == nil || r.HTTPSource == nil {
+		return ""
+	}
+	return r.HTTPSource.RemoteAddr()
+}
+
+// Value returns the application's value for key, or nil.
+func (r *HTTPRequest) Value(key any) any {
+	if r == nil || r.HTTPSource == nil {
+		return nil
+	}
+	return r.HTTPSource.Value(key)
+}
+
+// Native returns the framework's request object, or nil.
+func (r *HTTPRequest) Native() any {
+	if r == nil || r.HTTPSource == nil {
+		return nil
+	}
+	return r.HTTPSource.Native()
+}
+
 // HeaderValue returns the first value of the named header field, or "".
 func (r *HTTPRequest) HeaderValue(name string) string {
 	if vs := r.Header(name); len(vs) > 0 {
@@ -63,10 +158,16 @@ func (r *HTTPRequest) HeaderValue(name string) string {
 
 // ClientIP returns the client's address: the socket peer's, or, when the
 // peer is a trusted proxy (WithTrustedProxies), the rightmost address of
-// the forwarding headers that is not a trusted proxy. Ports and zones are
+// the header named by WithClientIPHeader that is not a trusted proxy. Ports and zones are
 // dropped and IPv4-mapped IPv6 addresses become IPv4. The error wraps
 // ErrInvalidKey when the socket address is not an IP address.
 func (r *HTTPRequest) ClientIP() (netip.Addr, error) {
+	if r == nil {
+		return netip.Addr{}, errNoClientAddr
+	}
+	if r.ip == nil {
+		r.ip = &clientIPConfig{ipv6Prefix: DefaultIPv6Prefix}
+	}
 	if !r.addrOK && r.err == nil {
 		r.addr, r.err = r.ip.clientIP(r.RemoteAddr(), r.Header)
 		r.addrOK = r.err == nil
@@ -221,12 +322,13 @@ func WithHeaders(s HeaderStyle) HTTPOption {
 	})
 }
 
-// WithTrustedProxies sets the proxies whose forwarding headers
-// (X-Forwarded-For, Forwarded, X-Real-IP) are believed, as CIDRs
-// ("10.0.0.0/8") or single addresses. The client is then the rightmost
-// forwarded address that is not a trusted proxy. By default no proxy is
-// trusted and the client is always the socket peer, whatever headers it
-// sends. A malformed CIDR is an ErrInvalidOption.
+// WithTrustedProxies sets the proxies whose forwarding header is
+// believed, as CIDRs ("10.0.0.0/8") or single addresses. It needs
+// WithClientIPHeader, which names the one header those proxies write. The
+// client is then the rightmost address of that header that is not a
+// trusted proxy. By default no proxy is trusted and the client is always
+// the socket peer, whatever headers it sends. A malformed CIDR, or one
+// that holds every address ("0.0.0.0/0", "::/0"), is an ErrInvalidOption.
 func WithTrustedProxies(cidrs ...string) HTTPOption {
 	return httpOptionFunc(func(c *httpConfig) error {
 		ps, err := ParseTrustedProxies(cidrs...)
@@ -236,6 +338,55 @@ func WithTrustedProxies(cidrs ...string) HTTPOption {
 		c.ip.trusted = append(c.ip.trusted, ps...)
 		return nil
 	})
+}
+
+// WithAllPeersTrusted makes every socket peer a trusted proxy. Use it only
+// when no client can reach the application except through your proxies
+// (a private network behind a load balancer whose addresses you cannot
+// list); otherwise any client can send the header and choose its
+// identity. It needs WithClientIPHeader.
+func WithAllPeersTrusted() HTTPOption {
+	return httpOptionFunc(func(c *httpConfig) error {
+		c.ip.trustAll = true
+		return nil
+	})
+}
+
+// WithClientIPHeader names the one forwarding header the trusted proxies
+// (WithTrustedProxies) write the client's address into, such as
+// "X-Forwarded-For" (AWS ALB, Envoy, nginx with
+// $proxy_add_x_forwarded_for), "X-Real-IP" (nginx with $remote_addr),
+// "Forwarded" (RFC 7239, its for= parameters) or "CF-Connecting-IP"
+// (Cloudflare). Every other forwarding header is ignored, so a client
+// cannot override the proxy's header with one of its own. The name's case
+// does not matter. Its values are read as comma-separated addresses, from
+// the right. It needs WithTrustedProxies or WithAllPeersTrusted.
+func WithClientIPHeader(name string) HTTPOption {
+	return httpOptionFunc(func(c *httpConfig) error {
+		if !validHeaderName(name) {
+			return fmt.Errorf("%w: client IP header %q is not a header field name", ErrInvalidOption, name)
+		}
+		c.ip.header = name
+		c.ip.forwarded = strings.EqualFold(name, "Forwarded")
+		return nil
+	})
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // WithIPv6Prefix sets the prefix length (1 to 128) by which client IPv6
@@ -280,6 +431,13 @@ func NewHTTPLimiter(l *Limiter, opts ...HTTPOption) (*HTTPLimiter, error) {
 	}
 	if l == nil && cfg.limiterFunc == nil {
 		return nil, fmt.Errorf("%w: nil limiter and no limiter func", ErrInvalidOption)
+	}
+	trusts := len(cfg.ip.trusted) > 0 || cfg.ip.trustAll
+	if trusts && cfg.ip.header == "" {
+		return nil, fmt.Errorf("%w: trusted proxies but no client IP header: name the one header your proxy writes with WithClientIPHeader", ErrInvalidOption)
+	}
+	if !trusts && cfg.ip.header != "" {
+		return nil, fmt.Errorf("%w: client IP header %q but no trusted proxy: add WithTrustedProxies", ErrInvalidOption, cfg.ip.header)
 	}
 	return &HTTPLimiter{limiter: l, cfg: cfg}, nil
 }
@@ -344,9 +502,26 @@ type HTTPDecision struct {
 // OutcomeError, answered 503 by default; a FailClosed denial is
 // OutcomeDenied like any other, answered 429 with Retry-After; a
 // FailOpen or fallback admission is OutcomeNext.
-func (h *HTTPLimiter) Check(src HTTPSource) *HTTPDecision {
+//
+// Check never panics: a panic in a key, skip, cost, limiter or shadow
+// function, or in the store, is recovered and answered as an error
+// wrapping ErrMisconfigured (500 by default; let through in shadow mode).
+// A nil or zero HTTPLimiter answers every request that way.
+func (h *HTTPLimiter) Check(src HTTPSource) (d *HTTPDecision) {
+	if h == nil || h.cfg.keyFunc == nil {
+		return &HTTPDecision{Request: &HTTPRequest{HTTPSource: src}, Outcome: OutcomeError,
+			Err: fmt.Errorf("%w: HTTPLimiter not made by NewHTTPLimiter", ErrMisconfigured)}
+	}
 	r := &HTTPRequest{HTTPSource: src, ip: &h.cfg.ip}
-	d := &HTTPDecision{Request: r}
+	d = &HTTPDecision{Request: r}
+	defer func() {
+		if p := recover(); p != nil {
+			*d = HTTPDecision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", ErrMisconfigured, p)}
+			if h.cfg.shadow {
+				d.Outcome = OutcomeNext
+			}
+		}
+	}()
 	if h.cfg.skipFunc != nil && h.cfg.skipFunc(r) {
 		d.Skipped = true
 		return d
@@ -412,7 +587,7 @@ func (h *HTTPLimiter) decide(r *HTTPRequest) (Result, *Limiter, error) {
 // is refunded; a refund that fails is ignored (the request then simply
 // counts). Finish is a no-op for every other decision.
 func (d *HTTPDecision) Finish(status int) {
-	if !d.refund || status < 500 || status > 599 || !d.Result.Allowed {
+	if d == nil || !d.refund || status < 500 || status > 599 || !d.Result.Allowed {
 		return
 	}
 	d.refund = false
@@ -438,4 +613,4 @@ var ErrNoKey = fmt.Errorf("%w: no identity in request", ErrInvalidKey)
 // key length; it is answered with 431. It wraps ErrInvalidKey.
 var ErrIdentityTooLong = fmt.Errorf("%w: identity too long", ErrInvalidKey)
 
-var errNoLimiter = errors.New("slidelog: no limiter for request")
+var errNoLimiter = fmt.Errorf("%w: no limiter for request", ErrMisconfigured)

@@ -20,7 +20,7 @@ func ExampleHTTPLimiter() {
 	l, _ := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 1, Window: time.Minute})
 	h, err := slidelog.NewHTTPLimiter(l,
 		slidelog.WithKeyFunc(slidelog.Composite(slidelog.ByRoute(), slidelog.ByClientIP())),
-		slidelog.WithTrustedProxies("10.0.0.0/8"))
+		slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader("X-Forwarded-For"))
 	if err != nil {
 		panic(err)
 	}

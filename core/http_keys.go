@@ -3,6 +3,7 @@ package slidelog
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -30,14 +31,20 @@ func ByClientIP() KeyFunc {
 }
 
 // ByHeader keys requests by the first value of the named header field,
-// such as an API key: "h:" + the lower-case name + ":" + the value. A
-// request without the field, or with an empty value, fails with ErrNoKey;
-// a value with control characters with ErrInvalidKey (400); one longer
-// than the limiter's maximum key length with ErrIdentityTooLong (431).
+// such as an API key: "h:" + the lower-case name + ":" + the value (the
+// name, a header token, holds no ':'). A request without the field, or
+// with an empty value, fails with ErrNoKey; a value with control
+// characters with ErrInvalidKey (400); one longer than the limiter's
+// maximum key length with ErrIdentityTooLong (431). The name's case does
+// not matter. It panics when name is not a header field name, so that the
+// mistake shows at start-up.
 //
 // Only use a header the client cannot forge into someone else's identity
 // (a secret API key), or one your own proxy sets.
 func ByHeader(name string) KeyFunc {
+	if !validHeaderName(name) {
+		panic(fmt.Sprintf("slidelog: ByHeader(%q): not a header field name", name))
+	}
 	prefix := "h:" + strings.ToLower(name) + ":"
 	return func(r *HTTPRequest) (string, error) {
 		v := strings.TrimSpace(r.HeaderValue(name))
@@ -55,45 +62,81 @@ func ByHeader(name string) KeyFunc {
 // authentication middleware stored for the request after verifying it,
 // such as the subject claim of a verified JWT: the value r.Value(key)
 // finds (gin's and echo's Set, fiber's Locals, or the request context). It
-// must be a string, a fmt.Stringer or an integer; absent or empty, the
-// request fails with ErrNoKey.
+// must be a string, a fmt.Stringer or an integer; absent, empty or a nil
+// pointer, the request fails with ErrNoKey; of another type, with
+// ErrMisconfigured (500).
+//
+// The identity is "v:", the length of the key's identity, ":", the key's
+// identity, ":" and the value, so that two keys never share identities:
+// a string key is itself ("s:user"), any other key is its type and value
+// ("t:auth.ctxKey=1"), so two keys of one type differ by value. A key
+// should print (%v) the same in every process, as strings, named integers
+// and structs do: a Redis store shares its logs between processes. It
+// panics when key is nil or not comparable (as context.WithValue does),
+// so that the mistake shows at start-up.
 //
 // Never key by a claim of a token that was not verified (signature,
 // algorithm allow-list, expiry): decoding an unverified token lets any
 // client choose its identity. Verification costs CPU, so put a limit by
 // IP in front of the authentication middleware too.
 func ByContextValue(key any) KeyFunc {
-	var prefix string
-	if s, ok := key.(string); ok {
-		prefix = "v:" + s + ":"
-	} else {
-		prefix = fmt.Sprintf("v:%T:", key)
+	if key == nil || !reflect.TypeOf(key).Comparable() {
+		panic(fmt.Sprintf("slidelog: ByContextValue(%T): key is nil or not comparable", key))
 	}
+	var id string
+	if s, ok := key.(string); ok {
+		id = "s:" + s
+	} else {
+		id = fmt.Sprintf("t:%T=%v", key, key)
+	}
+	prefix := "v:" + strconv.Itoa(len(id)) + ":" + id + ":"
 	return func(r *HTTPRequest) (string, error) {
-		var s string
-		switch v := r.Value(key).(type) {
-		case nil:
-		case string:
-			s = v
-		case fmt.Stringer:
-			s = v.String()
-		case int:
-			s = strconv.Itoa(v)
-		case int64:
-			s = strconv.FormatInt(v, 10)
-		case uint64:
-			s = strconv.FormatUint(v, 10)
-		default:
-			return "", fmt.Errorf("slidelog: context value %T cannot be an identity", v)
+		s, err := identityOf(r.Value(key))
+		if err != nil {
+			return "", err
 		}
 		if s == "" {
-			return "", fmt.Errorf("%w: no context value %v", ErrNoKey, key)
+			return "", fmt.Errorf("%w: no context value for %s", ErrNoKey, id)
 		}
 		if hasControl(s) {
 			return "", fmt.Errorf("%w: control character in context value", ErrInvalidKey)
 		}
 		return prefix + s, nil
 	}
+}
+
+// identityOf returns v as an identity: "" for nil, a nil pointer or any
+// other nil value; an error wrapping ErrMisconfigured for a type that
+// cannot be one.
+func identityOf(v any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		if rv.IsNil() {
+			return "", nil
+		}
+	}
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case fmt.Stringer:
+		return v.String(), nil
+	case int:
+		return strconv.Itoa(v), nil
+	case int32:
+		return strconv.FormatInt(int64(v), 10), nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case uint:
+		return strconv.FormatUint(uint64(v), 10), nil
+	case uint32:
+		return strconv.FormatUint(uint64(v), 10), nil
+	case uint64:
+		return strconv.FormatUint(v, 10), nil
+	}
+	return "", fmt.Errorf("%w: context value of type %T cannot be an identity", ErrMisconfigured, v)
 }
 
 // ByRoute keys requests by the pattern of the route the framework matched
@@ -110,8 +153,10 @@ func ByRoute() KeyFunc {
 // Composite keys requests by several identities at once, such as route
 // and client: the parts are escaped and joined with "|" so that no two
 // different lists of parts give the same identity. Any part's error is
-// the composite's error.
+// the composite's error. It panics when given no key function or a nil
+// one, so that the mistake shows at start-up, not per request.
 func Composite(fs ...KeyFunc) KeyFunc {
+	mustKeyFuncs("Composite", fs)
 	return func(r *HTTPRequest) (string, error) {
 		var b strings.Builder
 		for i, f := range fs {
@@ -137,8 +182,10 @@ func Composite(fs ...KeyFunc) KeyFunc {
 // identity: it moves on when one fails with ErrNoKey and stops at any
 // other error. For example FirstOf(ByContextValue(userKey), ByClientIP())
 // limits signed-in users by account and everyone else by address. When
-// none finds one, it fails with ErrNoKey.
+// none finds one, it fails with ErrNoKey. It panics when given no key
+// function or a nil one, so that the mistake shows at start-up.
 func FirstOf(fs ...KeyFunc) KeyFunc {
+	mustKeyFuncs("FirstOf", fs)
 	return func(r *HTTPRequest) (string, error) {
 		for _, f := range fs {
 			key, err := f(r)
@@ -151,13 +198,32 @@ func FirstOf(fs ...KeyFunc) KeyFunc {
 }
 
 // SkipPaths returns a SkipFunc that lets requests for exactly these paths
-// (such as "/healthz") bypass the limiter.
+// (such as "/healthz") bypass the limiter. It compares HTTPRequest.Path,
+// the path as the framework's router matches it, byte for byte: an
+// encoded ("/%68ealthz"), dot-segment ("/files/../healthz"),
+// double-slash or trailing-slash spelling that the router serves from
+// another route is limited. A spelling the router does serve from the
+// skipped route but that differs from it may be limited too: skipping
+// less is safe, skipping more is not.
 func SkipPaths(paths ...string) SkipFunc {
 	set := make(map[string]bool, len(paths))
 	for _, p := range paths {
 		set[p] = true
 	}
 	return func(r *HTTPRequest) bool { return set[r.Path()] }
+}
+
+// mustKeyFuncs panics unless fs holds at least one key function and no
+// nil one.
+func mustKeyFuncs(name string, fs []KeyFunc) {
+	if len(fs) == 0 {
+		panic("slidelog: " + name + " needs at least one key function")
+	}
+	for i, f := range fs {
+		if f == nil {
+			panic(fmt.Sprintf("slidelog: %s: key function %d of %d is nil", name, i+1, len(fs)))
+		}
+	}
 }
 
 func hasControl(s string) bool {

@@ -33,14 +33,14 @@ func TestKeyFuncs(t *testing.T) {
 		{"missing header", slidelog.ByHeader("X-None"), "", slidelog.ErrNoKey},
 		{"empty header", slidelog.ByHeader("X-Empty"), "", slidelog.ErrNoKey},
 		{"control character", slidelog.ByHeader("X-Bad"), "", slidelog.ErrInvalidKey},
-		{"string value", slidelog.ByContextValue("user"), "v:user:alice", nil},
-		{"stringer value", slidelog.ByContextValue(ctxKey{}), "v:slidelog_test.ctxKey:bob", nil},
-		{"int value", slidelog.ByContextValue("id"), "v:id:42", nil},
+		{"string value", slidelog.ByContextValue("user"), "v:6:s:user:alice", nil},
+		{"stringer value", slidelog.ByContextValue(ctxKey{}), "v:25:t:slidelog_test.ctxKey={}:bob", nil},
+		{"int value", slidelog.ByContextValue("id"), "v:4:s:id:42", nil},
 		{"missing value", slidelog.ByContextValue("nobody"), "", slidelog.ErrNoKey},
 		{"route", slidelog.ByRoute(), "r:/users/:id", nil},
-		{"composite", slidelog.Composite(slidelog.ByRoute(), slidelog.ByContextValue("user")), "r:/users/:id|v:user:alice", nil},
+		{"composite", slidelog.Composite(slidelog.ByRoute(), slidelog.ByContextValue("user")), "r:/users/:id|v:6:s:user:alice", nil},
 		{"composite error", slidelog.Composite(slidelog.ByRoute(), slidelog.ByHeader("X-None")), "", slidelog.ErrNoKey},
-		{"first of", slidelog.FirstOf(slidelog.ByHeader("X-None"), slidelog.ByContextValue("user")), "v:user:alice", nil},
+		{"first of", slidelog.FirstOf(slidelog.ByHeader("X-None"), slidelog.ByContextValue("user")), "v:6:s:user:alice", nil},
 		{"first of stops", slidelog.FirstOf(slidelog.ByHeader("X-Bad"), slidelog.ByContextValue("user")), "", slidelog.ErrInvalidKey},
 		{"first of none", slidelog.FirstOf(slidelog.ByHeader("X-None")), "", slidelog.ErrNoKey},
 	}
@@ -52,8 +52,8 @@ func TestKeyFuncs(t *testing.T) {
 			}
 		})
 	}
-	if _, err := slidelog.ByContextValue("float")(slidelog.NewHTTPRequest(src)); err == nil || errors.Is(err, slidelog.ErrInvalidKey) {
-		t.Errorf("float context value: got %v, want a server-side error", err)
+	if _, err := slidelog.ByContextValue("float")(slidelog.NewHTTPRequest(src)); !errors.Is(err, slidelog.ErrMisconfigured) {
+		t.Errorf("float context value: got %v, want ErrMisconfigured", err)
 	}
 }
 
@@ -87,5 +87,110 @@ func TestSkipPaths(t *testing.T) {
 		if got := skip(slidelog.NewHTTPRequest(src)); got != tt.want {
 			t.Errorf("SkipPaths(%q): got %v, want %v", tt.give, got, tt.want)
 		}
+	}
+}
+
+type ptrStringer struct{ s string }
+
+func (p *ptrStringer) String() string { return p.s } // panics on a nil *ptrStringer
+
+type authKey int
+
+const (
+	userKey authKey = iota
+	orgKey
+)
+
+// ByContextValue never gives two (key, value) pairs one identity: keys of
+// one type differ by value, and a ':' in a key or value cannot shift the
+// boundary between them.
+func TestByContextValueInjective(t *testing.T) {
+	src := newSource("192.0.2.1:1")
+	src.values[userKey] = "7"
+	src.values[orgKey] = "7"
+	src.values["user"] = "x:1"
+	src.values["user:x"] = "1"
+	seen := map[string]any{}
+	for _, key := range []any{userKey, orgKey, "user", "user:x", ctxKey{}} {
+		id, err := slidelog.ByContextValue(key)(slidelog.NewHTTPRequest(src))
+		if errors.Is(err, slidelog.ErrNoKey) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("key %v: %v", key, err)
+		}
+		if prev, ok := seen[id]; ok {
+			t.Errorf("keys %v and %v both give identity %q", prev, key, id)
+		}
+		seen[id] = key
+	}
+	if len(seen) != 4 {
+		t.Errorf("identities: got %d, want 4", len(seen))
+	}
+}
+
+// A typed nil in the context is no identity (ErrNoKey), never a panic.
+func TestByContextValueTypedNil(t *testing.T) {
+	src := newSource("192.0.2.1:1")
+	src.values["user"] = (*ptrStringer)(nil)
+	_, err := slidelog.ByContextValue("user")(slidelog.NewHTTPRequest(src))
+	if !errors.Is(err, slidelog.ErrNoKey) {
+		t.Errorf("typed nil Stringer: got %v, want ErrNoKey", err)
+	}
+	id, err := slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP())(slidelog.NewHTTPRequest(src))
+	if err != nil || id != "ip:192.0.2.1" {
+		t.Errorf("FirstOf past a typed nil: got %q, %v, want ip:192.0.2.1", id, err)
+	}
+}
+
+// Bad key-function configuration fails at construction, with a message
+// that names the mistake.
+func TestKeyFuncConstructionPanics(t *testing.T) {
+	tests := []struct {
+		name string
+		make func()
+		want string
+	}{
+		{"composite nil", func() { slidelog.Composite(slidelog.ByRoute(), nil) }, "Composite: key function 2 of 2 is nil"},
+		{"composite none", func() { slidelog.Composite() }, "Composite needs at least one"},
+		{"first of nil", func() { slidelog.FirstOf(nil, slidelog.ByClientIP()) }, "FirstOf: key function 1 of 2 is nil"},
+		{"context value nil key", func() { slidelog.ByContextValue(nil) }, "not comparable"},
+		{"context value slice key", func() { slidelog.ByContextValue([]string{"a"}) }, "not comparable"},
+		{"header name", func() { slidelog.ByHeader("X Api Key") }, "not a header field name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				p := recover()
+				if msg, _ := p.(string); !strings.Contains(msg, tt.want) {
+					t.Errorf("panic: got %v, want a message containing %q", p, tt.want)
+				}
+			}()
+			tt.make()
+		})
+	}
+}
+
+// The zero HTTPRequest, and one of a nil source, answer every method
+// without a panic; key functions on them fail with ErrInvalidKey.
+func TestZeroHTTPRequest(t *testing.T) {
+	for _, r := range []*slidelog.HTTPRequest{{}, slidelog.NewHTTPRequest(nil), nil} {
+		if r.Context() == nil || r.Method() != "" || r.Path() != "" || r.Route() != "" || r.Header("X") != nil ||
+			r.RemoteAddr() != "" || r.Value("k") != nil || r.Native() != nil || r.HeaderValue("X") != "" {
+			t.Errorf("%#v: want zero answers", r)
+		}
+		if _, err := r.ClientIP(); !errors.Is(err, slidelog.ErrInvalidKey) {
+			t.Errorf("ClientIP: got %v, want ErrInvalidKey", err)
+		}
+		if _, err := slidelog.ByClientIP()(r); !errors.Is(err, slidelog.ErrInvalidKey) {
+			t.Errorf("ByClientIP: got %v, want ErrInvalidKey", err)
+		}
+		if _, err := slidelog.ByHeader("X-Api-Key")(r); !errors.Is(err, slidelog.ErrNoKey) {
+			t.Errorf("ByHeader: got %v, want ErrNoKey", err)
+		}
+		if _, err := slidelog.Composite(slidelog.ByRoute(), slidelog.ByContextValue("u"))(r); !errors.Is(err, slidelog.ErrNoKey) {
+			t.Errorf("Composite: got %v, want ErrNoKey", err)
+		}
+		_ = slidelog.SkipPaths("/healthz")(r)
 	}
 }

@@ -23,11 +23,14 @@ const (
 	// q is the policy's limit and w its window in seconds; r is the exact
 	// number of units remaining after this decision and t the seconds,
 	// rounded up, until the policy's window holds no entries (full
-	// capacity is back). The default.
+	// capacity is back). An admission of FailOpen, which checked nothing,
+	// carries RateLimit-Policy only: its state is unknown, which the draft
+	// lets a server say by omitting the field. The default.
 	HeadersIETF HeaderStyle = iota
 	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until full capacity, rounded up) for the
-	// binding policy (see Result). When two middlewares limit one request,
+	// binding policy (see Result); only X-RateLimit-Limit on an admission
+	// of FailOpen, whose state is unknown. When two middlewares limit one request,
 	// the inner one's values replace the outer one's.
 	HeadersLegacy
 	// HeadersNone sends no rate-limit header fields. Retry-After is still
@@ -89,10 +92,15 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res Result) []He
 			state.WriteString(";t=")
 			state.WriteString(strconv.FormatInt(ceilSeconds(p.ResetAfter), 10))
 		}
-		return append(h,
-			HeaderField{Name: "RateLimit-Policy", Value: policy.String(), Append: true},
-			HeaderField{Name: "RateLimit", Value: state.String(), Append: true})
+		h = append(h, HeaderField{Name: "RateLimit-Policy", Value: policy.String(), Append: true})
+		if res.Source == SourceFailOpen {
+			return h // nothing was checked: the state is unknown, not "none left"
+		}
+		return append(h, HeaderField{Name: "RateLimit", Value: state.String(), Append: true})
 	case HeadersLegacy:
+		if res.Source == SourceFailOpen {
+			return append(h, HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)})
+		}
 		return append(h,
 			HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)},
 			HeaderField{Name: "X-RateLimit-Remaining", Value: strconv.Itoa(max(res.Remaining, 0))},
@@ -196,7 +204,7 @@ func DeniedProblem(res Result) Problem {
 // ErrorProblem returns the body for a request the middleware could not
 // decide on, with a generic detail: 400 for an identity wrapping
 // ErrInvalidKey, 431 for ErrIdentityTooLong, 500 for a server-side
-// misconfiguration (ErrInvalidCost, ErrInvalidOption, no limiter), and
+// misconfiguration (ErrInvalidCost, ErrInvalidOption, ErrMisconfigured), and
 // 503 for everything else (the store was unavailable, the context ended,
 // the limiter was closed). The error's text is never part of the body.
 func ErrorProblem(err error) Problem {
@@ -215,7 +223,7 @@ func ErrorProblem(err error) Problem {
 			Status: http.StatusBadRequest,
 			Detail: "This request carries no valid client identity.",
 		}
-	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidOption), errors.Is(err, errNoLimiter):
+	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidOption), errors.Is(err, ErrMisconfigured):
 		return Problem{
 			Type:   "about:blank",
 			Title:  "Internal Server Error",

@@ -37,6 +37,12 @@ func TestNewHTTPLimiterErrors(t *testing.T) {
 	}{
 		{"nil limiter", nil, nil},
 		{"bad cidr", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/40")}},
+		{"trust every address", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("0.0.0.0/0"), slidelog.WithClientIPHeader("X-Real-IP")}},
+		{"trusted proxies, no header", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/8")}},
+		{"all peers trusted, no header", l, []slidelog.HTTPOption{slidelog.WithAllPeersTrusted()}},
+		{"header, no trusted proxy", l, []slidelog.HTTPOption{slidelog.WithClientIPHeader("X-Real-IP")}},
+		{"bad header name", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader("X Real IP")}},
+		{"empty header name", l, []slidelog.HTTPOption{slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader("")}},
 		{"ipv6 prefix 0", l, []slidelog.HTTPOption{slidelog.WithIPv6Prefix(0)}},
 		{"ipv6 prefix 129", l, []slidelog.HTTPOption{slidelog.WithIPv6Prefix(129)}},
 		{"cost 0", l, []slidelog.HTTPOption{slidelog.WithCost(0)}},
@@ -179,5 +185,53 @@ func TestFinishRefunds(t *testing.T) {
 	h.Check(newSource("192.0.2.1:1")).Finish(500) // a denial: nothing to refund
 	if store.Refunds() != 3 {
 		t.Errorf("refunds: got %d, want 3", store.Refunds())
+	}
+}
+
+// A key function that panics, a nil source, or a zero HTTPLimiter give an
+// error wrapping ErrMisconfigured, never a panic.
+func TestCheckNeverPanics(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(10))
+	boom := func(*slidelog.HTTPRequest) (string, error) { panic("boom") }
+	h, err := slidelog.NewHTTPLimiter(l, slidelog.WithKeyFunc(boom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Check(newSource("192.0.2.1:1")); d.Outcome != slidelog.OutcomeError || !errors.Is(d.Err, slidelog.ErrMisconfigured) {
+		t.Errorf("panicking key func: got %v, %v, want an error wrapping ErrMisconfigured", d.Outcome, d.Err)
+	} else if p := slidelog.ErrorProblem(d.Err); p.Status != 500 || strings.Contains(string(p.JSON()), "boom") {
+		t.Errorf("problem: got %d %s, want 500 without the panic's text", p.Status, p.JSON())
+	}
+	shadow, err := slidelog.NewHTTPLimiter(l, slidelog.WithKeyFunc(boom), slidelog.WithShadowMode(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := shadow.Check(newSource("192.0.2.1:1")); d.Outcome != slidelog.OutcomeNext {
+		t.Errorf("shadow mode: got %v, want next", d.Outcome)
+	}
+	def, err := slidelog.NewHTTPLimiter(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := def.Check(nil); d.Outcome != slidelog.OutcomeError || !errors.Is(d.Err, slidelog.ErrInvalidKey) {
+		t.Errorf("nil source: got %v, %v, want ErrInvalidKey", d.Outcome, d.Err)
+	}
+	for _, z := range []*slidelog.HTTPLimiter{nil, {}} {
+		d := z.Check(newSource("192.0.2.1:1"))
+		if d.Outcome != slidelog.OutcomeError || !errors.Is(d.Err, slidelog.ErrMisconfigured) {
+			t.Errorf("%v: got %v, %v, want ErrMisconfigured", z, d.Outcome, d.Err)
+		}
+		d.Finish(500)
+	}
+	var none *slidelog.HTTPDecision
+	none.Finish(500)
+}
+
+func TestNewRejectsNilStores(t *testing.T) {
+	for _, s := range []slidelog.Store{nil, (*slidelog.MemoryStore)(nil), (*slidelog.RedisStore)(nil)} {
+		if _, err := slidelog.New(s, slidelog.PerSecond(1)); !errors.Is(err, slidelog.ErrNilStore) {
+			t.Errorf("New(%#v): got %v, want ErrNilStore", s, err)
+		}
 	}
 }

@@ -86,7 +86,7 @@ const configCheckTimeout = time.Second
 // fall back until it answers (a server that turns out to be Redis 6.2
 // fails the script, and the store then reads the versions again).
 func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
-	if store == nil {
+	if isNilStore(store) {
 		return nil, ErrNilStore
 	}
 	cfg := limiterConfig{policies: []Policy{policy}, maxKeyLength: DefaultMaxKeyLength}

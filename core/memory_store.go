@@ -7,14 +7,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Defaults of the MemoryStore.
 const (
-	// DefaultMaxKeys is how many identities a MemoryStore keeps before it
-	// evicts the least recently used one.
+	// DefaultMaxKeys is how many identities a MemoryStore tracks with a
+	// log of their own (see MemoryStore).
 	DefaultMaxKeys = 100_000
 	// DefaultSweepInterval is how often a MemoryStore removes the logs
 	// whose every entry has left its longest window.
@@ -29,14 +27,20 @@ const (
 // one process only. It is the store to use without Redis, in tests, and as
 // the fallback of a Redis-backed limiter.
 //
-// The number of identities is bounded (WithMaxKeys): past it the least
-// recently used identity is forgotten, which can let that identity through
-// early, so size it above the number of identities active within the
-// longest window. A background goroutine sweeps expired logs every sweep
-// interval until Close. MemoryStore is safe for concurrent use.
+// The number of identities with their own log is bounded (WithMaxKeys).
+// A new identity at a full store takes the place of a log whose entries
+// have all left their windows, the one that expired first; a log that
+// still holds entries is never dropped, so minting identities never
+// resets anyone's window. When every log is live, new identities share
+// one overflow log per limiter (per Request.Namespace) until a log
+// expires: together they get one identity's budget. Size WithMaxKeys
+// above the number of identities active within the longest window, so
+// that real clients never share it. A background goroutine sweeps
+// expired logs every sweep interval until Close. MemoryStore is safe for
+// concurrent use.
 type MemoryStore struct {
 	err    error // an invalid option: every call fails with it
-	logs   *lru.Cache[logKey, *memoryLog]
+	logs   *logTable
 	clock  func() time.Time
 	start  time.Time
 	closed atomic.Bool
@@ -86,13 +90,7 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	if cfg.sweepInterval <= 0 {
 		cfg.sweepInterval = DefaultSweepInterval
 	}
-	// The eviction callback runs under the cache's lock, sometimes while
-	// the log's own lock is held (Reset, sweep), so it only flags the log.
-	logs, err := lru.NewWithEvict(cfg.maxKeys, func(_ logKey, l *memoryLog) { l.dead.Store(true) })
-	if err != nil {
-		panic("slidelog: unreachable: lru rejected a positive size")
-	}
-	s := &MemoryStore{err: cfg.memoryErr, logs: logs, clock: cfg.clock, start: time.Now(), stop: make(chan struct{})}
+	s := &MemoryStore{err: cfg.memoryErr, logs: newLogTable(cfg.maxKeys), clock: cfg.clock, start: time.Now(), stop: make(chan struct{})}
 	s.done.Add(1)
 	go s.sweep(cfg.sweepInterval)
 	return s
@@ -138,7 +136,7 @@ func (s *MemoryStore) usable(ctx context.Context) error {
 }
 
 // Len returns how many identities the store holds now.
-func (s *MemoryStore) Len() int { return s.logs.Len() }
+func (s *MemoryStore) Len() int { return s.logs.len() }
 
 // now returns the store's time in microseconds: monotonic unless a test
 // clock was given.
@@ -147,28 +145,6 @@ func (s *MemoryStore) now() int64 {
 		return s.clock().UnixMicro()
 	}
 	return s.start.UnixMicro() + time.Since(s.start).Microseconds()
-}
-
-// lock returns key's log, locked, creating it when create is set. It
-// returns nil when the key has no log and create is not set.
-func (s *MemoryStore) lock(key logKey, create bool) *memoryLog {
-	for {
-		l, ok := s.logs.Get(key)
-		if !ok {
-			if !create {
-				return nil
-			}
-			l = &memoryLog{}
-			if found, _ := s.logs.ContainsOrAdd(key, l); found {
-				continue
-			}
-		}
-		l.mu.Lock()
-		if !l.dead.Load() {
-			return l
-		}
-		l.mu.Unlock()
-	}
 }
 
 // Take implements Store.
@@ -286,7 +262,7 @@ func (s *MemoryStore) Reset(ctx context.Context, req Request) error {
 	key := logKey{req.Namespace, req.Key}
 	if l := s.lock(key, false); l != nil {
 		l.dead.Store(true)
-		s.logs.Remove(key)
+		s.logs.remove(key, l)
 		l.mu.Unlock()
 	}
 	return nil
@@ -299,7 +275,7 @@ func (s *MemoryStore) Close() error {
 	}
 	close(s.stop)
 	s.done.Wait()
-	s.logs.Purge()
+	s.logs.purge()
 	return nil
 }
 
@@ -315,22 +291,6 @@ func (s *MemoryStore) sweep(interval time.Duration) {
 		case <-t.C:
 			s.sweepOnce()
 		}
-	}
-}
-
-func (s *MemoryStore) sweepOnce() {
-	now := s.now()
-	for _, key := range s.logs.Keys() {
-		l, ok := s.logs.Peek(key)
-		if !ok {
-			continue
-		}
-		l.mu.Lock()
-		if !l.dead.Load() && l.expires <= now {
-			l.dead.Store(true)
-			s.logs.Remove(key)
-		}
-		l.mu.Unlock()
 	}
 }
 

@@ -3,6 +3,7 @@ package slidelog
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -107,4 +108,14 @@ func (req Request) validateRecord(at time.Time) error {
 		return fmt.Errorf("%w: admission time %v before 1970", ErrInvalidOption, at)
 	}
 	return nil
+}
+
+// isNilStore reports whether s is nil or holds a nil pointer, such as
+// (*MemoryStore)(nil), whose methods would panic on the first request.
+func isNilStore(s Store) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

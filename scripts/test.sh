@@ -5,7 +5,7 @@
 # cluster), exports SLIDELOG_REDIS_ADDR / SLIDELOG_CLUSTER_ADDRS /
 # SLIDELOG_REQUIRE_REDIS=1, runs `go test -race -count=1 ./...` in every
 # module listed in go.work, a short FuzzRedisKey run in core if that target
-# exists, and prints a per-module summary. Exits non-zero if anything failed.
+# exists, a short FuzzMiddleware run in each adapter, and prints a per-module summary. Exits non-zero if anything failed.
 #
 # The rig is stopped on exit (success, failure, Ctrl-C) if this run started
 # it. A rig that was already up and healthy before the run (someone's
@@ -71,6 +71,21 @@ else
   echo
   echo "=== core: no FuzzRedisKey target yet; fuzz run skipped"
 fi
+
+# FuzzMiddleware drives each adapter with crafted requests; a count, not a
+# duration, for the same reason as above.
+HTTP_FUZZTIME="${SLIDELOG_HTTP_FUZZTIME:-5000x}"
+for a in gin echo chi fiber; do
+  if grep -qs 'func FuzzMiddleware' "$ROOT/adapters/$a"/*_test.go; then
+    echo
+    echo "=== module adapters/$a: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME ."
+    if (cd "$ROOT/adapters/$a" && go test -run='^$' -fuzz='^FuzzMiddleware$' -fuzztime="$HTTP_FUZZTIME" .); then
+      passed+=("adapters/$a(fuzz FuzzMiddleware)")
+    else
+      failed+=("adapters/$a(fuzz FuzzMiddleware)")
+    fi
+  fi
+done
 
 echo
 echo "=== test.sh summary ($((SECONDS - start))s)"

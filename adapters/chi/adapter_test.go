@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,8 +59,8 @@ func TestKeyByContextValue(t *testing.T) {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
 		}
 	}
-	want := map[string]int{"v:slidechi_test.userKey:alice": 2, "v:slidechi_test.userKey:bob": 1, "ip:192.0.2.1": 2}
-	if got := store.Identities(); len(got) != len(want) || got["v:slidechi_test.userKey:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
+	want := map[string]int{"v:26:t:slidechi_test.userKey={}:alice": 2, "v:26:t:slidechi_test.userKey={}:bob": 1, "ip:192.0.2.1": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:26:t:slidechi_test.userKey={}:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
 		t.Errorf("identities: got %v, want %v", got, want)
 	}
 }
@@ -95,6 +96,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
 	for name, opt := range map[string]slidechi.Option{
 		"cidr":        slidechi.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slidechi.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slidechi.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slidechi.WithClientIPHeader("X Real IP"),
 		"ipv6 prefix": slidechi.WithIPv6Prefix(0),
 		"cost":        slidechi.WithCost(0),
 	} {
@@ -115,4 +119,16 @@ func TestInvalidOptionPanics(t *testing.T) {
 		}()
 		slidechi.Middleware(nil)
 	})
+}
+
+// A nil next handler is refused when the middleware wraps it, not on the
+// first request.
+func TestNilNextPanicsAtWrap(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	defer func() {
+		if p, _ := recover().(string); !strings.Contains(p, "nil next handler") {
+			t.Errorf("panic: got %q, want one naming the nil next handler", p)
+		}
+	}()
+	slidechi.Middleware(l)(nil)
 }

@@ -10,10 +10,10 @@
 // plain http.ServeMux or any handler.
 //
 // Each request is keyed (by default by client IP), checked, and answered
-// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit
-// by default). A denied request gets 429 with Retry-After and an
-// application/problem+json body; a request with a bad identity gets 400
-// or 431 before any store call; when the limiter cannot decide, the error
+// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
+// default). A denied request gets 429 with Retry-After and an
+// application/problem+json body; a request with a bad identity gets 400 or
+// 431 before any store call; when the limiter cannot decide, the error
 // handler answers (503 by default, never with the error's text).
 //
 // Per-route limits: pass different limiters to Middleware on different
@@ -28,7 +28,8 @@
 // ignores X-Forwarded-For, X-Real-IP and Forwarded. Do not put chi's
 // middleware.RealIP in front of it unless every request comes through a
 // proxy that overwrites those headers: RealIP copies a client-supplied
-// header into r.RemoteAddr. Behind a proxy, list it with
-// WithTrustedProxies instead: the client is then the rightmost forwarded
-// address that is not a trusted proxy.
+// header into r.RemoteAddr. Behind a proxy, list it with WithTrustedProxies
+// and name the one header it writes with WithClientIPHeader instead: the
+// client is then the rightmost forwarded address that is not a trusted
+// proxy.
 package slidechi

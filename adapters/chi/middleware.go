@@ -15,8 +15,9 @@ import (
 // different limiters on different routes and groups give per-route
 // limits.
 //
-// It panics when an option is invalid (such as a malformed CIDR), so that
-// a misconfiguration shows at start-up, never per request.
+// It panics when an option is invalid (such as a malformed CIDR), and the
+// middleware panics when given a nil next handler, so that a
+// misconfiguration shows at start-up, never per request.
 func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	var cfg config
 	for _, o := range opts {
@@ -36,6 +37,9 @@ func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Han
 		onError = defaultError
 	}
 	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("slidechi: Middleware(...)(nil): nil next handler")
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := hl.Check(&request{r: r})
 			h := w.Header()
@@ -89,11 +93,23 @@ type request struct {
 
 func (r *request) Context() context.Context    { return r.r.Context() }
 func (r *request) Method() string              { return r.r.Method }
-func (r *request) Path() string                { return r.r.URL.Path }
 func (r *request) RemoteAddr() string          { return r.r.RemoteAddr }
 func (r *request) Native() any                 { return r.r }
-func (r *request) Header(name string) []string { return r.r.Header.Values(name) }
+func (r *request) Header(name string) []string { return slidelog.HeaderValues(r.r.Header, name) }
 func (r *request) Value(key any) any           { return r.r.Context().Value(key) }
+
+// Path is the path chi routes on: the route context's RoutePath when a
+// mounted router or middleware set it, otherwise the escaped path as
+// received (chi routes on URL.RawPath when it is set).
+func (r *request) Path() string {
+	if rctx := chi.RouteContext(r.r.Context()); rctx != nil && rctx.RoutePath != "" {
+		return rctx.RoutePath
+	}
+	if r.r.URL.RawPath != "" {
+		return r.r.URL.RawPath
+	}
+	return r.r.URL.Path
+}
 
 // Route asks chi's root router which pattern the request matches, since
 // middleware added with r.Use runs before chi has routed the request.

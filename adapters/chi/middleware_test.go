@@ -30,7 +30,9 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 		if status == 0 {
 			status = http.StatusOK
 		}
+		pattern := rt.Pattern
 		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set(slidelogtest.RouteHeader, pattern)
 			w.WriteHeader(status)
 			_, _ = io.WriteString(w, "ok")
 		})
@@ -74,6 +76,9 @@ func middleware(m *slidelogtest.HTTPMiddleware) func(http.Handler) http.Handler 
 	if len(m.TrustedProxies) > 0 {
 		opts = append(opts, slidechi.WithTrustedProxies(m.TrustedProxies...))
 	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slidechi.WithClientIPHeader(m.ClientIPHeader))
+	}
 	if m.IPv6Prefix != 0 {
 		opts = append(opts, slidechi.WithIPv6Prefix(m.IPv6Prefix))
 	}
@@ -91,3 +96,7 @@ func middleware(m *slidelogtest.HTTPMiddleware) func(http.Handler) http.Handler 
 	}
 	return slidechi.Middleware(m.Limiter, opts...)
 }
+
+// FuzzMiddleware: no request, however crafted, panics the middleware or
+// gets a 5xx.
+func FuzzMiddleware(f *testing.F) { slidelogtest.FuzzHTTP(f, newServer) }

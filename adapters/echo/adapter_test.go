@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,8 +52,8 @@ func TestKeyByContextValue(t *testing.T) {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
 		}
 	}
-	want := map[string]int{"v:user:alice": 2, "v:user:bob": 1, "ip:192.0.2.1": 2}
-	if got := store.Identities(); len(got) != len(want) || got["v:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
+	want := map[string]int{"v:6:s:user:alice": 2, "v:6:s:user:bob": 1, "ip:192.0.2.1": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:6:s:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
 		t.Errorf("identities: got %v, want %v", got, want)
 	}
 }
@@ -80,6 +81,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
 	for name, opt := range map[string]slideecho.Option{
 		"cidr":        slideecho.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slideecho.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slideecho.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slideecho.WithClientIPHeader("X Real IP"),
 		"ipv6 prefix": slideecho.WithIPv6Prefix(0),
 		"cost":        slideecho.WithCost(0),
 	} {
@@ -124,4 +128,16 @@ func TestRefundOnReturnedError(t *testing.T) {
 	if n := store.Refunds(); n != 3 {
 		t.Errorf("refunds: got %d, want 3", n)
 	}
+}
+
+// A nil next handler is refused when the middleware wraps it, not on the
+// first request.
+func TestNilNextPanicsAtWrap(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	defer func() {
+		if p, _ := recover().(string); !strings.Contains(p, "nil next handler") {
+			t.Errorf("panic: got %q, want one naming the nil next handler", p)
+		}
+	}()
+	slideecho.Middleware(l)(nil)
 }

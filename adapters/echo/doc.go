@@ -6,16 +6,17 @@
 //	e.Use(slideecho.Middleware(l, slideecho.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
-// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit
-// by default). A denied request gets 429 with Retry-After and an
-// application/problem+json body; a request with a bad identity gets 400
-// or 431 before any store call; when the limiter cannot decide, the error
+// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
+// default). A denied request gets 429 with Retry-After and an
+// application/problem+json body; a request with a bad identity gets 400 or
+// 431 before any store call; when the limiter cannot decide, the error
 // handler answers (503 by default, never with the error's text).
 //
 // Per-route limits: pass different limiters to Middleware on different
-// routes and groups (e.GET("/search", h, slideecho.Middleware(searchLimiter))),
-// key by route with slidelog.ByRoute (echo's route pattern, c.Path()), or
-// choose a limiter per request with WithLimiterFunc.
+// routes and groups (e.GET("/search", h,
+// slideecho.Middleware(searchLimiter))), key by route with slidelog.ByRoute
+// (echo's route pattern, c.Path()), or choose a limiter per request with
+// WithLimiterFunc.
 //
 // # Client IP and echo's IPExtractor
 //
@@ -23,9 +24,10 @@
 // address (c.Request().RemoteAddr), whatever X-Forwarded-For, X-Real-IP or
 // Forwarded headers say, so it is safe even though echo v4 without an
 // IPExtractor reads the leftmost X-Forwarded-For value. Behind a proxy,
-// list it with WithTrustedProxies: the client is then the rightmost
-// forwarded address that is not a trusted proxy. Set e.IPExtractor to
-// echo.ExtractIPFromXFFHeader(echo.TrustIPRange(...)) with the same
-// ranges so that c.RealIP() in your handlers agrees with the limiter, or
-// to echo.ExtractIPDirect() when there is no proxy.
+// list it with WithTrustedProxies and name the one header it writes with
+// WithClientIPHeader: the client is then the rightmost forwarded address
+// that is not a trusted proxy. Set e.IPExtractor to
+// echo.ExtractIPFromXFFHeader(echo.TrustIPRange(...)) with the same ranges
+// so that c.RealIP() in your handlers agrees with the limiter, or to
+// echo.ExtractIPDirect() when there is no proxy.
 package slideecho

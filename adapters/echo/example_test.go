@@ -48,7 +48,7 @@ func Example_trustedProxy() {
 	_, lb, _ := net.ParseCIDR("10.0.0.0/8")
 	e := echo.New()
 	e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustIPRange(lb))
-	e.Use(slideecho.Middleware(l, slideecho.WithTrustedProxies("10.0.0.0/8")))
+	e.Use(slideecho.Middleware(l, slideecho.WithTrustedProxies("10.0.0.0/8"), slideecho.WithClientIPHeader("X-Forwarded-For")))
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
 
 	req := httptest.NewRequest(http.MethodGet, "/hello", nil)

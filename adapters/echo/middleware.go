@@ -14,8 +14,9 @@ import (
 // with e.Use, on a group, or on one route; different limiters on
 // different routes and groups give per-route limits.
 //
-// It panics when an option is invalid (such as a malformed CIDR), so that
-// a misconfiguration shows at start-up, never per request.
+// It panics when an option is invalid (such as a malformed CIDR), and the
+// middleware panics when given a nil next handler, so that a
+// misconfiguration shows at start-up, never per request.
 func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
 	var cfg config
 	for _, o := range opts {
@@ -35,6 +36,9 @@ func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
 		onError = defaultError
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if next == nil {
+			panic("slideecho: Middleware(...)(nil): nil next handler")
+		}
 		return func(c echo.Context) error {
 			d := hl.Check(request{c})
 			h := c.Response().Header()
@@ -86,13 +90,13 @@ type request struct{ c echo.Context }
 
 func (r request) Context() context.Context { return r.c.Request().Context() }
 func (r request) Method() string           { return r.c.Request().Method }
-func (r request) Path() string             { return r.c.Request().URL.Path }
+func (r request) Path() string             { return echo.GetPath(r.c.Request()) }
 func (r request) Route() string            { return r.c.Path() }
 func (r request) RemoteAddr() string       { return r.c.Request().RemoteAddr }
 func (r request) Native() any              { return r.c }
 
 func (r request) Header(name string) []string {
-	return r.c.Request().Header.Values(name)
+	return slidelog.HeaderValues(r.c.Request().Header, name)
 }
 
 func (r request) Value(key any) any {

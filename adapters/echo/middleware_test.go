@@ -37,7 +37,11 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 		if method == "" {
 			method = http.MethodGet
 		}
-		e.Add(method, rt.Pattern, func(c echo.Context) error { return c.String(status, "ok") }, mws...)
+		pattern := rt.Pattern
+		e.Add(method, rt.Pattern, func(c echo.Context) error {
+			c.Response().Header().Set(slidelogtest.RouteHeader, pattern)
+			return c.String(status, "ok")
+		}, mws...)
 	}
 	return slidelogtest.ServeHandler(e)
 }
@@ -69,6 +73,9 @@ func middleware(m *slidelogtest.HTTPMiddleware) echo.MiddlewareFunc {
 	if len(m.TrustedProxies) > 0 {
 		opts = append(opts, slideecho.WithTrustedProxies(m.TrustedProxies...))
 	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slideecho.WithClientIPHeader(m.ClientIPHeader))
+	}
 	if m.IPv6Prefix != 0 {
 		opts = append(opts, slideecho.WithIPv6Prefix(m.IPv6Prefix))
 	}
@@ -84,3 +91,7 @@ func middleware(m *slidelogtest.HTTPMiddleware) echo.MiddlewareFunc {
 	}
 	return slideecho.Middleware(m.Limiter, opts...)
 }
+
+// FuzzMiddleware: no request, however crafted, panics the middleware or
+// gets a 5xx.
+func FuzzMiddleware(f *testing.F) { slidelogtest.FuzzHTTP(f, newServer) }

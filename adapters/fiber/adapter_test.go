@@ -53,8 +53,8 @@ func TestKeyByContextValue(t *testing.T) {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
 		}
 	}
-	want := map[string]int{"v:user:alice": 2, "v:user:bob": 1, "ip:0.0.0.0": 2}
-	if got := store.Identities(); len(got) != len(want) || got["v:user:alice"] != 2 || got["ip:0.0.0.0"] != 2 {
+	want := map[string]int{"v:6:s:user:alice": 2, "v:6:s:user:bob": 1, "ip:0.0.0.0": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:6:s:user:alice"] != 2 || got["ip:0.0.0.0"] != 2 {
 		t.Errorf("identities: got %v, want %v", got, want)
 	}
 }
@@ -84,6 +84,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
 	for name, opt := range map[string]slidefiber.Option{
 		"cidr":        slidefiber.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slidefiber.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slidefiber.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slidefiber.WithClientIPHeader("X Real IP"),
 		"ipv6 prefix": slidefiber.WithIPv6Prefix(0),
 		"cost":        slidefiber.WithCost(0),
 	} {

@@ -1,25 +1,24 @@
-// Package slidefiber rate-limits fiber v2 requests with a
-// slidelog.Limiter: a strict sliding-window log on Redis, Redis Cluster or
-// memory.
+// Package slidefiber rate-limits fiber v2 requests with a slidelog.Limiter:
+// a strict sliding-window log on Redis, Redis Cluster or memory.
 //
 //	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
 //	app := fiber.New()
 //	app.Use(slidefiber.Middleware(l, slidefiber.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
-// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit
-// by default). A denied request gets 429 with Retry-After and an
-// application/problem+json body; a request with a bad identity gets 400
-// or 431 before any store call; when the limiter cannot decide, the error
+// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
+// default). A denied request gets 429 with Retry-After and an
+// application/problem+json body; a request with a bad identity gets 400 or
+// 431 before any store call; when the limiter cannot decide, the error
 // handler answers (503 by default, never with the error's text).
 //
 // Per-route limits: pass different limiters to Middleware on different
-// routes and groups (app.Get("/search", slidefiber.Middleware(searchLimiter), h)),
-// or choose a limiter per request with WithLimiterFunc. slidelog.ByRoute
-// sees the path the middleware was registered with: register it on the
-// route (or the group) to key by route pattern; under app.Use every
-// request has the Use prefix as its route, because fiber has not matched
-// the final route yet.
+// routes and groups (app.Get("/search",
+// slidefiber.Middleware(searchLimiter), h)), or choose a limiter per
+// request with WithLimiterFunc. slidelog.ByRoute sees the path the
+// middleware was registered with: register it on the route (or the group)
+// to key by route pattern; under app.Use every request has the Use prefix
+// as its route, because fiber has not matched the final route yet.
 //
 // # Client IP and fiber's ProxyHeader
 //
@@ -27,9 +26,10 @@
 // (c.Context().RemoteAddr()) and by default ignores X-Forwarded-For,
 // X-Real-IP and Forwarded, so it is safe even when fiber.Config.ProxyHeader
 // is set without EnableTrustedProxyCheck (then c.IP() returns the raw,
-// client-chosen header: GHSA-3q5p-3558-364f). Behind a proxy, list it
-// with WithTrustedProxies: the client is then the rightmost forwarded
-// address that is not a trusted proxy. If you also want c.IP() in your
-// handlers to agree, set ProxyHeader together with
-// EnableTrustedProxyCheck and the same TrustedProxies.
+// client-chosen header: GHSA-3q5p-3558-364f). Behind a proxy, list it with
+// WithTrustedProxies and name the one header it writes with
+// WithClientIPHeader: the client is then the rightmost forwarded address
+// that is not a trusted proxy. If you also want c.IP() in your handlers to
+// agree, set ProxyHeader together with EnableTrustedProxyCheck and the same
+// TrustedProxies.
 package slidefiber

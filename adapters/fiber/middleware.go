@@ -1,6 +1,7 @@
 package slidefiber
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -87,7 +88,6 @@ type request struct{ c *fiber.Ctx }
 
 func (r *request) Context() context.Context { return r.c.UserContext() }
 func (r *request) Method() string           { return strings.Clone(r.c.Method()) }
-func (r *request) Path() string             { return string(r.c.Request().URI().Path()) }
 func (r *request) RemoteAddr() string       { return r.c.Context().RemoteAddr().String() }
 func (r *request) Native() any              { return r.c }
 
@@ -96,15 +96,22 @@ func (r *request) Native() any              { return r.c }
 // Fiber has not matched the final route when app.Use middleware runs.
 func (r *request) Route() string { return strings.Clone(r.c.Route().Path) }
 
+// Path is the path fiber routes on (c.Path(): the path as received, or
+// decoded with UnescapePath), never fasthttp's normalised URI path, which
+// resolves "%2f" and dot segments that fiber's router does not.
+func (r *request) Path() string { return strings.Clone(r.c.Path()) }
+
+// Header compares names without regard to case: with fiber's
+// DisableHeaderNormalizing, names keep the case the client sent, which
+// PeekAll would match exactly.
 func (r *request) Header(name string) []string {
-	raw := r.c.Request().Header.PeekAll(name)
-	if len(raw) == 0 {
-		return nil
-	}
-	vs := make([]string, len(raw))
-	for i, b := range raw {
-		vs[i] = string(b)
-	}
+	var vs []string
+	want := []byte(name)
+	r.c.Request().Header.VisitAll(func(k, v []byte) {
+		if bytes.EqualFold(k, want) {
+			vs = append(vs, string(v))
+		}
+	})
 	return vs
 }
 

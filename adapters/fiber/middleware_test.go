@@ -2,6 +2,7 @@ package slidefiber_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +26,13 @@ func TestHTTPSuiteCluster(t *testing.T) {
 
 // newServer builds app with fiber: the suite's factory.
 func newServer(t *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
-	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	f := fiber.New(fiber.Config{DisableStartupMessage: true, DisableHeaderNormalizing: app.RawHeaderNames})
+	f.Use(func(c *fiber.Ctx) error { // the request's context values, as an auth middleware would set them
+		if ctx, ok := c.Context().UserValue(requestContext{}).(context.Context); ok {
+			c.SetUserContext(ctx)
+		}
+		return c.Next()
+	})
 	if app.Global != nil {
 		f.Use(middleware(app.Global))
 	}
@@ -38,7 +45,11 @@ func newServer(t *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 		if rt.Middleware != nil {
 			handlers = append(handlers, middleware(rt.Middleware))
 		}
-		handlers = append(handlers, func(c *fiber.Ctx) error { return c.Status(status).SendString("ok") })
+		pattern := rt.Pattern
+		handlers = append(handlers, func(c *fiber.Ctx) error {
+			c.Set(slidelogtest.RouteHeader, pattern)
+			return c.Status(status).SendString("ok")
+		})
 		method := rt.Method
 		if method == "" {
 			method = http.MethodGet
@@ -56,6 +67,9 @@ func serve(t *testing.T, app *fiber.App) slidelogtest.HTTPServe {
 	return func(req *http.Request) *http.Response {
 		var fctx fasthttp.RequestCtx
 		fr := &fasthttp.Request{}
+		if app.Config().DisableHeaderNormalizing {
+			fr.Header.DisableNormalizing()
+		}
 		fr.Header.SetMethod(req.Method)
 		fr.SetRequestURI(req.URL.RequestURI())
 		fr.Header.SetHost(req.Host)
@@ -64,11 +78,12 @@ func serve(t *testing.T, app *fiber.App) slidelogtest.HTTPServe {
 				fr.Header.Add(name, v)
 			}
 		}
-		ap, err := netip.ParseAddrPort(req.RemoteAddr)
-		if err != nil {
-			t.Fatalf("RemoteAddr %q: %v", req.RemoteAddr, err)
+		var peer net.Addr = rawAddr(req.RemoteAddr) // what a non-TCP listener may report
+		if ap, err := netip.ParseAddrPort(req.RemoteAddr); err == nil {
+			peer = net.TCPAddrFromAddrPort(ap)
 		}
-		fctx.Init(fr, net.TCPAddrFromAddrPort(ap), nil)
+		fctx.Init(fr, peer, nil)
+		fctx.SetUserValue(requestContext{}, req.Context())
 		handler(&fctx)
 		resp := &http.Response{
 			StatusCode: fctx.Response.StatusCode(),
@@ -85,6 +100,16 @@ func serve(t *testing.T, app *fiber.App) slidelogtest.HTTPServe {
 		return resp
 	}
 }
+
+// rawAddr is a socket address that is not an IP address and port.
+type rawAddr string
+
+func (a rawAddr) Network() string { return "raw" }
+func (a rawAddr) String() string  { return string(a) }
+
+// requestContext carries the suite's request context to fiber's user
+// context.
+type requestContext struct{}
 
 // middleware maps the suite's neutral description to slidefiber's options.
 func middleware(m *slidelogtest.HTTPMiddleware) fiber.Handler {
@@ -113,6 +138,9 @@ func middleware(m *slidelogtest.HTTPMiddleware) fiber.Handler {
 	if len(m.TrustedProxies) > 0 {
 		opts = append(opts, slidefiber.WithTrustedProxies(m.TrustedProxies...))
 	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slidefiber.WithClientIPHeader(m.ClientIPHeader))
+	}
 	if m.IPv6Prefix != 0 {
 		opts = append(opts, slidefiber.WithIPv6Prefix(m.IPv6Prefix))
 	}
@@ -128,3 +156,7 @@ func middleware(m *slidelogtest.HTTPMiddleware) fiber.Handler {
 	}
 	return slidefiber.Middleware(m.Limiter, opts...)
 }
+
+// FuzzMiddleware: no request, however crafted, panics the middleware or
+// gets a 5xx.
+func FuzzMiddleware(f *testing.F) { slidelogtest.FuzzHTTP(f, newServer) }

@@ -89,11 +89,25 @@ func WithRefundOnServerError() Option { return coreOption(slidelog.WithRefundOnS
 func WithHeaders(s slidelog.HeaderStyle) Option { return coreOption(slidelog.WithHeaders(s)) }
 
 // WithTrustedProxies sets the proxies (CIDRs or addresses) whose
-// forwarding headers are believed. By default none: the client is the
-// socket peer. It is independent of fiber's ProxyHeader and trusted-proxy check.
+// forwarding header, named by WithClientIPHeader, is believed. By default
+// none: the client is the socket peer. It is independent of fiber's ProxyHeader and trusted-proxy check. A CIDR holding every
+// address ("0.0.0.0/0", "::/0") is refused; see WithAllPeersTrusted.
 func WithTrustedProxies(cidrs ...string) Option {
 	return coreOption(slidelog.WithTrustedProxies(cidrs...))
 }
+
+// WithClientIPHeader names the one header the trusted proxies write the
+// client's address into: "X-Forwarded-For" (AWS ALB, Envoy), "X-Real-IP"
+// (nginx with $remote_addr), "Forwarded" or "CF-Connecting-IP"
+// (Cloudflare). Every other forwarding header is ignored. It is required
+// with WithTrustedProxies.
+func WithClientIPHeader(name string) Option {
+	return coreOption(slidelog.WithClientIPHeader(name))
+}
+
+// WithAllPeersTrusted makes every socket peer a trusted proxy: only for an
+// application no client can reach except through its proxies.
+func WithAllPeersTrusted() Option { return coreOption(slidelog.WithAllPeersTrusted()) }
 
 // WithIPv6Prefix sets the prefix length (1..128) by which client IPv6
 // addresses are grouped; the default is /64.

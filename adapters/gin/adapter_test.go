@@ -48,8 +48,8 @@ func TestKeyByContextValue(t *testing.T) {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
 		}
 	}
-	want := map[string]int{"v:user:alice": 2, "v:user:bob": 1, "ip:192.0.2.1": 2}
-	if got := store.Identities(); len(got) != len(want) || got["v:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
+	want := map[string]int{"v:6:s:user:alice": 2, "v:6:s:user:bob": 1, "ip:192.0.2.1": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:6:s:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
 		t.Errorf("identities: got %v, want %v", got, want)
 	}
 }
@@ -77,6 +77,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
 	for name, opt := range map[string]slidegin.Option{
 		"cidr":        slidegin.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slidegin.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slidegin.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slidegin.WithClientIPHeader("X Real IP"),
 		"ipv6 prefix": slidegin.WithIPv6Prefix(0),
 		"cost":        slidegin.WithCost(0),
 	} {

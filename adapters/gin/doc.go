@@ -6,10 +6,10 @@
 //	r.Use(slidegin.Middleware(l, slidegin.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
-// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit
-// by default). A denied request gets 429 with Retry-After and an
-// application/problem+json body; a request with a bad identity gets 400
-// or 431 before any store call; when the limiter cannot decide, the error
+// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
+// default). A denied request gets 429 with Retry-After and an
+// application/problem+json body; a request with a bad identity gets 400 or
+// 431 before any store call; when the limiter cannot decide, the error
 // handler answers (503 by default, never with the error's text).
 //
 // Per-route limits: pass different limiters to Middleware on different
@@ -19,13 +19,13 @@
 //
 // # Client IP and gin's trusted proxies
 //
-// The middleware never uses c.ClientIP(). By default it keys by the
-// socket address (c.Request.RemoteAddr), whatever X-Forwarded-For,
-// X-Real-IP or Forwarded headers say, so it is safe even though gin
-// trusts every proxy unless SetTrustedProxies is called
-// (CVE-2020-28483). Behind a proxy, list it with WithTrustedProxies: the
-// client is then the rightmost forwarded address that is not a trusted
-// proxy. Give gin's SetTrustedProxies the same list so that c.ClientIP()
-// in your handlers agrees with the limiter; calling
+// The middleware never uses c.ClientIP(). By default it keys by the socket
+// address (c.Request.RemoteAddr), whatever X-Forwarded-For, X-Real-IP or
+// Forwarded headers say, so it is safe even though gin trusts every proxy
+// unless SetTrustedProxies is called (CVE-2020-28483). Behind a proxy, list
+// it with WithTrustedProxies and name the one header it writes with
+// WithClientIPHeader: the client is then the rightmost forwarded address
+// that is not a trusted proxy. Give gin's SetTrustedProxies the same list
+// so that c.ClientIP() in your handlers agrees with the limiter; calling
 // engine.SetTrustedProxies(nil) is a good default when there is no proxy.
 package slidegin

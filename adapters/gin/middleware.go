@@ -2,6 +2,7 @@ package slidegin
 
 import (
 	"context"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	slidelog "github.com/slidelog/slidelog/core"
@@ -71,13 +72,25 @@ type request struct{ c *gin.Context }
 
 func (r request) Context() context.Context { return r.c.Request.Context() }
 func (r request) Method() string           { return r.c.Request.Method }
-func (r request) Path() string             { return r.c.Request.URL.Path }
 func (r request) Route() string            { return r.c.FullPath() }
 func (r request) RemoteAddr() string       { return r.c.Request.RemoteAddr }
 func (r request) Native() any              { return r.c }
 
+// Path is the route gin matched when it has no parameters (gin has routed
+// the request before any middleware runs, on the decoded path by default),
+// otherwise the escaped path as received.
+func (r request) Path() string {
+	if full := r.c.FullPath(); full != "" && !strings.ContainsAny(full, ":*") {
+		return full
+	}
+	if raw := r.c.Request.URL.RawPath; raw != "" {
+		return raw
+	}
+	return r.c.Request.URL.Path
+}
+
 func (r request) Header(name string) []string {
-	return r.c.Request.Header.Values(name)
+	return slidelog.HeaderValues(r.c.Request.Header, name)
 }
 
 func (r request) Value(key any) any {

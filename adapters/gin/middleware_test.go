@@ -33,7 +33,11 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 		if rt.Middleware != nil {
 			handlers = append(handlers, middleware(rt.Middleware))
 		}
-		handlers = append(handlers, func(c *gin.Context) { c.String(status, "ok") })
+		pattern := rt.Pattern
+		handlers = append(handlers, func(c *gin.Context) {
+			c.Header(slidelogtest.RouteHeader, pattern)
+			c.String(status, "ok")
+		})
 		method := rt.Method
 		if method == "" {
 			method = http.MethodGet
@@ -70,6 +74,9 @@ func middleware(m *slidelogtest.HTTPMiddleware) gin.HandlerFunc {
 	if len(m.TrustedProxies) > 0 {
 		opts = append(opts, slidegin.WithTrustedProxies(m.TrustedProxies...))
 	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slidegin.WithClientIPHeader(m.ClientIPHeader))
+	}
 	if m.IPv6Prefix != 0 {
 		opts = append(opts, slidegin.WithIPv6Prefix(m.IPv6Prefix))
 	}
@@ -90,3 +97,7 @@ func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
 	m.Run()
 }
+
+// FuzzMiddleware: no request, however crafted, panics the middleware or
+// gets a 5xx.
+func FuzzMiddleware(f *testing.F) { slidelogtest.FuzzHTTP(f, newServer) }

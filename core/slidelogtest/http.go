@@ -41,6 +41,8 @@ type HTTPMiddleware struct {
 	Headers slidelog.HeaderStyle
 	// TrustedProxies, when not empty, is passed with WithTrustedProxies.
 	TrustedProxies []string
+	// ClientIPHeader, when not empty, is passed with WithClientIPHeader.
+	ClientIPHeader string
 	// IPv6Prefix, when not 0, is passed with WithIPv6Prefix.
 	IPv6Prefix int
 	// DeniedBody, when not empty, installs WithDeniedHandler with a
@@ -52,7 +54,8 @@ type HTTPMiddleware struct {
 }
 
 // HTTPRoute is one route of the server a factory builds. Its handler
-// answers Status (200 when 0) with the text/plain body "ok".
+// answers Status (200 when 0) with the text/plain body "ok" and its
+// Pattern in the RouteHeader field.
 type HTTPRoute struct {
 	// Method is the route's method; "GET" when empty.
 	Method string
@@ -66,8 +69,17 @@ type HTTPRoute struct {
 	Middleware *HTTPMiddleware
 }
 
+// RouteHeader is the response header field in which a route's handler
+// names its Pattern, so that a test can tell which route served a request.
+const RouteHeader = "X-Test-Route"
+
 // HTTPApp is the server a factory builds.
 type HTTPApp struct {
+	// RawHeaderNames, when true, makes a framework that has such an option
+	// keep header names as the client wrote them (fiber's
+	// DisableHeaderNormalizing). net/http keeps what code writes into
+	// Header as it was written.
+	RawHeaderNames bool
 	// Global, when not nil, is installed for every route (engine.Use).
 	Global *HTTPMiddleware
 	// Routes are the server's routes.
@@ -75,7 +87,9 @@ type HTTPApp struct {
 }
 
 // HTTPServe serves one request and returns the response. The request's
-// RemoteAddr is the socket address the server must see.
+// RemoteAddr is the socket address the server must see, and the values of
+// its context must reach the key functions (HTTPRequest.Value): as the
+// request context, or, for fiber, as the user context.
 type HTTPServe func(req *http.Request) *http.Response
 
 // HTTPFactory builds app with the framework under test.
@@ -139,6 +153,12 @@ func redisStores(c redis.UniversalClient) NewStoreFunc {
 // the identities Take was asked about. The HTTP suite uses it to prove that
 // a bad identity never reaches the store and that forwarded headers do not
 // create identities.
+//
+// It calls the wrapped store without the caller's deadline or
+// cancellation: a limiter with its default options gives a store 50 ms
+// before it decides with its fallback, which a busy test machine can
+// exceed, and the suite tests the adapters, not the failure modes (which
+// have their own tests). With it, every decision is the wrapped store's.
 type CountingStore struct {
 	slidelog.Store
 	takes   atomic.Int64
@@ -158,13 +178,13 @@ func (s *CountingStore) Take(ctx context.Context, req slidelog.Request) (slidelo
 	s.mu.Lock()
 	s.keys[req.Key]++
 	s.mu.Unlock()
-	return s.Store.Take(ctx, req)
+	return s.Store.Take(context.WithoutCancel(ctx), req)
 }
 
 // Refund counts the call and forwards it.
 func (s *CountingStore) Refund(ctx context.Context, req slidelog.Request) error {
 	s.refunds.Add(1)
-	return s.Store.Refund(ctx, req)
+	return s.Store.Refund(context.WithoutCancel(ctx), req)
 }
 
 // Takes returns how many times Take was called.

@@ -48,14 +48,13 @@ func (e *httpEnv) limiter(t *testing.T, p slidelog.Policy, opts ...slidelog.Opti
 	return newLimiter(t, e.store, p, opts...)
 }
 
-// exact is the limiter options of the suite: the defaults, as users get
-// them. On a healthy store every decision comes from the store, however
-// slow the machine.
-var exact []slidelog.Option
-
+// newLimiter returns a limiter on s with the limiter's default options
+// (its failure mode, fallback and stall timeout) and opts. Limiters on
+// a CountingStore always get the store's own decision (see CountingStore);
+// a test about a failure mode passes that mode in opts.
 func newLimiter(t *testing.T, s slidelog.Store, p slidelog.Policy, opts ...slidelog.Option) *slidelog.Limiter {
 	t.Helper()
-	l, err := slidelog.New(s, p, append(append([]slidelog.Option(nil), exact...), opts...)...)
+	l, err := slidelog.New(s, p, opts...)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", p, err)
 	}
@@ -83,14 +82,20 @@ func do(t *testing.T, serve HTTPServe, method, path, remote string, header ...st
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Add(header[i], header[i+1])
 	}
+	return send(t, serve, req)
+}
+
+// send serves req and reads the response whole.
+func send(t *testing.T, serve HTTPServe, req *http.Request) reply {
+	t.Helper()
 	resp := serve(req)
 	if resp == nil {
-		t.Fatalf("%s %s: no response", method, path)
+		t.Fatalf("%s %s: no response", req.Method, req.URL)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, path, err)
+		t.Fatalf("%s %s: reading body: %v", req.Method, req.URL, err)
 	}
 	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
@@ -185,6 +190,10 @@ var httpCases = []httpCase{
 	{"MultiplePolicies", testMultiplePolicies},
 	{"DeniedHandler", testDeniedHandler},
 	{"Skip", testSkip},
+	{"SkipBypass", testSkipBypass},
+	{"HeaderNameCase", testHeaderNameCase},
+	{"ContextValues", testContextValues},
+	{"FailOpenStateUnknown", testFailOpenStateUnknown},
 	{"Cost", testCost},
 	{"PerRoutePolicies", testPerRoutePolicies},
 	{"NestedMiddlewares", testNestedMiddlewares},
@@ -192,7 +201,9 @@ var httpCases = []httpCase{
 	{"LimiterFunc", testLimiterFunc},
 	{"SpoofedForwardedHeaders", testSpoofedForwardedHeaders},
 	{"TrustedProxies", testTrustedProxies},
+	{"OnlyTheProxysHeader", testOnlyTheProxysHeader},
 	{"IPv6Prefix", testIPv6Prefix},
+	{"IPv6TwoLevels", testIPv6TwoLevels},
 	{"IPNormalisation", testIPNormalisation},
 	{"BadIdentityBeforeStore", testBadIdentityBeforeStore},
 	{"ShadowMode", testShadowMode},
@@ -499,36 +510,90 @@ func testSpoofedForwardedHeaders(t *testing.T, e *httpEnv) {
 
 func testTrustedProxies(t *testing.T, e *httpEnv) {
 	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.200"}
+	const xff, fwd, real = "X-Forwarded-For", "Forwarded", "X-Real-IP"
 	tests := []struct {
 		name   string
+		via    string // the header the proxy writes
 		remote string
 		header []string
 		want   string
 	}{
-		{"untrusted peer's headers ignored", "192.0.2.50:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:192.0.2.50"},
-		{"single trusted address", "192.0.2.200:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:203.0.113.9"},
-		{"one proxy", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9"}, "ip:203.0.113.9"},
-		{"rightmost untrusted", "10.0.0.1:1000", []string{"X-Forwarded-For", "198.51.100.1, 203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
-		{"several fields", "10.0.0.1:1000", []string{"X-Forwarded-For", "198.51.100.1", "X-Forwarded-For", "203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
-		{"ports in chain", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9:5555, [2001:db8:ffff::1]:443"}, "ip:203.0.113.9"},
-		{"all trusted", "10.0.0.1:1000", []string{"X-Forwarded-For", "10.0.0.3, 10.0.0.2"}, "ip:10.0.0.3"},
-		{"garbage stops the walk", "10.0.0.1:1000", []string{"X-Forwarded-For", "203.0.113.9, garbage, 10.0.0.2"}, "ip:10.0.0.2"},
-		{"ipv6 client grouped", "[2001:db8:ffff::5]:1000", []string{"X-Forwarded-For", "2001:db8:1:2:3:4:5:6"}, "ip:2001:db8:1:2::/64"},
-		{"forwarded", "10.0.0.1:1000", []string{"Forwarded", `for=198.51.100.1, for="[2001:db8:1:2::7]:4711";proto=https, for=10.0.0.2`}, "ip:2001:db8:1:2::/64"},
-		{"x-real-ip", "10.0.0.1:1000", []string{"X-Real-IP", "203.0.113.10"}, "ip:203.0.113.10"},
-		{"no header", "10.0.0.1:1000", nil, "ip:10.0.0.1"},
+		{"untrusted peer's headers ignored", xff, "192.0.2.50:1000", []string{xff, "203.0.113.9"}, "ip:192.0.2.50"},
+		{"single trusted address", xff, "192.0.2.200:1000", []string{xff, "203.0.113.9"}, "ip:203.0.113.9"},
+		{"one proxy", xff, "10.0.0.1:1000", []string{xff, "203.0.113.9"}, "ip:203.0.113.9"},
+		{"rightmost untrusted", xff, "10.0.0.1:1000", []string{xff, "198.51.100.1, 203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
+		{"several fields", xff, "10.0.0.1:1000", []string{xff, "198.51.100.1", xff, "203.0.113.9, 10.1.2.3"}, "ip:203.0.113.9"},
+		{"ports in chain", xff, "10.0.0.1:1000", []string{xff, "203.0.113.9:5555, [2001:db8:ffff::1]:443"}, "ip:203.0.113.9"},
+		{"all trusted", xff, "10.0.0.1:1000", []string{xff, "10.0.0.3, 10.0.0.2"}, "ip:10.0.0.3"},
+		{"garbage stops the walk", xff, "10.0.0.1:1000", []string{xff, "203.0.113.9, garbage, 10.0.0.2"}, "ip:10.0.0.2"},
+		{"empty entries stop the walk", xff, "10.0.0.1:1000", []string{xff, strings.Repeat(",", 64<<10)}, "ip:10.0.0.1"},
+		{"ipv6 client grouped", xff, "[2001:db8:ffff::5]:1000", []string{xff, "2001:db8:1:2:3:4:5:6"}, "ip:2001:db8:1:2::/64"},
+		{"forwarded", fwd, "10.0.0.1:1000", []string{fwd, `for=198.51.100.1, for="[2001:db8:1:2::7]:4711";proto=https, for=10.0.0.2`}, "ip:2001:db8:1:2::/64"},
+		{"x-real-ip", real, "10.0.0.1:1000", []string{real, "203.0.113.10"}, "ip:203.0.113.10"},
+		{"cf-connecting-ip", "CF-Connecting-IP", "10.0.0.1:1000", []string{"Cf-Connecting-Ip", "203.0.113.11", xff, "198.51.100.1"}, "ip:203.0.113.11"},
+		{"no header", xff, "10.0.0.1:1000", nil, "ip:10.0.0.1"},
+		{"only another header", real, "10.0.0.1:1000", []string{xff, "203.0.113.9", fwd, "for=203.0.113.9"}, "ip:10.0.0.1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := NewCountingStore(e.inner)
 			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 100, Window: time.Minute})
 			serve := e.serve(t, HTTPApp{
-				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: trusted},
+				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: trusted, ClientIPHeader: tt.via},
 				Routes: []HTTPRoute{{Pattern: "/hello"}},
 			})
 			get(t, serve, "/hello", tt.remote, tt.header...).wantStatus(t, http.StatusOK)
 			if keys := store.Identities(); len(keys) != 1 || keys[tt.want] != 1 {
 				t.Errorf("identities: got %v, want %s", keys, tt.want)
+			}
+		})
+	}
+}
+
+// testOnlyTheProxysHeader: behind a proxy that writes one forwarding
+// header, a client rotating the others (its own X-Forwarded-For,
+// Forwarded, X-Real-IP, True-Client-IP) stays one identity: 3 of 50
+// admitted at limit 3, for each header a proxy may write.
+func testOnlyTheProxysHeader(t *testing.T, e *httpEnv) {
+	forwarding := []string{"X-Forwarded-For", "Forwarded", "X-Real-IP", "True-Client-IP", "CF-Connecting-IP"}
+	for n, via := range forwarding {
+		t.Run(via, func(t *testing.T) {
+			real := fmt.Sprintf("203.0.113.%d", n+1) // what the proxy saw
+			store := NewCountingStore(e.inner)
+			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 3, Window: time.Minute})
+			serve := e.serve(t, HTTPApp{
+				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: []string{"10.0.0.0/8"}, ClientIPHeader: via},
+				Routes: []HTTPRoute{{Pattern: "/hello"}},
+			})
+			allowed := 0
+			for i := range 50 {
+				fake := fmt.Sprintf("198.51.100.%d", i+1)
+				var header []string
+				for _, h := range forwarding {
+					v := fake
+					if h == "Forwarded" {
+						v = "for=" + fake
+					}
+					header = append(header, h, v) // the client's own
+				}
+				proxy := real
+				if via == "Forwarded" {
+					proxy = "for=" + real
+				}
+				header = append(header, via, proxy) // the proxy's, appended last
+				switch r := get(t, serve, "/hello", "10.0.0.1:1000", header...); r.status {
+				case http.StatusOK:
+					allowed++
+				case http.StatusTooManyRequests:
+				default:
+					t.Fatalf("request %d: status %d, want 200 or 429", i, r.status)
+				}
+			}
+			if allowed != 3 {
+				t.Errorf("allowed: got %d of 50, want 3", allowed)
+			}
+			if keys := store.Identities(); len(keys) != 1 || keys["ip:"+real] != 50 {
+				t.Errorf("identities: got %v, want only ip:%s", keys, real)
 			}
 		})
 	}
@@ -719,4 +784,195 @@ func testLimiterError(t *testing.T, e *httpEnv) {
 	if r.body != "limiter down" {
 		t.Errorf("body: got %q, want the error handler's %q", r.body, "limiter down")
 	}
+}
+
+// testSkipBypass: SkipPaths("/healthz") must skip only what the router
+// serves from the /healthz route. Encoded slashes, dot segments, double
+// slashes, percent-encoded letters and trailing slashes that the router
+// serves from another route (/users/:id, /:page) are limited: at most one
+// of five requests of a fresh client reaches such a handler at limit 1.
+func testSkipBypass(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: l, SkipFunc: slidelog.SkipPaths("/healthz")},
+		Routes: []HTTPRoute{{Pattern: "/healthz"}, {Pattern: "/users/:id"}, {Pattern: "/:page"}},
+	})
+	attacks := []string{
+		"/users/..%2f..%2fhealthz", "/users/..%2Fhealthz", "/users/%2e%2e%2fhealthz", "/users/../healthz",
+		"/users/./../healthz", "/./healthz", "/%68ealthz", "/%2568ealthz", "/healthz%2f", "/healthz/",
+		"//healthz", "/users//healthz", "/HEALTHZ", "/healthz%20", "/users/healthz",
+	}
+	for i, path := range attacks {
+		remote := fmt.Sprintf("198.51.100.%d:1000", i+1)
+		handled := 0
+		for range 5 {
+			r := get(t, serve, path, remote)
+			route := r.header.Get(RouteHeader)
+			switch {
+			case route == "/healthz":
+				// The router served the skipped route itself: skipping it is right.
+			case r.status == http.StatusOK:
+				handled++
+			case r.status == http.StatusTooManyRequests, r.status == http.StatusNotFound,
+				r.status == http.StatusBadRequest, r.status >= 300 && r.status < 400:
+			default:
+				t.Errorf("GET %s: status %d", path, r.status)
+			}
+		}
+		if handled > 1 {
+			t.Errorf("GET %s: %d of 5 requests reached a handler other than /healthz at limit 1: the skip rule was bypassed", path, handled)
+		}
+	}
+	// The real path is still skipped.
+	for range 3 {
+		get(t, serve, "/healthz", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t).
+			wantHeader(t, RouteHeader, "/healthz")
+	}
+}
+
+// testHeaderNameCase: header names are matched without regard to case, on
+// every adapter, also where the framework keeps names as sent (fiber's
+// DisableHeaderNormalizing) or code wrote a non-canonical name. 20
+// clients behind a proxy that writes "x-forwarded-for" in lower case (as
+// Envoy does) are 20 identities, not the proxy's one; an API key sent as
+// "x-api-key" is found.
+func testHeaderNameCase(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		RawHeaderNames: true,
+		Global:         &HTTPMiddleware{Limiter: l, TrustedProxies: []string{"10.0.0.0/8"}, ClientIPHeader: "X-Forwarded-For"},
+		Routes:         []HTTPRoute{{Pattern: "/hello"}},
+	})
+	raw := func(path string, header ...string) *http.Request {
+		req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil)
+		req.RemoteAddr = "10.0.0.1:1000"
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header[header[i]] = append(req.Header[header[i]], header[i+1]) // the name as written
+		}
+		return req
+	}
+	allowed := 0
+	for i := range 20 {
+		if send(t, serve, raw("/hello", "x-forwarded-for", fmt.Sprintf("203.0.113.%d", i+1))).status == http.StatusOK {
+			allowed++
+		}
+	}
+	if allowed != 20 {
+		t.Errorf("allowed: got %d of 20 clients, want 20 (one each)", allowed)
+	}
+	if keys := e.store.Identities(); len(keys) != 20 || keys["ip:10.0.0.1"] != 0 {
+		t.Errorf("identities: got %d (%v), want 20 clients and not the proxy", len(keys), keys)
+	}
+
+	byKey := e.limiter(t, slidelog.Policy{Name: "key", Limit: 1, Window: time.Minute})
+	serve = e.serve(t, HTTPApp{
+		RawHeaderNames: true,
+		Global:         &HTTPMiddleware{Limiter: byKey, KeyFunc: slidelog.ByHeader("X-Api-Key")},
+		Routes:         []HTTPRoute{{Pattern: "/hello"}},
+	})
+	send(t, serve, raw("/hello", "x-api-key", "key-1")).wantStatus(t, http.StatusOK)
+	send(t, serve, raw("/hello", "X-API-KEY", "key-1")).wantStatus(t, http.StatusTooManyRequests)
+	send(t, serve, raw("/hello", "x-api-key", "key-2")).wantStatus(t, http.StatusOK)
+}
+
+// ctxKey is a context key type of the suite; userKey and orgKey are two
+// keys of that one type.
+type ctxKey int
+
+const (
+	userKey ctxKey = iota
+	orgKey
+)
+
+// nilStringer panics in String when nil.
+type nilStringer struct{ s string }
+
+func (n *nilStringer) String() string { return n.s }
+
+// withValues sends GET path from remote with the context values kv.
+func withValues(t *testing.T, serve HTTPServe, path, remote string, kv ...any) reply {
+	t.Helper()
+	ctx := t.Context()
+	for i := 0; i+1 < len(kv); i += 2 {
+		ctx = context.WithValue(ctx, kv[i], kv[i+1])
+	}
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	req.RemoteAddr = remote
+	return send(t, serve, req)
+}
+
+// testContextValues: identities from context values. Two keys of one type
+// are two identities; a typed nil is no identity (FirstOf moves on, no
+// panic); a value of a type that cannot be an identity is the server's
+// misconfiguration (500), not an unavailable store (503).
+func testContextValues(t *testing.T, e *httpEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "user", Limit: 1, Window: time.Minute})
+	key := slidelog.FirstOf(slidelog.ByContextValue(userKey), slidelog.ByContextValue(orgKey), slidelog.ByClientIP())
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l, KeyFunc: key}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+
+	withValues(t, serve, "/hello", clientA, userKey, "7").wantStatus(t, http.StatusOK)
+	withValues(t, serve, "/hello", clientA, orgKey, "7").wantStatus(t, http.StatusOK) // not user 7's bucket
+	withValues(t, serve, "/hello", clientA, userKey, "7").wantStatus(t, http.StatusTooManyRequests)
+
+	withValues(t, serve, "/hello", "192.0.2.9:1", userKey, (*nilStringer)(nil)).wantStatus(t, http.StatusOK)
+	withValues(t, serve, "/hello", "192.0.2.9:1", userKey, (*nilStringer)(nil)).wantStatus(t, http.StatusTooManyRequests)
+	if keys := e.store.Identities(); len(keys) != 3 || keys["ip:192.0.2.9"] != 2 {
+		t.Errorf("identities: got %v, want user 7, org 7 and ip:192.0.2.9 twice", keys)
+	}
+
+	takes := e.store.Takes()
+	r := withValues(t, serve, "/hello", clientA, userKey, 1.5)
+	r.wantProblem(t, http.StatusInternalServerError)
+	r.wantNoInternalText(t, "float64", "slidelog")
+	r.wantNoRateLimitHeaders(t)
+	if n := e.store.Takes(); n != takes {
+		t.Errorf("store takes for a misconfigured identity: got %d, want none", n-takes)
+	}
+}
+
+// testFailOpenStateUnknown: an admission of FailOpen checked nothing, so
+// the response must not say r=0 (nothing left): it sends the policy and
+// omits the state.
+func testFailOpenStateUnknown(t *testing.T, e *httpEnv) {
+	open := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 5, Window: time.Minute}, slidelog.WithFailureMode(slidelog.FailOpen))
+	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: open}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit-Policy", `"down";q=5;w=60`).
+		wantHeader(t, "RateLimit", "").
+		wantHeader(t, "Retry-After", "")
+	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: open, Headers: slidelog.HeadersLegacy}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "X-RateLimit-Limit", "5").
+		wantHeader(t, "X-RateLimit-Remaining", "").
+		wantHeader(t, "X-RateLimit-Reset", "")
+}
+
+// testIPv6TwoLevels: one allocation (a /48) holds 65,536 /64s. A limit per
+// /64 alone gives it 65,536 budgets; a second middleware limiting the /48
+// bounds the whole allocation: 400 /64s of one /48, 2 requests each, get
+// at most the /48's 50, while another /48 keeps its own budget.
+func testIPv6TwoLevels(t *testing.T, e *httpEnv) {
+	network := e.limiter(t, slidelog.Policy{Name: "per-48", Limit: 50, Window: time.Minute})
+	host := e.limiter(t, slidelog.Policy{Name: "per-64", Limit: 2, Window: time.Minute})
+	serve := e.serve(t, HTTPApp{
+		Global: &HTTPMiddleware{Limiter: network, IPv6Prefix: 48},
+		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: &HTTPMiddleware{Limiter: host}}},
+	})
+	allowed := 0
+	for i := range 400 {
+		for range 2 {
+			switch r := get(t, serve, "/hello", fmt.Sprintf("[2001:db8:77:%x::1]:1000", i)); r.status {
+			case http.StatusOK:
+				allowed++
+			case http.StatusTooManyRequests:
+			default:
+				t.Fatalf("/64 %d: status %d", i, r.status)
+			}
+		}
+	}
+	if allowed != 50 {
+		t.Errorf("allowed: got %d of 800 from one /48, want its 50", allowed)
+	}
+	r := get(t, serve, "/hello", "[2001:db8:78::1]:1000").wantStatus(t, http.StatusOK)
+	r.wantHeader(t, "RateLimit", `"per-48";r=49;t=60, "per-64";r=1;t=60`)
 }

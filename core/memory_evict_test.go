@@ -1,0 +1,155 @@
+package slidelog_test
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func newClockedMemory(t *testing.T, opts ...slidelog.StoreOption) (*slidelog.MemoryStore, *slidelogtest.Clock) {
+	t.Helper()
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := slidelog.NewMemoryStore(append(opts, slidelog.WithClock(clock.Now))...)
+	t.Cleanup(func() { _ = store.Close() })
+	return store, clock
+}
+
+func allow(t *testing.T, l *slidelog.Limiter, key string) bool {
+	t.Helper()
+	res, err := l.Allow(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Allow(%q): %v", key, err)
+	}
+	return res.Allowed
+}
+
+// Minted identities must not evict and so reset an exhausted victim: with
+// the default 100,000 keys, 100,001 fresh identities later the victim is
+// still denied, and the fresh identities got no more than the table holds.
+func TestMemoryStoreMintedIdentitiesKeepVictimsWindow(t *testing.T) {
+	store, _ := newClockedMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerHour(1))
+	if !allow(t, l, "victim") || allow(t, l, "victim") {
+		t.Fatal("victim: want one admission, then a denial")
+	}
+	admitted := 0
+	for i := range slidelog.DefaultMaxKeys + 1 {
+		if allow(t, l, "minted-"+strconv.Itoa(i)) {
+			admitted++
+		}
+	}
+	if allow(t, l, "victim") {
+		t.Error("victim admitted again after 100,001 minted identities: its window was reset")
+	}
+	// 99,999 fill the table beside the victim; the other 2 share one
+	// overflow budget of 1.
+	if admitted != slidelog.DefaultMaxKeys {
+		t.Errorf("minted identities admitted: got %d, want %d", admitted, slidelog.DefaultMaxKeys)
+	}
+	if got := store.Len(); got != slidelog.DefaultMaxKeys {
+		t.Errorf("Len: got %d, want %d", got, slidelog.DefaultMaxKeys)
+	}
+}
+
+// Cycling through more identities than the store tracks gives no fresh
+// windows: 3 rounds over 1,001 identities at 1 per hour admit 1,001, not
+// 3,003.
+func TestMemoryStoreCyclingIdentitiesGetNoFreshWindows(t *testing.T) {
+	store, clock := newClockedMemory(t, slidelog.WithMaxKeys(1000))
+	l := newTestLimiter(t, store, slidelog.PerHour(1))
+	admitted := 0
+	for range 3 {
+		for i := range 1001 {
+			if allow(t, l, "id-"+strconv.Itoa(i)) {
+				admitted++
+			}
+			clock.Advance(time.Millisecond)
+		}
+	}
+	if admitted != 1001 {
+		t.Errorf("admitted: got %d of 3003, want 1001", admitted)
+	}
+}
+
+// A live log is never dropped while an expired one remains, however
+// recently either was used: here the victim's hour-long log is the least
+// recently used, and the minute-long logs used after it have expired.
+func TestMemoryStoreDropsExpiredLogsFirst(t *testing.T) {
+	store, clock := newClockedMemory(t, slidelog.WithMaxKeys(100))
+	hourly := newTestLimiter(t, store, slidelog.PerHour(1))
+	minutely := newTestLimiter(t, store, slidelog.PerMinute(1))
+	if !allow(t, hourly, "victim") {
+		t.Fatal("victim's first request denied")
+	}
+	for i := range 99 {
+		clock.Advance(time.Millisecond)
+		if !allow(t, minutely, "old-"+strconv.Itoa(i)) {
+			t.Fatalf("old-%d denied", i)
+		}
+	}
+	clock.Advance(2 * time.Minute) // every minute-long log has expired
+	for i := range 99 {
+		if !allow(t, minutely, "new-"+strconv.Itoa(i)) {
+			t.Fatalf("new-%d denied: it should have taken an expired log's place", i)
+		}
+	}
+	if allow(t, hourly, "victim") {
+		t.Fatal("victim admitted twice within the hour: its live log was dropped")
+	}
+	// Now every log is live: new identities share one overflow budget.
+	if !allow(t, minutely, "overflow-1") {
+		t.Error("overflow-1: want the shared budget's one admission")
+	}
+	if allow(t, minutely, "overflow-2") {
+		t.Error("overflow-2: admitted on a spent shared budget")
+	}
+	// A minute later the shared budget and the tracked logs have expired:
+	// a new identity gets its own log again.
+	clock.Advance(2 * time.Minute)
+	if !allow(t, minutely, "later") || allow(t, minutely, "later") {
+		t.Error("later: want its own window of 1")
+	}
+	if got := store.Len(); got != 100 {
+		t.Errorf("Len: got %d, want 100", got)
+	}
+}
+
+// Concurrent minting keeps the bound and never lets an identity past its
+// limit.
+func TestMemoryStoreMintingConcurrently(t *testing.T) {
+	store, _ := newClockedMemory(t, slidelog.WithMaxKeys(200))
+	l := newTestLimiter(t, store, slidelog.PerHour(1))
+	var mu sync.Mutex
+	admitted := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				key := "id-" + strconv.Itoa((i*8+w)%500)
+				if allow(t, l, key) {
+					mu.Lock()
+					admitted[key]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for key, n := range admitted {
+		total += n
+		if n > 1 {
+			t.Errorf("%s admitted %d times at 1 per hour", key, n)
+		}
+	}
+	if total > 201 {
+		t.Errorf("admitted: got %d, want at most 201 (200 tracked + 1 shared)", total)
+	}
+	if got := store.Len(); got > 200 {
+		t.Errorf("Len: got %d, want at most 200", got)
+	}
+}
