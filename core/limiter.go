@@ -351,19 +351,42 @@ func (l *Limiter) take(ctx context.Context, req Request, r route) (Result, error
 // Entries that cannot be written now stay for a later attempt.
 func (l *Limiter) writeBackKey(ctx context.Context, req Request, r route) {
 	es := l.journal.takeKey(req.Namespace, req.Key)
+	failed := l.recordAll(ctx, es, func(journalEntry) route { return r })
+	l.journal.putBack(failed, time.Now())
+}
+
+// writeBackConcurrency is how many journaled admissions a limiter writes
+// back at once: concurrent calls leave in one pipeline per node.
+const writeBackConcurrency = 64
+
+// recordAll writes es into the store, up to writeBackConcurrency at once,
+// each at the route at gives it, and returns those it could not write.
+func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(journalEntry) route) []journalEntry {
+	errs := make([]error, len(es))
+	sem := make(chan struct{}, writeBackConcurrency)
+	var wg sync.WaitGroup
 	for i, e := range es {
-		if err := l.record(ctx, e, r); err != nil {
-			l.journal.putBack(es[i:], time.Now())
-			return
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = l.record(ctx, e, at(e))
+		})
+	}
+	wg.Wait()
+	var failed []journalEntry
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, es[i])
 		}
 	}
+	return failed
 }
 
 // startFlush writes every journaled fallback admission back into the
 // store, in a goroutine of its own (one at a time, stopped by Close): the
 // store answers again, and other instances should see what this one
-// admitted while it could not. A node that fails keeps its entries for
-// the next attempt.
+// admitted while it could not. Entries of a node that still fails (each
+// such call ends within the stall timeout) stay for the next attempt.
 func (l *Limiter) startFlush() {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
@@ -380,29 +403,16 @@ func (l *Limiter) startFlush() {
 			l.flushMu.Unlock()
 		}()
 		es := l.journal.takeAll()
-		var failed []journalEntry
-		down := make(map[string]bool)
-		written := 0
-		for _, e := range es {
-			var r route
-			if l.redis != nil {
-				rctx, cancel := context.WithTimeout(l.flushCtx, l.stall)
-				r = l.redis.route(rctx, e.req)
-				cancel()
+		failed := l.recordAll(l.flushCtx, es, func(e journalEntry) route {
+			if l.redis == nil {
+				return route{}
 			}
-			if down[r.node] || l.flushCtx.Err() != nil {
-				failed = append(failed, e)
-				continue
-			}
-			if err := l.record(l.flushCtx, e, r); err != nil {
-				down[r.node] = true
-				failed = append(failed, e)
-				continue
-			}
-			written++
-		}
+			rctx, cancel := context.WithTimeout(l.flushCtx, l.stall)
+			defer cancel()
+			return l.redis.route(rctx, e.req)
+		})
 		l.journal.putBack(failed, time.Now())
-		if written > 0 {
+		if written := len(es) - len(failed); written > 0 {
 			l.logger.Info("slidelog: wrote fallback admissions back into the store", "limiter", l.name, "written", written, "left", len(failed))
 		}
 	}()
