@@ -385,16 +385,19 @@ func ourGoroutines() int {
 	return count
 }
 
-// waitGoroutines waits until at most baseline+slack of slidelog's
-// goroutines run, and returns the count.
-func waitGoroutines(baseline, slack int) int {
+// checkGoroutines waits up to 10 s for slidelog's goroutines to come back
+// to baseline (plus a few), fails the test if they do not, and returns
+// their count.
+func checkGoroutines(t *testing.T, baseline int) int {
+	t.Helper()
 	var after int
 	for range 100 {
-		if after = ourGoroutines(); after <= baseline+slack {
-			break
+		if after = ourGoroutines(); after <= baseline+workers/2 {
+			return after
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	t.Errorf("goroutines: %d after the load, %d before", after, baseline)
 	return after
 }
 
@@ -530,11 +533,8 @@ func TestFaults(t *testing.T) {
 			}
 			r.checkWithLoss(t, ds, lost)
 			rec := requireRecovery(t, ds, e.nodeOf, victim.addr(), resumed)
-			after := waitGoroutines(baseline, workers/2)
+			after := checkGoroutines(t, baseline)
 			r.log(t, name, fmt.Sprintf("%v stopped; back on Redis %v after SIGCONT; slidelog goroutines %d before, %d after", tc.stop, rec.Round(time.Millisecond), baseline, after), e.reg)
-			if after > baseline+workers/2 {
-				t.Errorf("goroutines: %d after the load, %d before", after, baseline)
-			}
 			c.waitHealthy(30 * time.Second)
 		})
 	}
@@ -657,11 +657,8 @@ func TestFaults(t *testing.T) {
 			r := summarize(ds, e.nodeOf, victim, began, ended)
 			r.check(t, ds)
 			rec := requireRecovery(t, ds, e.nodeOf, victim, ended)
-			after := waitGoroutines(baseline, workers/2)
+			after := checkGoroutines(t, baseline)
 			r.log(t, tc.name, fmt.Sprintf("2 s, %s; back on Redis %v after; slidelog goroutines %d before, %d after", tc.note, rec.Round(time.Millisecond), baseline, after), e.reg)
-			if after > baseline+workers/2 {
-				t.Errorf("goroutines: %d after the load, %d before", after, baseline)
-			}
 		})
 	}
 
@@ -769,7 +766,7 @@ func TestFaults(t *testing.T) {
 		admitted += 20 // the warm-up calls
 		r.overAll = overAdmission(ds, 100000, time.Minute, func(decision) bool { return true })
 		r.overRedis = r.overAll
-		after := waitGoroutines(baseline, workers/2)
+		after := checkGoroutines(t, baseline)
 		r.log(t, "cancellation", fmt.Sprintf("callers cancel after 0-1.5 ms or time out at 10 ms; admitted %d, cancelled %d, entries in Redis %d; goroutines %d before, %d after", admitted, cancelled, entries, baseline, after))
 		if other != 0 {
 			t.Errorf("%d errors other than the caller's cancellation", other)
@@ -782,9 +779,6 @@ func TestFaults(t *testing.T) {
 		}
 		if st := e.l.BreakerStates(); slices.Contains(mapValues(st), "open") {
 			t.Errorf("breakers %v: cancellations must not open them", st)
-		}
-		if after > baseline+workers/2 {
-			t.Errorf("goroutines: %d after the load, %d before", after, baseline)
 		}
 	})
 
