@@ -474,6 +474,7 @@ func TestFaults(t *testing.T) {
 		e := newEnv(t, c, p)
 		victim := c.byAddr(e.nodeOf[e.keys[0]])
 		survivor := c.replicaOf(victim)
+		baseline := ourGoroutines()
 		ld := e.startLoad(nil)
 		time.Sleep(time.Second)
 		killed := time.Now()
@@ -495,8 +496,9 @@ func TestFaults(t *testing.T) {
 		r := summarize(ds, e.nodeOf, victim.addr(), killed, promoted)
 		r.checkWithLoss(t, ds, limit*keysOn(e.nodeOf, victim.addr()))
 		rec := requireRecovery(t, ds, e.nodeOf, victim.addr(), promoted)
-		r.log(t, "kill -9", fmt.Sprintf("promoted after %v, back on Redis %v after promotion",
-			promoted.Sub(killed).Round(time.Millisecond), rec.Round(time.Millisecond)), e.reg)
+		after := checkGoroutines(t, baseline)
+		r.log(t, "kill -9", fmt.Sprintf("promoted after %v, back on Redis %v after promotion; slidelog goroutines %d before, %d after",
+			promoted.Sub(killed).Round(time.Millisecond), rec.Round(time.Millisecond), baseline, after), e.reg)
 		c.restart(victim)
 		c.waitHealthy(30 * time.Second)
 	})
@@ -835,6 +837,7 @@ func TestFaults(t *testing.T) {
 	t.Run("AllDown", func(t *testing.T) {
 		c.t = t
 		e := newEnv(t, c, p, slidelog.WithFallbackMaxKeys(1000))
+		baseline := ourGoroutines()
 		ld := e.startLoad(nil)
 		time.Sleep(500 * time.Millisecond)
 		for _, n := range c.nodes {
@@ -866,8 +869,9 @@ func TestFaults(t *testing.T) {
 				}
 			}
 		}
-		r.log(t, "all down", fmt.Sprintf("10 s, 20,000 new identities meanwhile; fallback keys %.0f (bound 1000); healthy %v after restart, back on Redis %v after restart",
-			fallbackKeys, healthy.Sub(up).Round(time.Millisecond), back.Round(time.Millisecond)))
+		after := checkGoroutines(t, baseline)
+		r.log(t, "all down", fmt.Sprintf("10 s, 20,000 new identities meanwhile; fallback keys %.0f (bound 1000); healthy %v after restart, back on Redis %v after restart; slidelog goroutines %d before, %d after",
+			fallbackKeys, healthy.Sub(up).Round(time.Millisecond), back.Round(time.Millisecond), baseline, after))
 		if fallbackKeys > 1000 {
 			t.Errorf("fallback holds %v keys, want at most 1000", fallbackKeys)
 		}
