@@ -14,8 +14,8 @@ import (
 // fields take the defaults given with each.
 //
 // Closed, the breaker lets every request through and counts failures:
-// errors and decision-deadline timeouts of the store, but not the
-// caller's own cancellation. It opens after ConsecutiveFailures failures in
+// errors of the store and decisions given up on a stalled node, but not
+// the caller's own cancellation. It opens after ConsecutiveFailures failures in
 // a row; open, every request goes straight to the failure mode. After
 // OpenTimeout it lets HalfOpenProbes requests through: if they all
 // succeed it closes, if one fails it opens again.
@@ -29,7 +29,7 @@ type BreakerSettings struct {
 	// default 1.
 	HalfOpenProbes int
 	// Disabled switches the breaker off: every request tries the store
-	// and waits up to the decision deadline.
+	// and waits for it until its node is found stalled.
 	Disabled bool
 }
 

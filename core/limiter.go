@@ -17,11 +17,15 @@ import (
 // It is safe for concurrent use; create it with New and release it with
 // Close.
 //
-// A limiter never lets a store failure reach its caller as an error, a
-// wait past the decision deadline or an unaccounted admission: a request
-// the store cannot decide in time goes to the failure mode (the local
-// fallback by default), is counted in the metrics, and says so in its
-// Result's Source. A circuit breaker per store node (per master on a Redis
+// A decision waits for the store as long as the store's node makes
+// progress, however busy the process (see WithStallTimeout). A limiter
+// never lets a store failure reach its caller as an error, a wait on a
+// stalled node or an unaccounted admission: a request the store cannot
+// decide (an error, a refused connection, a node that answers nothing for
+// the stall timeout) goes to the failure mode (the local fallback by
+// default), is counted in the metrics, and says so in its Result's
+// Source; the fallback's admissions are written into the store's log once
+// it answers again. A circuit breaker per store node (per master on a Redis
 // Cluster) sends requests straight to the failure mode while that node is
 // failing. A local deny cache answers repeated requests of a key the store
 // just denied without a store call.
@@ -234,7 +238,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // n free units; it is then recorded in all of them, otherwise in none.
 //
 // A denial is a Result with Allowed == false. When the store cannot decide
-// within the decision deadline, the failure mode decides, and Source says
+// (it fails, or its node stalls), the failure mode decides, and Source says
 // which part decided. An error means no decision was made: ErrInvalidKey
 // for an empty or oversized key, ErrInvalidCost for n < 1 or n above the
 // smallest limit, ErrClosed after Close, the context's error when the

@@ -155,10 +155,8 @@ func redisStores(c redis.UniversalClient) NewStoreFunc {
 // create identities.
 //
 // It calls the wrapped store without the caller's deadline or
-// cancellation: a limiter with its default options gives a store 50 ms
-// before it decides with its fallback, which a busy test machine can
-// exceed, and the suite tests the adapters, not the failure modes (which
-// have their own tests). With it, every decision is the wrapped store's.
+// cancellation, so that every decision the suite starts is the wrapped
+// store's and counted; the failure modes have their own tests.
 type CountingStore struct {
 	slidelog.Store
 	takes   atomic.Int64
