@@ -264,6 +264,13 @@ func (b *batcher) pipeline(ctx context.Context, calls []*scriptCall, add func(re
 	return cmds
 }
 
+// maxPipelineCalls bounds the calls in one pipeline. A node's progress is
+// seen when a pipeline returns, so a bounded batch keeps the time between
+// two replies of a busy but healthy node (the node running the scripts,
+// this process reading the replies) well inside the stall timeout, even
+// on a saturated machine; more calls than that wait for the next pipeline.
+const maxPipelineCalls = 128
+
 // pipelines routes calls to one batcher per Redis node.
 type pipelines struct {
 	client   redis.UniversalClient
@@ -275,10 +282,11 @@ type pipelines struct {
 }
 
 // newPipelines returns the batchers of client: pipelinesPerNode senders
-// per node that batch all queued calls, or, with pipelinesPerNode 0, as
-// many senders as the client's pool has connections, one call each.
+// per node that batch up to maxPipelineCalls queued calls each, or, with
+// pipelinesPerNode 0, as many senders as the client's pool has
+// connections, one call each.
 func newPipelines(client redis.UniversalClient, pipelinesPerNode int) *pipelines {
-	p := &pipelines{client: client, limit: pipelinesPerNode, nodes: map[string]*batcher{}}
+	p := &pipelines{client: client, limit: pipelinesPerNode, maxBatch: maxPipelineCalls, nodes: map[string]*batcher{}}
 	if pipelinesPerNode == 0 {
 		p.limit, p.maxBatch = poolSize(client), 1
 	}
