@@ -5,6 +5,7 @@ go 1.26.0
 replace (
 	github.com/slidelog/slidelog/adapters/chi => ../adapters/chi
 	github.com/slidelog/slidelog/adapters/echo => ../adapters/echo
+	github.com/slidelog/slidelog/adapters/echov5 => ../adapters/echov5
 	github.com/slidelog/slidelog/adapters/fiber => ../adapters/fiber
 	github.com/slidelog/slidelog/adapters/gin => ../adapters/gin
 	github.com/slidelog/slidelog/core => ../core
@@ -15,10 +16,12 @@ require (
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/gofiber/fiber/v2 v2.52.15
 	github.com/labstack/echo/v4 v4.16.5
+	github.com/labstack/echo/v5 v5.4.6
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/slidelog/slidelog/adapters/chi v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/adapters/echo v0.0.0-00010101000000-000000000000
+	github.com/slidelog/slidelog/adapters/echov5 v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/adapters/fiber v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/adapters/gin v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/core v0.0.0-00010101000000-000000000000

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # demo.sh - run one example and show the limiter at work (make demo).
 #
-#   scripts/demo.sh [FRAMEWORK]    FRAMEWORK: gin, echo, chi (default) or fiber
+#   scripts/demo.sh [FRAMEWORK]    FRAMEWORK: gin, echo, echov5, chi (default) or fiber
 #
 # Builds examples/FRAMEWORK and the demo client (examples/cmd/demo) with
 # the Go toolchain, starts the example on a free loopback port with
@@ -20,8 +20,8 @@ LIMIT="${DEMO_LIMIT:-10}"
 REQUESTS="${DEMO_REQUESTS:-14}"
 
 case "$FRAMEWORK" in
-  gin | echo | chi | fiber) ;;
-  *) echo "usage: $0 [gin|echo|chi|fiber]" >&2; exit 2 ;;
+  gin | echo | echov5 | chi | fiber) ;;
+  *) echo "usage: $0 [gin|echo|echov5|chi|fiber]" >&2; exit 2 ;;
 esac
 command -v go >/dev/null 2>&1 || { echo "demo: the Go toolchain (go) is not on PATH" >&2; exit 1; }
 

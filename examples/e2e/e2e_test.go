@@ -23,7 +23,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 )
 
-var frameworks = []string{"gin", "echo", "chi", "fiber"}
+var frameworks = []string{"gin", "echo", "echov5", "chi", "fiber"}
 
 const (
 	envRedisAddrs   = "SLIDELOG_REDIS_ADDRS"

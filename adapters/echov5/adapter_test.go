@@ -1,0 +1,143 @@
+package slideechov5_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	slideechov5 "github.com/slidelog/slidelog/adapters/echov5"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func newLimiter(t *testing.T, store slidelog.Store, limit int) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, slidelog.Policy{Name: "test", Limit: limit, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.RemoteAddr = remote
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	return rec
+}
+
+// A value set with c.Set by an auth middleware is the identity.
+func TestKeyByContextValue(t *testing.T) {
+	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	l := newLimiter(t, store, 1)
+	r := echo.New()
+	r.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c *echo.Context) error { c.Set("user", c.QueryParam("u")); return next(c) }
+	})
+	r.Use(slideechov5.Middleware(l, slideechov5.WithKeyFunc(slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP()))))
+	r.GET("/", func(c *echo.Context) error { return c.NoContent(http.StatusOK) })
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/?u=alice", 200}, {"/?u=alice", 429}, {"/?u=bob", 200}, {"/", 200}, {"/", 429},
+	} {
+		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+	want := map[string]int{"v:6:s:user:alice": 2, "v:6:s:user:bob": 1, "ip:192.0.2.1": 2}
+	if got := store.Identities(); len(got) != len(want) || got["v:6:s:user:alice"] != 2 || got["ip:192.0.2.1"] != 2 {
+		t.Errorf("identities: got %v, want %v", got, want)
+	}
+}
+
+// Under e.Use, ByRoute sees echo's route pattern.
+func TestKeyByRouteGlobal(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	r := echo.New()
+	r.Use(slideechov5.Middleware(l, slideechov5.WithKeyFunc(slidelog.ByRoute())))
+	r.GET("/users/:id", func(c *echo.Context) error { return c.NoContent(http.StatusOK) })
+	r.GET("/teams/:id", func(c *echo.Context) error { return c.NoContent(http.StatusOK) })
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/users/1", 200}, {"/users/2", 429}, {"/teams/1", 200},
+	} {
+		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestInvalidOptionPanics(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	for name, opt := range map[string]slideechov5.Option{
+		"cidr":        slideechov5.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   slideechov5.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   slideechov5.WithTrustedProxies("10.0.0.0/8"),
+		"header name": slideechov5.WithClientIPHeader("X Real IP"),
+		"ipv6 prefix": slideechov5.WithIPv6Prefix(0),
+		"cost":        slideechov5.WithCost(0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("Middleware did not panic")
+				}
+			}()
+			slideechov5.Middleware(l, opt)
+		})
+	}
+	t.Run("nil limiter", func(t *testing.T) {
+		defer func() {
+			if recover() == nil {
+				t.Error("Middleware did not panic")
+			}
+		}()
+		slideechov5.Middleware(nil)
+	})
+}
+
+// A handler that returns an error echo turns into a 5xx is refunded.
+func TestRefundOnReturnedError(t *testing.T) {
+	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	l := newLimiter(t, store, 1)
+	r := echo.New()
+	r.Use(slideechov5.Middleware(l, slideechov5.WithRefundOnServerError()))
+	r.GET("/http-error", func(*echo.Context) error { return echo.NewHTTPError(http.StatusBadGateway, "") })
+	r.GET("/plain-error", func(*echo.Context) error { return errors.New("boom") })
+	r.GET("/not-found", func(*echo.Context) error { return echo.ErrNotFound })
+	for _, tt := range []struct {
+		give string
+		want int
+	}{
+		{"/http-error", 502}, {"/plain-error", 500}, {"/http-error", 502}, {"/not-found", 404}, {"/plain-error", 429},
+	} {
+		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+	if n := store.Refunds(); n != 3 {
+		t.Errorf("refunds: got %d, want 3", n)
+	}
+}
+
+// A nil next handler is refused when the middleware wraps it, not on the
+// first request.
+func TestNilNextPanicsAtWrap(t *testing.T) {
+	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	defer func() {
+		if p, _ := recover().(string); !strings.Contains(p, "nil next handler") {
+			t.Errorf("panic: got %q, want one naming the nil next handler", p)
+		}
+	}()
+	slideechov5.Middleware(l)(nil)
+}

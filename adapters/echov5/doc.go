@@ -1,0 +1,36 @@
+// Package slideechov5 rate-limits echo v5 (github.com/labstack/echo/v5)
+// requests with a slidelog.Limiter: a
+// strict sliding-window log on Redis, Redis Cluster or memory.
+//
+//	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
+//	e := echo.New()
+//	e.Use(slideechov5.Middleware(l, slideechov5.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+//
+// Each request is keyed (by default by client IP), checked, and answered
+// with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
+// default). A denied request gets 429 with Retry-After and an
+// application/problem+json body; a request with a bad identity gets 400 or
+// 431 before any store call; when the limiter cannot decide, the error
+// handler answers (503 by default, never with the error's text).
+//
+// Per-route limits: pass different limiters to Middleware on different
+// routes and groups (e.GET("/search", h,
+// slideechov5.Middleware(searchLimiter))), key by route with slidelog.ByRoute
+// (echo's route pattern, c.Path()), or choose a limiter per request with
+// WithLimiterFunc.
+//
+// # Client IP and echo's IPExtractor
+//
+// The middleware never uses c.RealIP(). By default it keys by the socket
+// address (c.Request().RemoteAddr), whatever X-Forwarded-For, X-Real-IP or
+// Forwarded headers say, as echo v5 without an IPExtractor does. Behind a
+// proxy, list it with WithTrustedProxies and name the one header it writes
+// with WithClientIPHeader: the client is then the rightmost forwarded
+// address that is not a trusted proxy. Set e.IPExtractor to
+// echo.ExtractIPFromXFFHeader(echo.TrustIPRange(...)) with the same ranges
+// so that c.RealIP() in your handlers agrees with the limiter.
+//
+// The options and behaviour are those of the echo v4 adapter
+// (github.com/slidelog/slidelog/adapters/echo); only the framework types
+// differ: handlers take *echo.Context.
+package slideechov5

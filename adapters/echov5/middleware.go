@@ -1,0 +1,110 @@
+package slideechov5
+
+import (
+	"context"
+
+	"github.com/labstack/echo/v5"
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// Middleware returns echo v5 middleware that rate-limits requests with l, or
+// with the limiter WithLimiterFunc chooses (l may then be nil). Use it
+// with e.Use, on a group, or on one route; different limiters on
+// different routes and groups give per-route limits.
+//
+// It panics when an option is invalid (such as a malformed CIDR), and the
+// middleware panics when given a nil next handler, so that a
+// misconfiguration shows at start-up, never per request.
+func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	hl, err := slidelog.NewHTTPLimiter(l, cfg.core...)
+	if err != nil {
+		panic("slideechov5: " + err.Error())
+	}
+	denied, onError := cfg.denied, cfg.onError
+	if denied == nil {
+		denied = defaultDenied
+	}
+	if onError == nil {
+		onError = defaultError
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if next == nil {
+			panic("slideechov5: Middleware(...)(nil): nil next handler")
+		}
+		return func(c *echo.Context) error {
+			d := hl.Check(request{c})
+			h := c.Response().Header()
+			for _, f := range d.Header {
+				if f.Append {
+					h.Add(f.Name, f.Value)
+				} else {
+					h.Set(f.Name, f.Value)
+				}
+			}
+			switch d.Outcome {
+			case slidelog.OutcomeDenied:
+				return denied(c, d.Result)
+			case slidelog.OutcomeError:
+				return onError(c, d.Err)
+			}
+			err := next(c)
+			d.Finish(status(c, err))
+			return err
+		}
+	}
+}
+
+// status is the status the response has or, when the handler returned an
+// error that echo's error handler has yet to write, will have.
+func status(c *echo.Context, err error) int {
+	_, code := echo.ResolveResponseStatus(c.Response(), err)
+	return code
+}
+
+func defaultDenied(c *echo.Context, res slidelog.Result) error {
+	p := slidelog.DeniedProblem(res)
+	return c.Blob(p.Status, slidelog.ProblemContentType, p.JSON())
+}
+
+func defaultError(c *echo.Context, err error) error {
+	p := slidelog.ErrorProblem(err)
+	return c.Blob(p.Status, slidelog.ProblemContentType, p.JSON())
+}
+
+// request presents an echo request to slidelog.
+type request struct{ c *echo.Context }
+
+func (r request) Context() context.Context { return r.c.Request().Context() }
+func (r request) Method() string           { return r.c.Request().Method }
+func (r request) Route() string            { return r.c.Path() }
+func (r request) RemoteAddr() string       { return r.c.Request().RemoteAddr }
+func (r request) Native() any              { return r.c }
+
+// Path is the path as echo's router matches it: the escaped form when the
+// request has one, as in echo v4's GetPath.
+func (r request) Path() string {
+	u := r.c.Request().URL
+	if u.RawPath != "" {
+		return u.RawPath
+	}
+	return u.Path
+}
+
+func (r request) Header(name string) []string {
+	return slidelog.HeaderValues(r.c.Request().Header, name)
+}
+
+func (r request) Value(key any) any {
+	if s, ok := key.(string); ok {
+		if v := r.c.Get(s); v != nil {
+			return v
+		}
+	}
+	return r.c.Request().Context().Value(key)
+}

@@ -1,0 +1,97 @@
+package slideechov5_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/labstack/echo/v5"
+	slideechov5 "github.com/slidelog/slidelog/adapters/echov5"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func TestHTTPSuiteMemory(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.MemoryStores(), newServer)
+}
+
+func TestHTTPSuiteCluster(t *testing.T) {
+	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+}
+
+// newServer builds app with echo: the suite's factory.
+func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
+	e := echo.New()
+	if app.Global != nil {
+		e.Use(middleware(app.Global))
+	}
+	for _, rt := range app.Routes {
+		status := rt.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		var mws []echo.MiddlewareFunc
+		if rt.Middleware != nil {
+			mws = append(mws, middleware(rt.Middleware))
+		}
+		method := rt.Method
+		if method == "" {
+			method = http.MethodGet
+		}
+		pattern := rt.Pattern
+		e.Add(method, rt.Pattern, func(c *echo.Context) error {
+			c.Response().Header().Set(slidelogtest.RouteHeader, pattern)
+			return c.String(status, "ok")
+		}, mws...)
+	}
+	return slidelogtest.ServeHandler(e)
+}
+
+// middleware maps the suite's neutral description to slideechov5's options.
+func middleware(m *slidelogtest.HTTPMiddleware) echo.MiddlewareFunc {
+	opts := []slideechov5.Option{slideechov5.WithHeaders(m.Headers)}
+	if m.KeyFunc != nil {
+		opts = append(opts, slideechov5.WithKeyFunc(m.KeyFunc))
+	}
+	if m.SkipFunc != nil {
+		opts = append(opts, slideechov5.WithSkipFunc(m.SkipFunc))
+	}
+	if m.Cost != 0 {
+		opts = append(opts, slideechov5.WithCost(m.Cost))
+	}
+	if m.CostFunc != nil {
+		opts = append(opts, slideechov5.WithCostFunc(m.CostFunc))
+	}
+	if m.LimiterFunc != nil {
+		opts = append(opts, slideechov5.WithLimiterFunc(m.LimiterFunc))
+	}
+	if m.ShadowMode {
+		opts = append(opts, slideechov5.WithShadowMode(m.ShadowReport))
+	}
+	if m.RefundOnServerError {
+		opts = append(opts, slideechov5.WithRefundOnServerError())
+	}
+	if len(m.TrustedProxies) > 0 {
+		opts = append(opts, slideechov5.WithTrustedProxies(m.TrustedProxies...))
+	}
+	if m.ClientIPHeader != "" {
+		opts = append(opts, slideechov5.WithClientIPHeader(m.ClientIPHeader))
+	}
+	if m.IPv6Prefix != 0 {
+		opts = append(opts, slideechov5.WithIPv6Prefix(m.IPv6Prefix))
+	}
+	if m.DeniedBody != "" {
+		opts = append(opts, slideechov5.WithDeniedHandler(func(c *echo.Context, _ slidelog.Result) error {
+			return c.String(http.StatusTooManyRequests, m.DeniedBody)
+		}))
+	}
+	if m.ErrorBody != "" {
+		opts = append(opts, slideechov5.WithErrorHandler(func(c *echo.Context, _ error) error {
+			return c.String(http.StatusServiceUnavailable, m.ErrorBody)
+		}))
+	}
+	return slideechov5.Middleware(m.Limiter, opts...)
+}
+
+// FuzzMiddleware: no request, however crafted, panics the middleware or
+// gets a 5xx.
+func FuzzMiddleware(f *testing.F) { slidelogtest.FuzzHTTP(f, newServer) }
