@@ -6,6 +6,7 @@ replace github.com/slidelog/slidelog/core => ../../core
 
 require (
 	github.com/slidelog/slidelog/core v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
