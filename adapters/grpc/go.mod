@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/slidelog/slidelog/core => ../../core
 
 require (
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/slidelog/slidelog/core v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
