@@ -8,6 +8,7 @@ replace (
 	github.com/slidelog/slidelog/adapters/echov5 => ../adapters/echov5
 	github.com/slidelog/slidelog/adapters/fiber => ../adapters/fiber
 	github.com/slidelog/slidelog/adapters/gin => ../adapters/gin
+	github.com/slidelog/slidelog/adapters/grpc => ../adapters/grpc
 	github.com/slidelog/slidelog/core => ../core
 )
 
@@ -24,7 +25,10 @@ require (
 	github.com/slidelog/slidelog/adapters/echov5 v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/adapters/fiber v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/adapters/gin v0.0.0-00010101000000-000000000000
+	github.com/slidelog/slidelog/adapters/grpc v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/core v0.0.0-00010101000000-000000000000
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/grpc v1.85.0
 )
 
 require (

@@ -118,7 +118,7 @@ func runOnRedis(t *testing.T, fw string, client redis.UniversalClient, addrs, lo
 // build compiles examples/<fw> into a temporary directory.
 func build(t *testing.T, fw string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), fw)
+	bin := filepath.Join(t.TempDir(), filepath.Base(fw))
 	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./"+fw)
 	cmd.Dir = ".." // the examples module
 	if out, err := cmd.CombinedOutput(); err != nil {

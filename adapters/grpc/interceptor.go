@@ -1,0 +1,174 @@
+package slidegrpc
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// UnaryServerInterceptor returns a unary server interceptor that
+// rate-limits calls with l, or with the limiter WithMethodLimiters or
+// WithLimiterFunc chooses (l may then be nil for the methods they cover).
+//
+// Each call is keyed (by default by peer address), checked, and given the
+// rate-limit response header metadata. A denied call fails with
+// DeniedStatus (codes.ResourceExhausted with a RetryInfo detail); a call
+// with a bad identity, or on which the limiter could not decide, fails
+// with ErrorStatus (InvalidArgument, Unavailable or Internal, never with
+// the error's text). The handler is not called for either.
+//
+// It panics when an option is invalid, so that a misconfiguration shows
+// at start-up, never per call.
+func UnaryServerInterceptor(l *slidelog.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
+	hl, _ := build("UnaryServerInterceptor", l, opts)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		d := hl.Check(&call{ctx: ctx, method: info.FullMethod})
+		if md := headerMetadata(d.Header); md != nil {
+			_ = grpc.SetHeader(ctx, md) // fails only when the call has already ended
+		}
+		if err := rejection(d); err != nil {
+			return nil, err
+		}
+		resp, err := handler(ctx, req)
+		d.Finish(finishStatus(err))
+		return resp, err
+	}
+}
+
+// StreamServerInterceptor returns a stream server interceptor that
+// rate-limits the opening of each stream as UnaryServerInterceptor does
+// calls: one decision per stream, however many messages it carries.
+//
+// It panics when an option is invalid.
+func StreamServerInterceptor(l *slidelog.Limiter, opts ...Option) grpc.StreamServerInterceptor {
+	hl, _ := build("StreamServerInterceptor", l, opts)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		d := hl.Check(&call{ctx: ss.Context(), method: info.FullMethod})
+		if md := headerMetadata(d.Header); md != nil {
+			_ = ss.SetHeader(md)
+		}
+		if err := rejection(d); err != nil {
+			return err
+		}
+		err := handler(srv, ss)
+		d.Finish(finishStatus(err))
+		return err
+	}
+}
+
+// DeniedStatus returns the status a denied call fails with:
+// codes.ResourceExhausted, a message saying when to retry (whole seconds,
+// rounded up, as the retry-after metadata), a RetryInfo detail with the
+// exact delay and a QuotaFailure detail naming the violated policies. It
+// is for applications that call the limiter themselves.
+func DeniedStatus(res slidelog.Result) *status.Status {
+	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+slidelog.RetryAfterSeconds(res.RetryAfter)+" seconds")
+	quota := &errdetails.QuotaFailure{}
+	for _, name := range res.Violated() {
+		quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{
+			Subject:     "policy:" + name,
+			Description: "rate limit policy " + strconv.Quote(name) + " exceeded",
+		})
+	}
+	withDetails, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(max(res.RetryAfter, 0))}, quota)
+	if err != nil { // cannot happen: both details marshal
+		return st
+	}
+	return withDetails
+}
+
+// ErrorStatus returns the status of a call on which no decision could be
+// made, with a generic message and never err's text:
+// codes.InvalidArgument for a bad identity (err wraps
+// slidelog.ErrInvalidKey: no peer address, an empty or malformed metadata
+// value, an identity too long), codes.Internal for the server's own
+// misconfiguration (slidelog.ErrMisconfigured, ErrInvalidCost,
+// ErrInvalidOption), and codes.Unavailable for everything else (the store
+// was unavailable, the call's context ended, the limiter was closed).
+func ErrorStatus(err error) *status.Status {
+	switch {
+	case errors.Is(err, slidelog.ErrIdentityTooLong):
+		return status.New(codes.InvalidArgument, "client identity too long")
+	case errors.Is(err, slidelog.ErrInvalidKey):
+		return status.New(codes.InvalidArgument, "no valid client identity in this call")
+	case errors.Is(err, slidelog.ErrInvalidCost), errors.Is(err, slidelog.ErrInvalidOption), errors.Is(err, slidelog.ErrMisconfigured):
+		return status.New(codes.Internal, "rate limiter misconfigured")
+	}
+	return status.New(codes.Unavailable, "rate limiter unavailable; try again later")
+}
+
+// rejection returns the error a call fails with, or nil to call the
+// handler.
+func rejection(d *slidelog.HTTPDecision) error {
+	switch d.Outcome {
+	case slidelog.OutcomeDenied:
+		return DeniedStatus(d.Result).Err()
+	case slidelog.OutcomeError:
+		return ErrorStatus(d.Err).Err()
+	}
+	return nil
+}
+
+// headerMetadata returns the decision's header fields as gRPC metadata
+// (lower-case keys), or nil when there are none.
+func headerMetadata(fields []slidelog.HeaderField) metadata.MD {
+	if len(fields) == 0 {
+		return nil
+	}
+	md := make(metadata.MD, len(fields))
+	for _, f := range fields {
+		if f.Append {
+			md.Append(f.Name, f.Value)
+		} else {
+			md.Set(f.Name, f.Value)
+		}
+	}
+	return md
+}
+
+// finishStatus maps a handler's error to the HTTP status class
+// HTTPDecision.Finish understands: 500 for a server-side code, so that
+// WithRefundOnServerError refunds the call.
+func finishStatus(err error) int {
+	switch status.Code(err) {
+	case codes.Unknown, codes.Internal, codes.Unavailable, codes.DataLoss:
+		return http.StatusInternalServerError
+	}
+	return http.StatusOK
+}
+
+// call presents one gRPC call to slidelog's engine: its method is POST,
+// its path and route the full method, its headers the incoming metadata,
+// its remote address the peer's.
+type call struct {
+	ctx    context.Context
+	method string
+}
+
+func (c *call) Context() context.Context { return c.ctx }
+func (c *call) Method() string           { return http.MethodPost }
+func (c *call) Path() string             { return c.method }
+func (c *call) Route() string            { return c.method }
+func (c *call) Value(key any) any        { return c.ctx.Value(key) }
+func (c *call) Native() any              { return c.ctx }
+
+func (c *call) Header(name string) []string {
+	return metadata.ValueFromIncomingContext(c.ctx, name)
+}
+
+func (c *call) RemoteAddr() string {
+	if p, ok := peer.FromContext(c.ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}

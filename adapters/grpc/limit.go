@@ -1,0 +1,62 @@
+package slidegrpc
+
+import (
+	"context"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// MiddlewareLimiter decides calls for go-grpc-middleware v2's ratelimit
+// interceptors: it satisfies their ratelimit.Limiter interface, so
+// applications that already chain
+// ratelimit.UnaryServerInterceptor(limiter) can pass one. It keys calls
+// like this package's interceptors and takes the same options. It is
+// safe for concurrent use.
+//
+// go-grpc-middleware answers every error of Limit with
+// codes.ResourceExhausted and a message of its own that quotes the
+// error's text, without details; the rate-limit metadata still reaches
+// the client. For RetryInfo details and distinct codes for bad identities
+// and an unavailable limiter, use UnaryServerInterceptor and
+// StreamServerInterceptor instead.
+type MiddlewareLimiter struct {
+	hl *slidelog.HTTPLimiter
+}
+
+// NewMiddlewareLimiter returns a MiddlewareLimiter that asks l, or the
+// limiter WithMethodLimiters or WithLimiterFunc chooses. It panics when an
+// option is invalid, and on WithRefundOnServerError: go-grpc-middleware
+// never tells a Limiter how the handler answered.
+func NewMiddlewareLimiter(l *slidelog.Limiter, opts ...Option) *MiddlewareLimiter {
+	hl, cfg := build("NewMiddlewareLimiter", l, opts)
+	if cfg.refund {
+		panic("slidegrpc: NewMiddlewareLimiter: WithRefundOnServerError needs the handler's status, which go-grpc-middleware's ratelimit interceptors do not report; use UnaryServerInterceptor")
+	}
+	return &MiddlewareLimiter{hl: hl}
+}
+
+// Limit decides the call whose server context ctx is: its full method
+// comes from grpc.Method(ctx). It sets the rate-limit header metadata on
+// the call and returns nil to admit it; otherwise an error whose text is
+// DeniedStatus's or ErrorStatus's message (never internal error text) and
+// whose GRPCStatus method returns that status, details included.
+func (m *MiddlewareLimiter) Limit(ctx context.Context) error {
+	method, _ := grpc.Method(ctx)
+	d := m.hl.Check(&call{ctx: ctx, method: method})
+	if md := headerMetadata(d.Header); md != nil {
+		_ = grpc.SetHeader(ctx, md) // fails outside a server call: nothing to send then
+	}
+	if err := rejection(d); err != nil {
+		return &limitError{st: status.Convert(err)}
+	}
+	return nil
+}
+
+// limitError carries a rejection's status through go-grpc-middleware,
+// which formats the error with %s.
+type limitError struct{ st *status.Status }
+
+func (e *limitError) Error() string              { return e.st.Message() }
+func (e *limitError) GRPCStatus() *status.Status { return e.st }

@@ -1,0 +1,507 @@
+package slidegrpc_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+const (
+	emptyCall  = "/grpc.testing.TestService/EmptyCall"
+	unaryCall  = "/grpc.testing.TestService/UnaryCall"
+	streamCall = "/grpc.testing.TestService/StreamingOutputCall"
+)
+
+// testService answers EmptyCall and UnaryCall, and streams one response
+// per ResponseParameters entry. It fails a call whose metadata has
+// "fail" with codes.Internal, and counts the calls that reached it.
+type testService struct {
+	testgrpc.UnimplementedTestServiceServer
+	calls chan string
+}
+
+func (s *testService) reached(ctx context.Context, method string) error {
+	s.calls <- method
+	if len(metadata.ValueFromIncomingContext(ctx, "fail")) > 0 {
+		return status.Error(codes.Internal, "handler failed")
+	}
+	return nil
+}
+
+func (s *testService) EmptyCall(ctx context.Context, _ *testgrpc.Empty) (*testgrpc.Empty, error) {
+	if err := s.reached(ctx, emptyCall); err != nil {
+		return nil, err
+	}
+	return &testgrpc.Empty{}, nil
+}
+
+func (s *testService) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	if err := s.reached(ctx, unaryCall); err != nil {
+		return nil, err
+	}
+	return &testgrpc.SimpleResponse{}, nil
+}
+
+func (s *testService) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, stream grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+	if err := s.reached(stream.Context(), streamCall); err != nil {
+		return err
+	}
+	for range req.GetResponseParameters() {
+		if err := stream.Send(&testgrpc.StreamingOutputCallResponse{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reached returns how many calls reached the handlers so far.
+func (s *testService) Reached() int { return len(s.calls) }
+
+// serve starts a gRPC server with opts on a real TCP listener on
+// 127.0.0.1 and returns a client of it; both stop when the test ends.
+func serve(t *testing.T, opts ...grpc.ServerOption) (testgrpc.TestServiceClient, *testService) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(opts...)
+	svc := &testService{calls: make(chan string, 1000)}
+	testgrpc.RegisterTestServiceServer(srv, svc)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return testgrpc.NewTestServiceClient(conn), svc
+}
+
+// interceptors returns the server options that install both interceptors.
+func interceptors(l *slidelog.Limiter, opts ...slidegrpc.Option) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(slidegrpc.UnaryServerInterceptor(l, opts...)),
+		grpc.ChainStreamInterceptor(slidegrpc.StreamServerInterceptor(l, opts...)),
+	}
+}
+
+// stores are the stores the adapter is tested on: memory and the test
+// Redis Cluster.
+func stores(t *testing.T) map[string]slidelogtest.NewStoreFunc {
+	return map[string]slidelogtest.NewStoreFunc{
+		"memory":  slidelogtest.MemoryStores(),
+		"cluster": slidelogtest.ClusterStores(t),
+	}
+}
+
+// newStore builds a store with newStore, wrapped to count its calls, and
+// closes it when the test ends.
+func newStore(t *testing.T, newStore slidelogtest.NewStoreFunc) *slidelogtest.CountingStore {
+	t.Helper()
+	s := newStore(t, nil)
+	t.Cleanup(func() {
+		if c, ok := s.(io.Closer); ok {
+			_ = c.Close()
+		}
+	})
+	return slidelogtest.NewCountingStore(s)
+}
+
+func newLimiter(t *testing.T, store slidelog.Store, name string, limit int) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, slidelog.Policy{Name: name, Limit: limit, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// retryInfo returns the RetryInfo detail of err's status, or nil.
+func retryInfo(err error) *errdetails.RetryInfo {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri
+		}
+	}
+	return nil
+}
+
+// assertDenied checks that err is a denial with a RetryInfo delay in
+// (0, 60s] and a retry-after header that is the delay in whole seconds,
+// rounded up.
+func assertDenied(t *testing.T, err error, header metadata.MD) {
+	t.Helper()
+	if got := status.Code(err); got != codes.ResourceExhausted {
+		t.Fatalf("code: got %v (%v), want ResourceExhausted", got, err)
+	}
+	ri := retryInfo(err)
+	if ri == nil {
+		t.Fatalf("details: got %v, want a RetryInfo", status.Convert(err).Details())
+	}
+	delay := ri.GetRetryDelay().AsDuration()
+	if delay <= 0 || delay > time.Minute {
+		t.Errorf("RetryInfo delay: got %v, want in (0, 1m]", delay)
+	}
+	if got, want := first(header, "retry-after"), slidelog.RetryAfterSeconds(delay); got != want {
+		t.Errorf("retry-after: got %q, want %q", got, want)
+	}
+}
+
+func first(md metadata.MD, key string) string {
+	if vs := md.Get(key); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// Unary calls and streams get the rate-limit metadata; the call over the
+// limit fails with ResourceExhausted and a RetryInfo, and never reaches
+// the handler.
+func TestDenial(t *testing.T) {
+	for name, ns := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Run("unary", func(t *testing.T) {
+				l := newLimiter(t, newStore(t, ns), "unary", 2)
+				client, svc := serve(t, interceptors(l)...)
+				for i, want := range []string{`"unary";r=1;t=60`, `"unary";r=0;t=60`} {
+					var header metadata.MD
+					if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Header(&header)); err != nil {
+						t.Fatalf("call %d: %v", i+1, err)
+					}
+					if got := first(header, "ratelimit"); got != want {
+						t.Errorf("call %d ratelimit: got %q, want %q", i+1, got, want)
+					}
+					if got := first(header, "ratelimit-policy"); got != `"unary";q=2;w=60` {
+						t.Errorf("call %d ratelimit-policy: got %q, want %q", i+1, got, `"unary";q=2;w=60`)
+					}
+				}
+				var header metadata.MD
+				_, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Header(&header))
+				assertDenied(t, err, header)
+				if got := first(header, "ratelimit"); got != `"unary";r=0;t=60` {
+					t.Errorf("denied ratelimit: got %q, want %q", got, `"unary";r=0;t=60`)
+				}
+				if got := svc.Reached(); got != 2 {
+					t.Errorf("handler calls: got %d, want 2", got)
+				}
+			})
+			t.Run("stream", func(t *testing.T) {
+				l := newLimiter(t, newStore(t, ns), "stream", 1)
+				client, svc := serve(t, interceptors(l)...)
+				req := &testgrpc.StreamingOutputCallRequest{ResponseParameters: make([]*testgrpc.ResponseParameters, 3)}
+				stream, err := client.StreamingOutputCall(t.Context(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for {
+					if _, err := stream.Recv(); err == io.EOF {
+						break
+					} else if err != nil {
+						t.Fatalf("admitted stream: %v", err)
+					}
+					n++
+				}
+				if n != 3 {
+					t.Errorf("admitted stream messages: got %d, want 3 (one decision per stream)", n)
+				}
+				if header, _ := stream.Header(); first(header, "ratelimit") != `"stream";r=0;t=60` {
+					t.Errorf("stream ratelimit: got %q, want %q", first(header, "ratelimit"), `"stream";r=0;t=60`)
+				}
+				stream, err = client.StreamingOutputCall(t.Context(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = stream.Recv()
+				header, _ := stream.Header()
+				assertDenied(t, err, header)
+				if got := svc.Reached(); got != 1 {
+					t.Errorf("handler calls: got %d, want 1", got)
+				}
+			})
+		})
+	}
+}
+
+// By default a call is keyed by its peer address; forwarding metadata is
+// believed only from a trusted proxy, and only the one named key.
+func TestKeyByPeer(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []slidegrpc.Option
+		want string
+	}{
+		{"default ignores forwarding", nil, "ip:127.0.0.1"},
+		{"trusted peer, named key", []slidegrpc.Option{
+			slidegrpc.WithTrustedProxies("127.0.0.1"), slidegrpc.WithClientIPHeader("X-Forwarded-For"),
+		}, "ip:198.51.100.7"},
+		{"trusted peer, other key named", []slidegrpc.Option{
+			slidegrpc.WithTrustedProxies("127.0.0.0/8"), slidegrpc.WithClientIPHeader("cf-connecting-ip"),
+		}, "ip:127.0.0.1"},
+		{"untrusted peer", []slidegrpc.Option{
+			slidegrpc.WithTrustedProxies("10.0.0.0/8"), slidegrpc.WithClientIPHeader("x-forwarded-for"),
+		}, "ip:127.0.0.1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			client, _ := serve(t, interceptors(newLimiter(t, store, "peer", 10), tt.opts...)...)
+			ctx := metadata.AppendToOutgoingContext(t.Context(),
+				"x-forwarded-for", "203.0.113.9, 198.51.100.7", "x-real-ip", "192.0.2.99")
+			if _, err := client.EmptyCall(ctx, &testgrpc.Empty{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := store.Identities(); len(got) != 1 || got[tt.want] != 1 {
+				t.Errorf("identities: got %v, want only %s once", got, tt.want)
+			}
+		})
+	}
+}
+
+// slidelog.ByHeader keys by a metadata value; a call without it fails
+// with InvalidArgument before any store call. slidelog.ByRoute keys by
+// full method.
+func TestKeyByMetadataAndMethod(t *testing.T) {
+	t.Run("metadata", func(t *testing.T) {
+		store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+		t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+		client, svc := serve(t, interceptors(newLimiter(t, store, "key", 1), slidegrpc.WithKeyFunc(slidelog.ByHeader("x-api-key")))...)
+		for _, tt := range []struct {
+			give string
+			want codes.Code
+		}{{"alice", codes.OK}, {"alice", codes.ResourceExhausted}, {"bob", codes.OK}, {"", codes.InvalidArgument}} {
+			ctx := t.Context()
+			if tt.give != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, "x-api-key", tt.give)
+			}
+			_, err := client.EmptyCall(ctx, &testgrpc.Empty{})
+			if got := status.Code(err); got != tt.want {
+				t.Errorf("key %q: got %v, want %v", tt.give, got, tt.want)
+			}
+		}
+		if got := store.Takes(); got != 3 {
+			t.Errorf("store calls: got %d, want 3 (none for the call without a key)", got)
+		}
+		if got := svc.Reached(); got != 2 {
+			t.Errorf("handler calls: got %d, want 2", got)
+		}
+		if got := store.Identities(); got["h:x-api-key:alice"] != 2 || got["h:x-api-key:bob"] != 1 {
+			t.Errorf("identities: got %v, want h:x-api-key:alice twice, h:x-api-key:bob once", got)
+		}
+	})
+	t.Run("full method", func(t *testing.T) {
+		store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+		t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+		client, _ := serve(t, interceptors(newLimiter(t, store, "method", 1), slidegrpc.WithKeyFunc(slidelog.ByRoute()))...)
+		if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+			t.Errorf("UnaryCall after EmptyCall: got %v, want its own budget", err)
+		}
+		if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("second EmptyCall: got %v, want ResourceExhausted", err)
+		}
+		if got := store.Identities(); got["r:"+emptyCall] != 2 || got["r:"+unaryCall] != 1 {
+			t.Errorf("identities: got %v, want r:%s twice, r:%s once", got, emptyCall, unaryCall)
+		}
+	})
+}
+
+// WithMethodCosts charges listed methods more; WithMethodLimiters gives a
+// method its own policy and budget; SkipPaths skips full methods.
+func TestPerMethod(t *testing.T) {
+	store := slidelog.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	shared := newLimiter(t, store, "shared", 3)
+	streams := newLimiter(t, store, "streams", 1)
+	client, _ := serve(t, interceptors(shared,
+		slidegrpc.WithMethodCosts(map[string]int{unaryCall: 2}),
+		slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{streamCall: streams}),
+		slidegrpc.WithSkipFunc(slidelog.SkipPaths("/grpc.testing.TestService/CacheableUnaryCall")),
+	)...)
+	var header metadata.MD
+	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header)); err != nil {
+		t.Fatal(err)
+	}
+	if got := first(header, "ratelimit"); got != `"shared";r=1;t=60` {
+		t.Errorf("UnaryCall (cost 2) ratelimit: got %q, want %q", got, `"shared";r=1;t=60`)
+	}
+	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("second UnaryCall (cost 2, 1 left): got %v, want ResourceExhausted", err)
+	}
+	if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
+		t.Errorf("EmptyCall (cost 1, 1 left): %v", err)
+	}
+	for i, want := range []codes.Code{codes.OK, codes.ResourceExhausted} {
+		stream, err := client.StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = stream.Recv()
+		header, _ := stream.Header()
+		if err == io.EOF {
+			err = nil
+		}
+		if got := status.Code(err); got != want {
+			t.Errorf("stream %d: got %v, want %v", i+1, got, want)
+		}
+		if got := first(header, "ratelimit-policy"); got != `"streams";q=1;w=60` {
+			t.Errorf("stream %d ratelimit-policy: got %q, want the method's own policy", i+1, got)
+		}
+	}
+	// Skipped: no decision, no metadata, reaches the unimplemented handler.
+	header = nil
+	_, err := client.CacheableUnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header))
+	if got := status.Code(err); got != codes.Unimplemented || first(header, "ratelimit") != "" {
+		t.Errorf("skipped method: got %v with ratelimit %q, want Unimplemented and none", got, first(header, "ratelimit"))
+	}
+}
+
+// A limiter that cannot decide fails the call with Unavailable and a
+// generic message.
+func TestUnavailable(t *testing.T) {
+	store := slidelog.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	l := newLimiter(t, store, "closed", 10)
+	client, svc := serve(t, interceptors(l)...)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := client.EmptyCall(t.Context(), &testgrpc.Empty{})
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable || st.Message() != "rate limiter unavailable; try again later" {
+		t.Errorf("got %v %q, want Unavailable with the generic message", st.Code(), st.Message())
+	}
+	if got := svc.Reached(); got != 0 {
+		t.Errorf("handler calls: got %d, want 0", got)
+	}
+}
+
+// WithRefundOnServerError refunds calls whose handler failed with a
+// server-side code.
+func TestRefundOnServerError(t *testing.T) {
+	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+	client, _ := serve(t, interceptors(newLimiter(t, store, "refund", 1), slidegrpc.WithRefundOnServerError())...)
+	failing := metadata.AppendToOutgoingContext(t.Context(), "fail", "1")
+	for i, tt := range []struct {
+		ctx  context.Context
+		want codes.Code
+	}{{failing, codes.Internal}, {failing, codes.Internal}, {t.Context(), codes.OK}, {t.Context(), codes.ResourceExhausted}} {
+		if _, err := client.EmptyCall(tt.ctx, &testgrpc.Empty{}); status.Code(err) != tt.want {
+			t.Errorf("call %d: got %v, want %v", i+1, status.Code(err), tt.want)
+		}
+	}
+	if got := store.Refunds(); got != 2 {
+		t.Errorf("refunds: got %d, want 2", got)
+	}
+}
+
+func TestInvalidOptionPanics(t *testing.T) {
+	store := slidelog.NewMemoryStore()
+	t.Cleanup(func() { _ = store.Close() })
+	l := newLimiter(t, store, "opts", 1)
+	for name, opts := range map[string][]slidegrpc.Option{
+		"cidr":              {slidegrpc.WithTrustedProxies("10.0.0.0/33")},
+		"no header":         {slidegrpc.WithTrustedProxies("10.0.0.0/8")},
+		"header, no proxy":  {slidegrpc.WithClientIPHeader("x-forwarded-for")},
+		"cost":              {slidegrpc.WithCost(0)},
+		"method cost":       {slidegrpc.WithMethodCosts(map[string]int{emptyCall: 0})},
+		"method name":       {slidegrpc.WithMethodCosts(map[string]int{"EmptyCall": 2})},
+		"nil method limit":  {slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{emptyCall: nil})},
+		"cost func and map": {slidegrpc.WithCostFunc(func(*slidelog.HTTPRequest) int { return 1 }), slidegrpc.WithMethodCosts(map[string]int{emptyCall: 2})},
+		"limiter func and map": {slidegrpc.WithLimiterFunc(func(*slidelog.HTTPRequest) *slidelog.Limiter { return nil }),
+			slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{emptyCall: l})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert := func(build func()) {
+				t.Helper()
+				defer func() {
+					if recover() == nil {
+						t.Error("did not panic")
+					}
+				}()
+				build()
+			}
+			assert(func() { slidegrpc.UnaryServerInterceptor(l, opts...) })
+			assert(func() { slidegrpc.StreamServerInterceptor(l, opts...) })
+			assert(func() { slidegrpc.NewMiddlewareLimiter(l, opts...) })
+		})
+	}
+	t.Run("nil limiter", func(t *testing.T) {
+		defer func() {
+			if recover() == nil {
+				t.Error("did not panic")
+			}
+		}()
+		slidegrpc.UnaryServerInterceptor(nil)
+	})
+}
+
+func TestErrorStatus(t *testing.T) {
+	for _, tt := range []struct {
+		give error
+		want codes.Code
+	}{
+		{slidelog.ErrNoKey, codes.InvalidArgument},
+		{slidelog.ErrIdentityTooLong, codes.InvalidArgument},
+		{slidelog.ErrMisconfigured, codes.Internal},
+		{slidelog.ErrInvalidCost, codes.Internal},
+		{slidelog.ErrUnavailable, codes.Unavailable},
+		{context.DeadlineExceeded, codes.Unavailable},
+		{slidelog.ErrClosed, codes.Unavailable},
+	} {
+		st := slidegrpc.ErrorStatus(tt.give)
+		if st.Code() != tt.want {
+			t.Errorf("ErrorStatus(%v): got %v, want %v", tt.give, st.Code(), tt.want)
+		}
+		if msg := st.Message(); msg == tt.give.Error() || len(st.Details()) != 0 {
+			t.Errorf("ErrorStatus(%v): message %q and details %v carry the error", tt.give, msg, st.Details())
+		}
+	}
+}
+
+func TestDeniedStatus(t *testing.T) {
+	p := slidelog.Policy{Name: "per-minute", Limit: 1, Window: time.Minute}
+	res := slidelog.NewResult([]slidelog.PolicyResult{{Policy: p, Allowed: false, RetryAfter: 1500 * time.Millisecond}}, slidelog.SourceMemory)
+	st := slidegrpc.DeniedStatus(res)
+	if st.Code() != codes.ResourceExhausted || st.Message() != "rate limit exceeded; retry after 2 seconds" {
+		t.Errorf("got %v %q, want ResourceExhausted, retry after 2 seconds", st.Code(), st.Message())
+	}
+	if got := retryInfo(st.Err()).GetRetryDelay().AsDuration(); got != res.RetryAfter {
+		t.Errorf("RetryInfo delay: got %v, want %v", got, res.RetryAfter)
+	}
+	var subjects []string
+	for _, d := range st.Details() {
+		if q, ok := d.(*errdetails.QuotaFailure); ok {
+			for _, v := range q.GetViolations() {
+				subjects = append(subjects, v.GetSubject())
+			}
+		}
+	}
+	if len(subjects) != 1 || subjects[0] != "policy:per-minute" {
+		t.Errorf("QuotaFailure subjects: got %v, want [policy:per-minute]", subjects)
+	}
+}

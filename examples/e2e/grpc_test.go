@@ -1,0 +1,51 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGRPCExample runs the gRPC example server on the memory store and
+// its client against it: limit calls admitted with their ratelimit
+// metadata, then one denied with ResourceExhausted, a RetryInfo delay
+// within the window and retry-after as that delay rounded up.
+func TestGRPCExample(t *testing.T) {
+	const limit = 3
+	server, client := build(t, "grpc/server"), build(t, "grpc/client")
+	srv := start(t, server, nil, limit)
+	addr := strings.TrimPrefix(srv.base, "http://")
+	out, err := exec.CommandContext(t.Context(), client, "-addr", addr, "-n", strconv.Itoa(limit+1)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("client: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != limit+1 {
+		t.Fatalf("client printed %d lines, want %d:\n%s", len(lines), limit+1, out)
+	}
+	for i := range limit {
+		want := fmt.Sprintf(`call %d: OK ratelimit="per-minute";r=%d;t=60`, i+1, limit-i-1)
+		if lines[i] != want {
+			t.Errorf("line %d: got %q, want %q", i+1, lines[i], want)
+		}
+	}
+	denied := regexp.MustCompile(`^call 4: ResourceExhausted ratelimit="per-minute";r=0;t=60 retry-delay=(\S+) retry-after=(\d+) message="rate limit exceeded; retry after (\d+) seconds"$`)
+	m := denied.FindStringSubmatch(lines[limit])
+	if m == nil {
+		t.Fatalf("line %d: got %q, want a ResourceExhausted with a retry delay", limit+1, lines[limit])
+	}
+	delay, err := time.ParseDuration(m[1])
+	if err != nil || delay <= 0 || delay > time.Minute {
+		t.Errorf("retry delay: got %q, want in (0, 1m]", m[1])
+	}
+	// The client prints the delay rounded to milliseconds, so its
+	// ceiling in seconds may differ from the server's by one.
+	after, _ := strconv.Atoi(m[2])
+	if m[2] != m[3] || after < 1 || after > 60 || time.Duration(after)*time.Second-delay >= time.Second+time.Millisecond || delay > time.Duration(after)*time.Second+time.Millisecond {
+		t.Errorf("retry-after %s, message %s: want both the delay %v in whole seconds, rounded up", m[2], m[3], delay)
+	}
+}
