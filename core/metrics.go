@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	labels := prometheus.Labels{"limiter": name}
 	command, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    MetricCommandDuration,
-		Help:    "Duration of store calls (one decision script run on Redis), by status: ok, error, timeout, canceled.",
+		Help:    "Duration of store calls (one decision script run on Redis), by status: ok, error, stalled, canceled.",
 		Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .25, 1},
 	}, []string{"limiter", "status"}))
 	if err != nil {
