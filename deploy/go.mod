@@ -8,6 +8,7 @@ require (
 	github.com/prometheus/common v0.72.1
 	github.com/slidelog/slidelog/core v0.0.0
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 )
 
 require (
