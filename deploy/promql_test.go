@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -25,7 +26,7 @@ func checkQuery(expr string, series map[string][]string) (used []string, problem
 		case *parser.VectorSelector:
 			name := n.Name
 			for _, m := range n.LabelMatchers {
-				if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+				if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 					name = m.Value
 				}
 			}
@@ -40,7 +41,7 @@ func checkQuery(expr string, series map[string][]string) (used []string, problem
 				return nil
 			}
 			for _, m := range n.LabelMatchers {
-				if m.Name != labels.MetricName && !slices.Contains(have, m.Name) {
+				if m.Name != model.MetricNameLabel && !slices.Contains(have, m.Name) {
 					problems = append(problems, fmt.Sprintf("%s has no label %q", name, m.Name))
 				}
 			}
