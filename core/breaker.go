@@ -113,3 +113,14 @@ func (b *breakers) states() map[string]gobreaker.State {
 	}
 	return out
 }
+
+// breakerState is the exported name of a gobreaker state.
+func breakerState(st gobreaker.State) BreakerState {
+	switch st {
+	case gobreaker.StateHalfOpen:
+		return BreakerHalfOpen
+	case gobreaker.StateOpen:
+		return BreakerOpen
+	}
+	return BreakerClosed
+}

@@ -53,7 +53,7 @@ type Limiter struct {
 	fallback    *fallback
 	breakers    *breakers
 	deny        *denyCache
-	metrics     *metrics
+	metrics     *observers
 	redis       *RedisStore
 	topology    *reloader
 	logger      *slog.Logger
@@ -151,13 +151,14 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 			l.deny = newDenyCache(cfg.denyCacheSize, nil)
 		}
 	}
-	if cfg.registerer != nil {
-		m, err := newMetrics(cfg.registerer, l.name, l.sizes)
-		if err != nil {
-			return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
-		}
-		l.metrics = m
+	if l.metrics, err = bindObservers(cfg.observers, l.name, l.sizes); err != nil {
+		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
+	defer func() {
+		if err != nil {
+			l.metrics.unbind()
+		}
+	}()
 	if !l.local {
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
 		l.health = newHealth(l.stall, nil)
@@ -559,6 +560,7 @@ func (l *Limiter) Close() error {
 	if l.health != nil {
 		l.health.close()
 	}
+	l.metrics.unbind()
 	l.release()
 	return nil
 }
@@ -587,19 +589,20 @@ func (l *Limiter) check(ctx context.Context, key string) error {
 }
 
 // sizes reports the deny cache's and the fallback's key counts.
-func (l *Limiter) sizes() (denied, fallbackKeys float64) {
+func (l *Limiter) sizes() Gauges {
+	var g Gauges
 	if l.deny != nil {
-		denied = float64(l.deny.len())
+		g.DenyCacheEntries = l.deny.len()
 	}
 	if l.fallback != nil {
-		fallbackKeys = float64(l.fallback.len())
+		g.FallbackKeys = l.fallback.len()
 	}
-	return denied, fallbackKeys
+	return g
 }
 
 // breakerChanged logs and reports a breaker's change of state.
 func (l *Limiter) breakerChanged(node string, from, to gobreaker.State) {
-	l.metrics.breakerState(node, to)
+	l.metrics.breakerState(node, breakerState(to))
 	level := slog.LevelInfo
 	if to == gobreaker.StateOpen {
 		level = slog.LevelWarn

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
 )
 
 // Metric names. Every metric carries the label "limiter" (WithName); none
@@ -21,8 +20,22 @@ const (
 	MetricFallbackKeys        = "slidelog_fallback_keys"
 )
 
-// metrics holds a limiter's collectors, curried with its name. A nil
-// *metrics keeps nothing.
+// promObserver is the Observer WithMetrics gives a limiter: it registers
+// the collectors with reg when a limiter binds it.
+type promObserver struct {
+	reg prometheus.Registerer
+}
+
+// Bind registers the collectors, or finds those another limiter
+// registered, and curries them with the limiter's name.
+func (p promObserver) Bind(name string, gauges func() Gauges) (LimiterObserver, error) {
+	return newMetrics(p.reg, name, func() (denied, fallbackKeys float64) {
+		g := gauges()
+		return float64(g.DenyCacheEntries), float64(g.FallbackKeys)
+	})
+}
+
+// metrics holds a limiter's collectors, curried with its name.
 type metrics struct {
 	command    *prometheus.HistogramVec
 	decisions  [len(sourceNames)][2]prometheus.Counter
@@ -51,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	labels := prometheus.Labels{"limiter": name}
 	command, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    MetricCommandDuration,
-		Help:    "Duration of store calls (one decision script run on Redis), by status: ok, error, timeout, canceled.",
+		Help:    "Duration of store calls (one decision script run on Redis), by status: ok, error, stalled, canceled.",
 		Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .25, 1},
 	}, []string{"limiter", "status"}))
 	if err != nil {
@@ -115,52 +128,36 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	return m, nil
 }
 
-func (m *metrics) decision(res Result) {
-	if m == nil || int(res.Source) >= len(sourceNames) {
+func (m *metrics) Decision(source Source, allowed bool) {
+	if int(source) >= len(sourceNames) {
 		return
 	}
-	if res.Allowed {
-		m.decisions[res.Source][1].Inc()
+	if allowed {
+		m.decisions[source][1].Inc()
 		return
 	}
-	m.decisions[res.Source][0].Inc()
-	m.rejections[res.Source].Inc()
+	m.decisions[source][0].Inc()
+	m.rejections[source].Inc()
 }
 
-func (m *metrics) commandDone(status string, took time.Duration) {
-	if m == nil {
-		return
-	}
+func (m *metrics) StoreCall(status string, took time.Duration) {
 	m.command.WithLabelValues(status).Observe(took.Seconds())
 }
 
-func (m *metrics) failover(reason string, mode FailureMode) {
-	if m == nil {
-		return
-	}
+func (m *metrics) Failover(reason string, mode FailureMode) {
 	m.fallbacks.WithLabelValues(reason, mode.String()).Inc()
 }
 
-func (m *metrics) error(reason string) {
-	if m == nil {
-		return
-	}
+func (m *metrics) Error(reason string) {
 	m.errs.WithLabelValues(reason).Inc()
 }
 
-func (m *metrics) breakerState(node string, st gobreaker.State) {
-	if m == nil {
-		return
-	}
-	v := 0.0
-	switch st {
-	case gobreaker.StateHalfOpen:
-		v = 1
-	case gobreaker.StateOpen:
-		v = 2
-	}
-	m.breaker.WithLabelValues(nodeLabel(node)).Set(v)
+func (m *metrics) BreakerState(node string, st BreakerState) {
+	m.breaker.WithLabelValues(node).Set(float64(st))
 }
+
+// Unbind keeps the size gauges registered, as they were before Close.
+func (m *metrics) Unbind() {}
 
 // nodeLabel names a breaker's node in labels and logs.
 func nodeLabel(node string) string {

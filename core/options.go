@@ -99,7 +99,7 @@ type limiterResilience struct {
 	breaker           BreakerSettings
 	denyCacheSize     int
 	denyCacheSet      bool
-	registerer        prometheus.Registerer
+	observers         []Observer
 	name              string
 	logger            *slog.Logger
 	strictRedisConfig bool
@@ -220,7 +220,20 @@ func WithMetrics(reg prometheus.Registerer) Option {
 		if reg == nil {
 			return fmt.Errorf("%w: nil metrics registerer", ErrInvalidOption)
 		}
-		c.registerer = reg
+		c.observers = append(c.observers, promObserver{reg: reg})
+		return nil
+	})
+}
+
+// WithObserver gives the limiter's events and gauges to o (see Observer),
+// beside any other observer and WithMetrics. Package otelmetrics builds
+// one that records OpenTelemetry metrics.
+func WithObserver(o Observer) Option {
+	return limiterOptionFunc(func(c *limiterConfig) error {
+		if o == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalidOption)
+		}
+		c.observers = append(c.observers, o)
 		return nil
 	})
 }

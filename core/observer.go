@@ -1,0 +1,162 @@
+package slidelog
+
+import (
+	"fmt"
+	"time"
+)
+
+// Observer receives the events and gauges of the limiters it is given to
+// with WithObserver, to export them as metrics (WithMetrics builds one for
+// Prometheus; package otelmetrics builds one for OpenTelemetry).
+//
+// New calls Bind once per limiter; the LimiterObserver it returns gets
+// that limiter's events from any goroutine, so it must be safe for
+// concurrent use and must not block: it runs on the request path.
+type Observer interface {
+	// Bind is called by New with the limiter's name (WithName) and a
+	// function that reads the limiter's gauges at the moment it is
+	// called. An error fails New with ErrInvalidOption.
+	Bind(limiter string, gauges func() Gauges) (LimiterObserver, error)
+}
+
+// LimiterObserver receives one limiter's events. The strings it is given
+// are from small fixed sets, documented with each method, never keys.
+type LimiterObserver interface {
+	// Decision is called for every decision, allowed or denied, with the
+	// part of the limiter that made it.
+	Decision(source Source, allowed bool)
+	// StoreCall is called when a call to the store ends, with its status
+	// ("ok", "error", "stalled" or "canceled") and how long it took.
+	StoreCall(status string, took time.Duration)
+	// Failover is called when the store could not decide a request and
+	// the failure mode decides it, with the reason ("error", "stalled" or
+	// "breaker_open").
+	Failover(reason string, mode FailureMode)
+	// Error is called when the limiter returns an error instead of a
+	// decision, with the reason ("canceled", "unavailable", "closed",
+	// "invalid_key" or "other").
+	Error(reason string)
+	// BreakerState is called when the circuit breaker of a store node
+	// changes state; node is the node's address, or "store" for a store
+	// that is one node.
+	BreakerState(node string, state BreakerState)
+	// Unbind is called once by the limiter's Close: the gauges function
+	// must not be called after it returns.
+	Unbind()
+}
+
+// Gauges are a limiter's sizes at one moment.
+type Gauges struct {
+	// DenyCacheEntries is the number of keys in the local deny cache.
+	DenyCacheEntries int
+	// FallbackKeys is the number of keys the local fallback limiter
+	// tracks.
+	FallbackKeys int
+}
+
+// BreakerState is the state of a store node's circuit breaker. Its value
+// is the one the breaker-state gauges report.
+type BreakerState uint8
+
+// Breaker states.
+const (
+	// BreakerClosed lets every call through to the node.
+	BreakerClosed BreakerState = iota
+	// BreakerHalfOpen lets a few probe calls through after the open
+	// timeout.
+	BreakerHalfOpen
+	// BreakerOpen sends every request straight to the failure mode.
+	BreakerOpen
+)
+
+// String returns "closed", "half-open" or "open", as BreakerStates does.
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerHalfOpen:
+		return "half-open"
+	case BreakerOpen:
+		return "open"
+	}
+	return fmt.Sprintf("BreakerState(%d)", uint8(s))
+}
+
+// observers are the LimiterObservers bound to one limiter. A nil
+// *observers observes nothing.
+type observers struct {
+	list []LimiterObserver
+}
+
+func bindObservers(obs []Observer, name string, gauges func() Gauges) (*observers, error) {
+	if len(obs) == 0 {
+		return nil, nil
+	}
+	o := &observers{}
+	for _, ob := range obs {
+		lo, err := ob.Bind(name, gauges)
+		if err == nil && lo == nil {
+			err = fmt.Errorf("%T.Bind returned no LimiterObserver", ob)
+		}
+		if err != nil {
+			o.unbind()
+			return nil, err
+		}
+		o.list = append(o.list, lo)
+	}
+	return o, nil
+}
+
+func (o *observers) decision(res Result) {
+	if o == nil {
+		return
+	}
+	for _, lo := range o.list {
+		lo.Decision(res.Source, res.Allowed)
+	}
+}
+
+func (o *observers) commandDone(status string, took time.Duration) {
+	if o == nil {
+		return
+	}
+	for _, lo := range o.list {
+		lo.StoreCall(status, took)
+	}
+}
+
+func (o *observers) failover(reason string, mode FailureMode) {
+	if o == nil {
+		return
+	}
+	for _, lo := range o.list {
+		lo.Failover(reason, mode)
+	}
+}
+
+func (o *observers) error(reason string) {
+	if o == nil {
+		return
+	}
+	for _, lo := range o.list {
+		lo.Error(reason)
+	}
+}
+
+func (o *observers) breakerState(node string, st BreakerState) {
+	if o == nil {
+		return
+	}
+	for _, lo := range o.list {
+		lo.BreakerState(nodeLabel(node), st)
+	}
+}
+
+func (o *observers) unbind() {
+	if o == nil {
+		return
+	}
+	for _, lo := range o.list {
+		lo.Unbind()
+	}
+}

@@ -1,0 +1,100 @@
+package slidelog_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// recordingObserver keeps the events of the limiters bound to it as
+// strings.
+type recordingObserver struct {
+	bindErr error
+	mu      sync.Mutex
+	events  []string
+	gauges  func() slidelog.Gauges
+	unbound int
+}
+
+func (o *recordingObserver) Bind(limiter string, gauges func() slidelog.Gauges) (slidelog.LimiterObserver, error) {
+	if o.bindErr != nil {
+		return nil, o.bindErr
+	}
+	o.add("bind " + limiter)
+	o.gauges = gauges
+	return o, nil
+}
+
+func (o *recordingObserver) add(e string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, e)
+}
+
+func (o *recordingObserver) Decision(s slidelog.Source, allowed bool) {
+	o.add("decision " + s.String() + map[bool]string{true: " allowed", false: " denied"}[allowed])
+}
+func (o *recordingObserver) StoreCall(status string, _ time.Duration) { o.add("store " + status) }
+func (o *recordingObserver) Failover(reason string, mode slidelog.FailureMode) {
+	o.add("failover " + reason + " " + mode.String())
+}
+func (o *recordingObserver) Error(reason string) { o.add("error " + reason) }
+func (o *recordingObserver) BreakerState(node string, st slidelog.BreakerState) {
+	o.add("breaker " + node + " " + st.String())
+}
+func (o *recordingObserver) Unbind() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.unbound++
+}
+
+func TestObserverGetsEvents(t *testing.T) {
+	o := &recordingObserver{}
+	l, err := slidelog.New(failingStore(), slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute}, slidelog.WithObserver(o), slidelog.WithName("obs"))
+	require.NoError(t, err)
+	for range slidelog.DefaultBreakerFailures + 1 {
+		_, err := l.Allow(t.Context(), "k")
+		require.NoError(t, err)
+	}
+	assert.Equal(t, slidelog.Gauges{FallbackKeys: 1}, o.gauges(), "the gauges read the limiter")
+	require.NoError(t, l.Close())
+	_, err = l.Allow(t.Context(), "k")
+	require.ErrorIs(t, err, slidelog.ErrClosed)
+
+	want := []string{"bind obs",
+		"store error", "failover error fallback", "decision fallback allowed"}
+	for range slidelog.DefaultBreakerFailures - 2 {
+		want = append(want, "store error", "failover error fallback", "decision fallback denied")
+	}
+	want = append(want, "breaker store open", "store error", "failover error fallback", "decision fallback denied",
+		"failover breaker_open fallback", "decision fallback denied", "error closed")
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	assert.Equal(t, want, o.events)
+	assert.Equal(t, 1, o.unbound, "Close unbinds once")
+}
+
+func TestObserverBindErrorFailsNew(t *testing.T) {
+	first := &recordingObserver{}
+	_, err := slidelog.New(failingStore(), slidelog.PerMinute(1), slidelog.WithObserver(first),
+		slidelog.WithObserver(&recordingObserver{bindErr: errors.New("no meter")}))
+	require.ErrorIs(t, err, slidelog.ErrInvalidOption)
+	assert.ErrorContains(t, err, "no meter")
+	assert.Equal(t, 1, first.unbound, "New unbinds the observers bound before the failure")
+	_, err = slidelog.New(failingStore(), slidelog.PerMinute(1), slidelog.WithObserver(nil))
+	require.ErrorIs(t, err, slidelog.ErrInvalidOption)
+}
+
+func TestBreakerStateString(t *testing.T) {
+	for give, want := range map[slidelog.BreakerState]string{
+		slidelog.BreakerClosed: "closed", slidelog.BreakerHalfOpen: "half-open", slidelog.BreakerOpen: "open", 7: "BreakerState(7)",
+	} {
+		assert.Equal(t, want, give.String())
+	}
+}
