@@ -12,7 +12,7 @@ import (
 // DefaultStallTimeout is how long a store node may go without answering
 // anything, while decisions wait on it, before those decisions go to the
 // failure mode (see WithStallTimeout).
-const DefaultStallTimeout = 100 * time.Millisecond
+const DefaultStallTimeout = 150 * time.Millisecond
 
 // errNodeStalled is the cause of a decision given up because its store
 // node made no progress for the stall timeout.

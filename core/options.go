@@ -107,7 +107,7 @@ type limiterResilience struct {
 
 // WithStallTimeout sets how long a store node may go without answering
 // anything while decisions wait on it before those decisions go to the
-// failure mode (default DefaultStallTimeout, 100 ms).
+// failure mode (default DefaultStallTimeout, 150 ms).
 //
 // A decision has no deadline of its own: it waits for its reply as long as
 // its node makes progress, whether it queues behind other decisions or its
