@@ -32,7 +32,9 @@ var errNodeStalled = errors.New("store node made no progress")
 // scheduler's queue, so a process that was not scheduled (a CPU-starved
 // machine, a long GC pause, a stopped debugger) or whose goroutines queue
 // for a CPU does not count the time it could not read replies against its
-// nodes. The ticker runs only while some decision waits, and stops on
+// nodes. Each tick still advances it by at least a quarter tick, so that
+// on a machine saturated for good a stalled node is found within about
+// four stall timeouts of wall time rather than never. The ticker runs only while some decision waits, and stops on
 // close.
 type health struct {
 	stall time.Duration
@@ -139,7 +141,7 @@ func (h *health) run() {
 			runtime.Gosched()
 			now := time.Now()
 			queued := now.Sub(yield)
-			h.alive.Add(int64(max(0, min(now.Sub(last), 2*h.tick)-queued)))
+			h.alive.Add(int64(max(h.tick/4, min(now.Sub(last), 2*h.tick)-queued)))
 			last = now
 			if !h.check() {
 				return
