@@ -145,6 +145,7 @@ func goOutput(ctx context.Context, dir string, env []string, args ...string) (st
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second // after a timeout, don't wait on output pipes a killed command's children still hold
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
