@@ -18,7 +18,9 @@ define foreach_module
 	if [ -n "$$fail" ]; then echo "FAILED in:$$fail"; exit 1; fi
 endef
 
-.PHONY: help build vet lint tidy-check test faults cluster-up cluster-down demo bench bench-report
+INSTALLCHECK_VERSION ?= v0.0.0-installcheck
+
+.PHONY: help build vet lint tidy-check install-check test faults cluster-up cluster-down demo bench bench-report
 
 help: ## list targets
 	@echo "slidelog make targets (modules: $(MODULES))"
@@ -60,6 +62,9 @@ tidy-check: ## fail if `GOWORK=off go mod tidy` would change any module's go.mod
 	done; \
 	if [ -n "$$fail" ]; then echo "tidy-check FAILED in:$$fail"; exit 1; fi; \
 	echo "tidy-check: all modules tidy"
+
+install-check: ## install every adapter by version from a file proxy of the working tree, outside go.work, and build its docs page's quick start
+	go run ./tools/installcheck -root . -version $(INSTALLCHECK_VERSION)
 
 test: ## start the Redis rig, go test -race in every module (+ short fuzz), stop the rig
 	scripts/test.sh

@@ -5,7 +5,9 @@
 # cluster), exports SLIDELOG_REDIS_ADDR / SLIDELOG_CLUSTER_ADDRS /
 # SLIDELOG_REQUIRE_REDIS=1, runs `go test -race -count=1 ./...` in every
 # module listed in go.work, a short FuzzRedisKey run in core if that target
-# exists, a short FuzzMiddleware run in each adapter, and prints a per-module summary. Exits non-zero if anything failed.
+# exists, a short FuzzMiddleware run in each adapter, the install check
+# (tools/installcheck: each adapter by version from a file proxy of the
+# working tree), and prints a per-module summary. Exits non-zero if anything failed.
 #
 # The rig is stopped on exit (success, failure, Ctrl-C) if this run started
 # it. A rig that was already up and healthy before the run (someone's
@@ -86,6 +88,17 @@ for a in gin echo echov5 chi fiber grpc; do
     fi
   fi
 done
+
+# install-check: every adapter installs by version, outside the workspace,
+# from a file-system module proxy built from this working tree, and its
+# docs page's quick start builds (tools/installcheck; make install-check).
+echo
+echo "=== install-check: go run ./tools/installcheck -version ${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
+if go run ./tools/installcheck -root "$ROOT" -version "${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"; then
+  passed+=("install-check")
+else
+  failed+=("install-check")
+fi
 
 echo
 echo "=== test.sh summary ($((SECONDS - start))s)"

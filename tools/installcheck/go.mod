@@ -1,0 +1,10 @@
+module github.com/slidelog/slidelog/tools/installcheck
+
+go 1.26.0
+
+require golang.org/x/mod v0.43.0
+
+require (
+	github.com/stretchr/testify v1.12.1
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)
