@@ -1,6 +1,7 @@
 package slidelog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -284,10 +285,16 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		done = d
 	}
+	var res Result
+	var err error
 	if l.journal.hasPending() {
-		l.writeBackKey(ctx, req, r)
+		// A write-back that fails means the node fails: the decision goes
+		// to the failure mode at once, not after a second wait.
+		err = l.writeBackKey(ctx, req, r)
 	}
-	res, err := l.take(ctx, req, r)
+	if err == nil {
+		res, err = l.take(ctx, req, r)
+	}
 	took := time.Since(sent)
 	if err == nil {
 		if done != nil {
@@ -354,10 +361,11 @@ func (l *Limiter) take(ctx context.Context, req Request, r route) (Result, error
 // writeBackKey writes the fallback admissions of req's key into the store
 // before the store decides the key again, so that its windows count them.
 // Entries that cannot be written now stay for a later attempt.
-func (l *Limiter) writeBackKey(ctx context.Context, req Request, r route) {
+func (l *Limiter) writeBackKey(ctx context.Context, req Request, r route) error {
 	es := l.journal.takeKey(req.Namespace, req.Key)
-	failed := l.recordAll(ctx, es, func(journalEntry) route { return r })
+	failed, err := l.recordAll(ctx, es, func(journalEntry) route { return r })
 	l.journal.putBack(failed, time.Now())
+	return err
 }
 
 // writeBackConcurrency is how many journaled admissions a limiter writes
@@ -365,8 +373,9 @@ func (l *Limiter) writeBackKey(ctx context.Context, req Request, r route) {
 const writeBackConcurrency = 64
 
 // recordAll writes es into the store, up to writeBackConcurrency at once,
-// each at the route at gives it, and returns those it could not write.
-func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(journalEntry) route) []journalEntry {
+// each at the route at gives it, and returns those it could not write
+// with the first error.
+func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(journalEntry) route) ([]journalEntry, error) {
 	errs := make([]error, len(es))
 	sem := make(chan struct{}, writeBackConcurrency)
 	var wg sync.WaitGroup
@@ -379,12 +388,14 @@ func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(jour
 	}
 	wg.Wait()
 	var failed []journalEntry
+	var first error
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, es[i])
+			first = cmp.Or(first, err)
 		}
 	}
-	return failed
+	return failed, first
 }
 
 // startFlush writes every journaled fallback admission back into the
@@ -408,7 +419,7 @@ func (l *Limiter) startFlush() {
 			l.flushMu.Unlock()
 		}()
 		es := l.journal.takeAll()
-		failed := l.recordAll(l.flushCtx, es, func(e journalEntry) route {
+		failed, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) route {
 			if l.redis == nil {
 				return route{}
 			}
