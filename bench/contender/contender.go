@@ -231,7 +231,11 @@ func (p *plainScript) Allow(ctx context.Context, key string) (bool, error) {
 	// A 6-byte random member, the size slidelog's store sends.
 	var member [8]byte
 	binary.BigEndian.PutUint64(member[:], rand.Uint64())
-	reply, err := p.script.Run(ctx, p.client, []string{p.store.Key("", key)}, 0, member[2:], 1, p.limit, p.window).Int64Slice()
+	// The store's keys and arguments: the log, its costs and its state
+	// (one hash slot), then op, now (0: the server's clock), ID, cost,
+	// admission time (0: not a record), and limit and window.
+	k := p.store.Key("bench", key)
+	reply, err := p.script.Run(ctx, p.client, []string{k, k + ":c", k + ":s"}, "take", 0, member[2:], 1, 0, p.limit, p.window).Int64Slice()
 	if err != nil {
 		return false, err
 	}
