@@ -48,7 +48,6 @@ type health struct {
 	closed  bool
 	stop    chan struct{}
 	stopped sync.WaitGroup
-	onStall func(node string)
 }
 
 // nodeHealth is the progress of one node. Entries are never removed: a
@@ -67,13 +66,12 @@ func (n *nodeHealth) newEpoch() {
 	n.epoch, n.cancel = context.WithCancelCause(context.Background())
 }
 
-func newHealth(stall time.Duration, onStall func(node string)) *health {
+func newHealth(stall time.Duration) *health {
 	return &health{
-		stall:   stall,
-		tick:    max(time.Millisecond, stall/10),
-		nodes:   make(map[string]*nodeHealth),
-		stop:    make(chan struct{}),
-		onStall: onStall,
+		stall: stall,
+		tick:  max(time.Millisecond, stall/10),
+		nodes: make(map[string]*nodeHealth),
+		stop:  make(chan struct{}),
 	}
 }
 
@@ -154,29 +152,22 @@ func (h *health) run() {
 // whether the ticker should go on.
 func (h *health) check() bool {
 	now := h.alive.Load()
-	var stalled []string
 	h.mu.Lock()
 	if h.waiting == 0 {
 		h.running = false
 		h.mu.Unlock()
 		return false
 	}
-	for name, n := range h.nodes {
+	for _, n := range h.nodes {
 		if n.waiting == 0 {
 			continue
 		}
 		if now-max(n.lastReply.Load(), n.busySince) >= int64(h.stall) {
 			n.cancel(errNodeStalled)
 			n.newEpoch()
-			stalled = append(stalled, name)
 		}
 	}
 	h.mu.Unlock()
-	if h.onStall != nil {
-		for _, name := range stalled {
-			h.onStall(name)
-		}
-	}
 	return true
 }
 

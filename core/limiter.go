@@ -162,7 +162,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	}()
 	if !l.local {
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
-		l.health = newHealth(l.stall, nil)
+		l.health = newHealth(l.stall)
 	}
 	if rs, ok := store.(*RedisStore); ok {
 		l.redis = rs
