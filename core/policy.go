@@ -12,10 +12,22 @@ import (
 // Name identifies the policy in response headers and problem bodies
 // (for example "per-minute"); when empty, a name is derived from Limit and
 // Window, such as "100-per-1m0s".
+//
+// Precision, when not zero, trades a little utilisation for memory:
+// admissions are counted in buckets of width Precision (aligned to the Unix
+// epoch), and a bucket counts against the window until its end has left
+// it. The count can only be over-estimated, so no rolling window of length
+// Window ever admits more than Limit, exactly as with the log; an
+// admission may wait up to Precision longer than with the log (under
+// steady overload at least 1 - Precision/Window of the limit is used), and
+// a key's state is at most about Window/Precision buckets whatever the
+// limit. Zero, the default, keeps the exact log of one entry per admitted
+// request.
 type Policy struct {
-	Name   string
-	Limit  int
-	Window time.Duration
+	Name      string
+	Limit     int
+	Window    time.Duration
+	Precision time.Duration
 }
 
 // PerSecond returns a policy of n units per rolling second.
@@ -42,16 +54,29 @@ const (
 	// largest integer both stores (and the Lua numbers of the Redis
 	// script) count exactly.
 	MaxLimit = 1<<53 - 1
+	// MinPrecision is the narrowest bucket a policy's Precision may set.
+	MinPrecision = time.Millisecond
+	// MaxBuckets is the most buckets of width Precision a window may
+	// span: Window/Precision must not exceed it.
+	MaxBuckets = 10_000
 )
 
-// Validate reports whether p can be enforced: 1 <= Limit <= MaxLimit and
-// MinWindow <= Window <= MaxWindow. The error wraps ErrInvalidPolicy.
+// Validate reports whether p can be enforced: 1 <= Limit <= MaxLimit,
+// MinWindow <= Window <= MaxWindow, and Precision either zero or between
+// MinPrecision and Window/2 with Window/Precision <= MaxBuckets. The error
+// wraps ErrInvalidPolicy.
 func (p Policy) Validate() error {
 	if p.Limit <= 0 || p.Limit > MaxLimit {
 		return fmt.Errorf("%w: limit %d, want 1..%d", ErrInvalidPolicy, p.Limit, MaxLimit)
 	}
 	if p.Window < MinWindow || p.Window > MaxWindow {
 		return fmt.Errorf("%w: window %v, want %v..%v", ErrInvalidPolicy, p.Window, MinWindow, MaxWindow)
+	}
+	if p.Precision != 0 {
+		if p.Precision < MinPrecision || p.Precision > p.Window/2 || p.Window/p.Precision > MaxBuckets {
+			return fmt.Errorf("%w: precision %v for window %v, want 0 or %v..%v with at most %d buckets per window",
+				ErrInvalidPolicy, p.Precision, p.Window, MinPrecision, p.Window/2, MaxBuckets)
+		}
 	}
 	return nil
 }
