@@ -9,7 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // Benchmarks of the hot path. Redis ones need the rig (make cluster-up):
@@ -40,7 +42,7 @@ func benchLimiter(b *testing.B, store slidelog.Store, opts ...slidelog.Option) *
 
 func BenchmarkMemoryStore(b *testing.B) {
 	b.Run("OneKey", func(b *testing.B) {
-		l := benchLimiter(b, slidelog.NewMemoryStore())
+		l := benchLimiter(b, memstore.New())
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := l.Allow(context.Background(), "client"); err != nil {
@@ -49,7 +51,7 @@ func BenchmarkMemoryStore(b *testing.B) {
 		}
 	})
 	b.Run("ManyKeys", func(b *testing.B) {
-		l := benchLimiter(b, slidelog.NewMemoryStore())
+		l := benchLimiter(b, memstore.New())
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
@@ -63,7 +65,7 @@ func BenchmarkMemoryStore(b *testing.B) {
 	// the expiry-ordered table, each evicted the least recently used log
 	// (and reset it); now each is decided on the overflow log.
 	b.Run("FreshKeysFullStore", func(b *testing.B) {
-		l := benchLimiter(b, slidelog.NewMemoryStore(slidelog.WithMaxKeys(10_000)))
+		l := benchLimiter(b, memstore.New(memstore.WithMaxKeys(10_000)))
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
@@ -74,7 +76,7 @@ func BenchmarkMemoryStore(b *testing.B) {
 		}
 	})
 	b.Run("ManyKeysParallel", func(b *testing.B) {
-		l := benchLimiter(b, slidelog.NewMemoryStore())
+		l := benchLimiter(b, memstore.New())
 		b.ReportAllocs()
 		var next atomic.Uint64
 		b.RunParallel(func(pb *testing.PB) {
@@ -88,9 +90,9 @@ func BenchmarkMemoryStore(b *testing.B) {
 	})
 }
 
-func benchRedis(b *testing.B, client redis.UniversalClient, opts ...slidelog.StoreOption) {
-	prefix := slidelogtest.KeyPrefix(b, client)
-	store, err := slidelog.NewRedisStore(client, append([]slidelog.StoreOption{slidelog.WithKeyPrefix(prefix)}, opts...)...)
+func benchRedis(b *testing.B, client redis.UniversalClient, opts ...redisstore.Option) {
+	prefix := redistest.KeyPrefix(b, client)
+	store, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithKeyPrefix(prefix)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,18 +123,18 @@ func benchRedis(b *testing.B, client redis.UniversalClient, opts ...slidelog.Sto
 }
 
 func BenchmarkRedisStore(b *testing.B) {
-	standalone := slidelogtest.RedisClient(b)
-	cluster := slidelogtest.ClusterClient(b)
+	standalone := redistest.RedisClient(b)
+	cluster := redistest.ClusterClient(b)
 	b.Run("Standalone/Pipelined", func(b *testing.B) { benchRedis(b, standalone) })
-	b.Run("Standalone/Unpipelined", func(b *testing.B) { benchRedis(b, standalone, slidelog.WithAutoPipelining(0)) })
+	b.Run("Standalone/Unpipelined", func(b *testing.B) { benchRedis(b, standalone, redisstore.WithAutoPipelining(0)) })
 	b.Run("Cluster/Pipelined", func(b *testing.B) { benchRedis(b, cluster) })
-	b.Run("Cluster/Unpipelined", func(b *testing.B) { benchRedis(b, cluster, slidelog.WithAutoPipelining(0)) })
+	b.Run("Cluster/Unpipelined", func(b *testing.B) { benchRedis(b, cluster, redisstore.WithAutoPipelining(0)) })
 }
 
 // BenchmarkPlainEvalSha is the floor a single caller can reach: one
 // EVALSHA round trip of a script that does nothing.
 func BenchmarkPlainEvalSha(b *testing.B) {
-	client := slidelogtest.RedisClient(b)
+	client := redistest.RedisClient(b)
 	noop := redis.NewScript("return 1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -35,20 +35,20 @@ type BreakerSettings struct {
 
 // Breaker defaults.
 const (
-	DefaultBreakerFailures    = 5
-	DefaultBreakerOpenTimeout = time.Second
-	DefaultBreakerProbes      = 1
+	defaultBreakerFailures    = 5
+	defaultBreakerOpenTimeout = time.Second
+	defaultBreakerProbes      = 1
 )
 
 func (s BreakerSettings) withDefaults() BreakerSettings {
 	if s.ConsecutiveFailures == 0 {
-		s.ConsecutiveFailures = DefaultBreakerFailures
+		s.ConsecutiveFailures = defaultBreakerFailures
 	}
 	if s.OpenTimeout == 0 {
-		s.OpenTimeout = DefaultBreakerOpenTimeout
+		s.OpenTimeout = defaultBreakerOpenTimeout
 	}
 	if s.HalfOpenProbes == 0 {
-		s.HalfOpenProbes = DefaultBreakerProbes
+		s.HalfOpenProbes = defaultBreakerProbes
 	}
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 func TestParseIP(t *testing.T) {
@@ -121,7 +122,7 @@ func FuzzClientIP(f *testing.F) {
 	f.Add("203.0.113.1, 10.0.0.1", "for=203.0.113.3", "203.0.113.2")
 	f.Add("garbage", `for="[2001:db8::1]:80"`, "")
 	f.Add(strings.Repeat("1.2.3.4,", 100), "for=unknown", "::ffff:10.0.0.9")
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	f.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.PerSecond(10))
 	if err != nil {
@@ -155,7 +156,7 @@ func FuzzClientIP(f *testing.F) {
 // entry, not of the header (before the one-pass walk: 25 ms per request,
 // copying the chain for every comma).
 func BenchmarkClientIPMiBOfCommas(b *testing.B) {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	b.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.PerSecond(10))
 	if err != nil {
@@ -187,7 +188,7 @@ func BenchmarkClientIPMiBOfCommas(b *testing.B) {
 // asks for no other forwarding header.
 func TestClientIPReadsOnlyTheNamedHeader(t *testing.T) {
 	for _, name := range []string{"X-Real-IP", "Forwarded", "CF-Connecting-IP", "x-forwarded-for"} {
-		store := slidelog.NewMemoryStore()
+		store := memstore.New()
 		l, err := slidelog.New(store, slidelog.PerSecond(10))
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +230,7 @@ func (s *askedSource) Header(name string) []string {
 // WithAllPeersTrusted believes the named header from any peer, and still
 // only that header.
 func TestAllPeersTrusted(t *testing.T) {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.PerSecond(10))
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 // a store call, for as long as the store would answer exactly that.
 //
 // A denial holds, field for field but for the elapsed time, until the
-// first entry leaves any of its policies' windows (Result.steady, which
-// RedisStore and MemoryStore report): no count changes before, so every
+// first entry leaves any of its policies' windows (Result.StableFor, which
+// redisstore and memstore report): no count changes before, so every
 // Remaining, RetryAfter and violated policy stays what the store said.
 // For another store, a denial is cached only when every policy denied
 // and is exactly one unit short (its first leaving entry is then the one
@@ -60,8 +60,8 @@ func (d *denyCache) put(key string, cost int, sent time.Time, res Result) {
 	if res.Allowed || res.RetryAfter <= 0 {
 		return
 	}
-	hold := min(res.steady, res.RetryAfter)
-	if res.steady <= 0 {
+	hold := min(res.StableFor, res.RetryAfter)
+	if res.StableFor <= 0 {
 		// The store does not say when its counts change: only a denial
 		// by every policy, each one unit short, is known to hold until
 		// RetryAfter.

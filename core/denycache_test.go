@@ -6,17 +6,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/prommetrics"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestDenyCache(t *testing.T) {
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	store := newMemoryStore(t, slidelog.WithClock(clock.Now))
+	store := newMemoryStore(t, memstore.WithClock(clock.Now))
 	reg := prometheus.NewRegistry()
 	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 2, Window: time.Second},
-		slidelog.WithPolicy(slidelog.Policy{Name: "h", Limit: 100, Window: time.Hour}), slidelog.WithMetrics(reg), slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize))
+		slidelog.WithPolicy(slidelog.Policy{Name: "h", Limit: 100, Window: time.Hour}), slidelog.WithObserver(prommetrics.New(reg)), slidelog.WithDenyCache(10_000))
 	allow := func(n int) slidelog.Result {
 		t.Helper()
 		res, err := l.AllowN(t.Context(), "k", n)
@@ -58,13 +61,13 @@ func TestDenyCache(t *testing.T) {
 	res := allow(1)
 	assert.True(t, res.Allowed)
 	assert.Equal(t, slidelog.SourceMemory, res.Source)
-	assert.Equal(t, 2.0, metricValue(t, reg, slidelog.MetricRejections)-1, "one store denial, two cache denials")
+	assert.Equal(t, 2.0, metricValue(t, reg, prommetrics.MetricRejections)-1, "one store denial, two cache denials")
 }
 
 func TestDenyCacheOnlyForTheSameCost(t *testing.T) {
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	store := newMemoryStore(t, slidelog.WithClock(clock.Now))
-	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Second}, slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize))
+	store := newMemoryStore(t, memstore.WithClock(clock.Now))
+	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Second}, slidelog.WithDenyCache(10_000))
 	allow := func(n int) slidelog.Result {
 		t.Helper()
 		res, err := l.AllowN(t.Context(), "k", n)
@@ -111,7 +114,7 @@ func TestDenyCacheResetRefundAndOff(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// A MemoryStore gets a deny cache only when asked for one.
-			opts := append([]slidelog.Option{slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize)}, tt.opts...)
+			opts := append([]slidelog.Option{slidelog.WithDenyCache(10_000)}, tt.opts...)
 			l := newResilientLimiter(t, newMemoryStore(t), p, opts...)
 			admitted, err := l.Allow(t.Context(), "k")
 			require.NoError(t, err)
@@ -135,7 +138,7 @@ func TestDenyCacheResetRefundAndOff(t *testing.T) {
 func TestDenyCacheBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	l := newResilientLimiter(t, newMemoryStore(t), slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute},
-		slidelog.WithDenyCache(100), slidelog.WithMetrics(reg))
+		slidelog.WithDenyCache(100), slidelog.WithObserver(prommetrics.New(reg)))
 	for i := range 1000 {
 		key := string(rune('a'+i%26)) + string(rune(i))
 		for range 2 {
@@ -143,13 +146,13 @@ func TestDenyCacheBounded(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	assert.Equal(t, 100.0, metricValue(t, reg, slidelog.MetricDenyCacheEntries))
+	assert.Equal(t, 100.0, metricValue(t, reg, prommetrics.MetricDenyCacheEntries))
 }
 
 func TestDenyCacheRedis(t *testing.T) {
 	for name, client := range map[string]func(t *testing.T) slidelog.Store{
-		"standalone": func(t *testing.T) slidelog.Store { return newRedisStore(t, slidelogtest.RedisClient(t)) },
-		"cluster":    func(t *testing.T) slidelog.Store { return newRedisStore(t, slidelogtest.ClusterClient(t)) },
+		"standalone": func(t *testing.T) slidelog.Store { return newRedisStore(t, redistest.RedisClient(t)) },
+		"cluster":    func(t *testing.T) slidelog.Store { return newRedisStore(t, redistest.ClusterClient(t)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := newResilientLimiter(t, client(t), slidelog.Policy{Name: "p", Limit: 3, Window: 10 * time.Second})

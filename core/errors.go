@@ -24,26 +24,22 @@ var (
 	// as a key prefix containing a brace.
 	ErrInvalidOption = errors.New("slidelog: invalid option")
 
-	// ErrNilClient reports a nil Redis client passed to NewRedisStore.
-	ErrNilClient = errors.New("slidelog: nil redis client")
-
-	// ErrNilStore reports a nil Store, or a nil *MemoryStore or
-	// *RedisStore, passed to New.
+	// ErrNilStore reports a nil Store, or a Store holding a nil pointer,
+	// passed to New.
 	ErrNilStore = errors.New("slidelog: nil store")
 
 	// ErrClosed reports a call on a limiter or store after Close.
 	ErrClosed = errors.New("slidelog: closed")
 
 	// ErrUnavailable reports that the store could not make a decision: Redis
-	// was unreachable, too slow for the deadline, out of memory or answered
-	// with an error. The underlying cause is wrapped.
+	// was unreachable, stalled, out of memory or answered with an error.
+	// The underlying cause is wrapped.
 	ErrUnavailable = errors.New("slidelog: store unavailable")
 
-	// ErrRedisConfig reports a Redis server whose configuration lets
-	// clients through: an evicting maxmemory-policy, which drops limiter
-	// keys under memory pressure. New returns it only with
-	// WithStrictRedisConfig; otherwise the limiter logs a warning.
-	ErrRedisConfig = errors.New("slidelog: unsafe redis configuration")
+	// ErrStalled is the cause of a store call given up because its node
+	// answered nothing for the stall timeout while calls waited on it
+	// (see WithStallTimeout). It comes wrapped in ErrUnavailable.
+	ErrStalled = errors.New("slidelog: store node made no progress")
 
 	// ErrNameTaken reports a second limiter with the name of a limiter
 	// that is still open on the same store in this process (WithName). A
@@ -52,9 +48,6 @@ var (
 	// giving their limiters the same name in separate processes.
 	ErrNameTaken = errors.New("slidelog: limiter name taken")
 
-	// ErrRedisVersion reports a Redis server too old for the decision
-	// script: Redis before 6.2, or Valkey before 7.2.
-	ErrRedisVersion = errors.New("slidelog: unsupported redis version")
 	// ErrMisconfigured reports a request the HTTP middleware could not
 	// decide because of the server's own setup, not the client's request
 	// or the store: a context value of a type that cannot be an identity,

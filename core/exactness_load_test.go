@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/prommetrics"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // cpuHog keeps every core of the machine busy with shell loops until the
@@ -42,13 +44,13 @@ func cpuHog(t *testing.T) {
 // no rolling window may hold more than the limit.
 func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 	const limit, window, keysN, callersPerInstance = 50, time.Second, 30, 100
-	prefix := slidelogtest.KeyPrefix(t, slidelogtest.ClusterClient(t))
-	addrs := strings.Split(os.Getenv(slidelogtest.EnvClusterAddrs), ",")
+	prefix := redistest.KeyPrefix(t, redistest.ClusterClient(t))
+	addrs := strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")
 	policy := slidelog.Policy{Name: "p", Limit: limit, Window: window}
 
 	clients := []*redis.ClusterClient{
-		redis.NewClusterClient(slidelog.ClusterOptions(addrs...)),
-		redis.NewClusterClient(slidelog.ClusterOptions(addrs...)),
+		redis.NewClusterClient(redisstore.ClusterOptions(addrs...)),
+		redis.NewClusterClient(redisstore.ClusterOptions(addrs...)),
 		redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}),
 	}
 	var limiters []*slidelog.Limiter
@@ -56,14 +58,14 @@ func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 	var openings []*openCounter
 	for _, c := range clients {
 		t.Cleanup(func() { _ = c.Close() })
-		store, err := slidelog.NewRedisStore(c, slidelog.WithKeyPrefix(prefix))
+		store, err := redisstore.New(c, redisstore.WithKeyPrefix(prefix))
 		if err != nil {
 			t.Fatal(err)
 		}
 		reg := prometheus.NewRegistry()
 		opened := &openCounter{}
 		openings = append(openings, opened)
-		l, err := slidelog.New(store, policy, slidelog.WithMetrics(reg), slidelog.WithLogger(slog.New(opened)))
+		l, err := slidelog.New(store, policy, slidelog.WithObserver(prommetrics.New(reg)), slidelog.WithLogger(slog.New(opened)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +73,7 @@ func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 		limiters = append(limiters, l)
 		regs = append(regs, reg)
 	}
-	store0, _ := slidelog.NewRedisStore(clients[0], slidelog.WithKeyPrefix(prefix))
+	store0, _ := redisstore.New(clients[0], redisstore.WithKeyPrefix(prefix))
 	keys := clusterKeysOnEveryMaster(t, clients[0], store0, limiters[0].Namespace(), keysN)
 
 	cpuHog(t)
@@ -93,13 +95,13 @@ func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 		t.Errorf("admissions seen for %d keys, want %d", len(peak), len(keys))
 	}
 	for i, l := range limiters {
-		for node, st := range l.BreakerStates() {
+		for node, st := range slidelog.BreakerStates(l) {
 			if st != "closed" {
 				t.Errorf("instance %d: breaker of healthy node %s is %s", i, node, st)
 			}
 		}
-		if n := metricValue(t, regs[i], slidelog.MetricFallbackActivations); n != 0 {
-			t.Errorf("instance %d: %v decisions by the failure mode on a healthy Cluster, want 0; by reason: %v", i, n, labelCounts(t, regs[i], slidelog.MetricFallbackActivations, "reason"))
+		if n := metricValue(t, regs[i], prommetrics.MetricFallbackActivations); n != 0 {
+			t.Errorf("instance %d: %v decisions by the failure mode on a healthy Cluster, want 0; by reason: %v", i, n, labelCounts(t, regs[i], prommetrics.MetricFallbackActivations, "reason"))
 		}
 		if n := openings[i].n.Load(); n != 0 {
 			t.Errorf("instance %d: %v breaker openings on a healthy Cluster, want 0", i, n)

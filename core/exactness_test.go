@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/prommetrics"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // admission is one admitted request as the checker sees it: the key and
@@ -77,7 +79,7 @@ func checkUtilisation(t *testing.T, admitted []admission, limit int, window time
 
 // clusterKeysOnEveryMaster returns n identities whose keys are spread over
 // every master of the Cluster, and asserts that they are.
-func clusterKeysOnEveryMaster(t *testing.T, client *redis.ClusterClient, store *slidelog.RedisStore, namespace string, n int) []string {
+func clusterKeysOnEveryMaster(t *testing.T, client *redis.ClusterClient, store *redisstore.Store, namespace string, n int) []string {
 	t.Helper()
 	masters := map[string]int{}
 	var keys []string
@@ -148,17 +150,17 @@ func flood(t *testing.T, l *slidelog.Limiter, keys []string, callers int, d time
 
 func TestClusterExactnessUnderConcurrency(t *testing.T) {
 	const limit, window, callers = 100, time.Second, 200
-	client := slidelogtest.ClusterClient(t)
+	client := redistest.ClusterClient(t)
 	store := newRedisStore(t, client)
 	reg := prometheus.NewRegistry()
-	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: window}, slidelog.WithMetrics(reg))
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: window}, slidelog.WithObserver(prommetrics.New(reg)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := clusterKeysOnEveryMaster(t, client, store, l.Namespace(), 6)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("failure-mode decisions by reason: %v", labelCounts(t, reg, slidelog.MetricFallbackActivations, "reason"))
+			t.Logf("failure-mode decisions by reason: %v", labelCounts(t, reg, prommetrics.MetricFallbackActivations, "reason"))
 		}
 	})
 	admitted := flood(t, l, keys, callers, 3500*time.Millisecond)
@@ -178,9 +180,9 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 		t.Skip("child process")
 	}
 	const limit, window, processes = 60, time.Second, 3
-	client := slidelogtest.ClusterClient(t)
-	prefix := slidelogtest.KeyPrefix(t, client)
-	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	client := redistest.ClusterClient(t)
+	prefix := redistest.KeyPrefix(t, client)
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +240,8 @@ func TestExactnessChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(os.Getenv("SLIDELOG_CHILD_KEYS")), &keys); err != nil {
 		t.Fatal(err)
 	}
-	client := slidelogtest.ClusterClient(t)
-	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	client := redistest.ClusterClient(t)
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,8 +268,8 @@ func mustJSON(t *testing.T, v any) string {
 
 func TestSameInstantBurst(t *testing.T) {
 	for name, client := range map[string]redis.UniversalClient{
-		"Standalone": slidelogtest.RedisClient(t),
-		"Cluster":    slidelogtest.ClusterClient(t),
+		"Standalone": redistest.RedisClient(t),
+		"Cluster":    redistest.ClusterClient(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			l, err := slidelog.New(newRedisStore(t, client), slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute})
@@ -302,7 +304,7 @@ func TestSameInstantBurst(t *testing.T) {
 }
 
 func TestScriptFlushBetweenCalls(t *testing.T) {
-	client := slidelogtest.ClusterClient(t)
+	client := redistest.ClusterClient(t)
 	store := newRedisStore(t, client)
 	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 10, Window: time.Minute})
 	if err != nil {

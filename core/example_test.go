@@ -6,10 +6,11 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 func Example() {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close() // whoever creates a store closes it
 	limiter, err := slidelog.New(store, slidelog.PerMinute(3))
 	if err != nil {
@@ -33,7 +34,7 @@ func Example() {
 }
 
 func ExampleWithPolicy() {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	// 2 per second AND 1,000 per hour, checked and recorded together.
 	limiter, err := slidelog.New(store, slidelog.PerSecond(2), slidelog.WithPolicy(slidelog.PerHour(1000)))

@@ -1,16 +1,14 @@
 package slidelog
 
-// UseLegacyScript makes s run the script variant for Redis 6.2 (no #!lua
-// line) for good, whatever New finds, so that the store suite can run it
-// on the test servers.
-func UseLegacyScript(s *RedisStore) {
-	s.legacy.Store(true)
-	s.pinned = true
+// BreakerStates returns the state of the breaker of every store node l
+// has used, by node address ("store" for a store without nodes).
+func BreakerStates(l *Limiter) map[string]string {
+	out := make(map[string]string)
+	if l.breakers == nil {
+		return out
+	}
+	for n, st := range l.breakers.states() {
+		out[nodeLabel(n)] = breakerState(st).String()
+	}
+	return out
 }
-
-// SetLegacyScript sets the variant s runs until New next reads the
-// servers' version.
-func SetLegacyScript(s *RedisStore, legacy bool) { s.legacy.Store(legacy) }
-
-// UsesLegacyScript reports whether s runs the variant for Redis 6.2.
-func UsesLegacyScript(s *RedisStore) bool { return s.legacy.Load() }

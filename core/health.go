@@ -2,7 +2,6 @@ package slidelog
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -13,10 +12,6 @@ import (
 // anything, while decisions wait on it, before those decisions go to the
 // failure mode (see WithStallTimeout).
 const DefaultStallTimeout = 150 * time.Millisecond
-
-// errNodeStalled is the cause of a decision given up because its store
-// node made no progress for the stall timeout.
-var errNodeStalled = errors.New("store node made no progress")
 
 // health tells a store node that is failing from one that is merely busy.
 //
@@ -56,7 +51,7 @@ type nodeHealth struct {
 	lastReply atomic.Int64 // alive time of the last reply
 	waiting   int          // under health.mu
 	busySince int64        // alive time when waiting went from 0 to 1
-	// epoch is cancelled, with errNodeStalled, when the node is found
+	// epoch is cancelled, with ErrStalled, when the node is found
 	// stalled; a new one follows.
 	epoch  context.Context
 	cancel context.CancelCauseFunc
@@ -163,7 +158,7 @@ func (h *health) check() bool {
 			continue
 		}
 		if now-max(n.lastReply.Load(), n.busySince) >= int64(h.stall) {
-			n.cancel(errNodeStalled)
+			n.cancel(ErrStalled)
 			n.newEpoch()
 		}
 	}
@@ -183,13 +178,49 @@ func (h *health) close() {
 	h.stopped.Wait()
 }
 
-// bound returns ctx, also cancelled with errNodeStalled when w's node is
-// found stalled, for a store that honours its context; stop releases it.
+// bound returns ctx, also cancelled with ErrStalled when w's node is
+// found stalled, and carrying w as a Watch for the store; stop releases
+// it.
 func (w wait) bound(ctx context.Context) (bounded context.Context, stop func()) {
 	bounded, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(w.epoch, func() { cancel(errNodeStalled) })
-	return bounded, func() {
+	unhook := context.AfterFunc(w.epoch, func() { cancel(ErrStalled) })
+	return context.WithValue(bounded, watchKey{}, &Watch{w: w}), func() {
 		unhook()
 		cancel(nil)
 	}
+}
+
+// Watch follows one store call on behalf of a limiter: the store reports
+// the replies of the call's node to it, and learns from it that the node
+// was judged stalled (see NodeStore). A store calls WatchFrom once per
+// call and may keep the Watch until the call ends.
+type Watch struct{ w wait }
+
+type watchKey struct{}
+
+// WatchFrom returns the Watch a limiter attached to the context of a
+// store call, or nil for a call not made by a limiter.
+func WatchFrom(ctx context.Context) *Watch {
+	w, _ := ctx.Value(watchKey{}).(*Watch)
+	return w
+}
+
+// Replied tells the limiter that the call's node sent a reply: a
+// decision, or an error reply of the server's own (as opposed to a
+// network failure). Replies to other calls on the same connection count
+// too: any reply is progress.
+func (w *Watch) Replied() {
+	if w != nil && w.w.h != nil {
+		w.w.replied()
+	}
+}
+
+// Stalled returns a channel closed when the limiter judges the call's node
+// stalled: the store should give up the call at once, with an error
+// wrapping ErrStalled. A nil Watch never stalls.
+func (w *Watch) Stalled() <-chan struct{} {
+	if w == nil || w.w.h == nil {
+		return nil
+	}
+	return w.w.epoch.Done()
 }

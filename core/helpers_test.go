@@ -4,25 +4,26 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // newMemoryStore returns a MemoryStore closed when the test ends: a
 // limiter does not close the store it is given.
-func newMemoryStore(t testing.TB, opts ...slidelog.StoreOption) *slidelog.MemoryStore {
+func newMemoryStore(t testing.TB, opts ...memstore.Option) *memstore.Store {
 	t.Helper()
-	s := slidelog.NewMemoryStore(opts...)
+	s := memstore.New(opts...)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
 // newRedisStore returns a RedisStore on client under a key prefix of its
 // own, whose keys are deleted when the test ends.
-func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...slidelog.StoreOption) *slidelog.RedisStore {
+func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
-	opts = append([]slidelog.StoreOption{slidelog.WithKeyPrefix(slidelogtest.KeyPrefix(t, client))}, opts...)
-	s, err := slidelog.NewRedisStore(client, opts...)
+	opts = append([]redisstore.Option{redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client))}, opts...)
+	s, err := redisstore.New(client, opts...)
 	if err != nil {
 		t.Fatalf("NewRedisStore: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // An HTTPLimiter is what the framework adapters (slidegin, slideecho,
@@ -15,7 +16,7 @@ import (
 // HTTPSource, sets the decision's header fields, and either calls the
 // handler and then Finish, or writes the denial or error response.
 func ExampleHTTPLimiter() {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	l, _ := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 1, Window: time.Minute})
 	h, err := slidelog.NewHTTPLimiter(l,

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -22,7 +24,7 @@ func newTestLimiter(t *testing.T, store slidelog.Store, p slidelog.Policy) *slid
 func newMemory(t *testing.T) (*slidelogtest.CountingStore, *slidelogtest.Clock) {
 	t.Helper()
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	inner := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	inner := memstore.New(memstore.WithClock(clock.Now))
 	t.Cleanup(func() { _ = inner.Close() })
 	return slidelogtest.NewCountingStore(inner), clock
 }
@@ -229,7 +231,7 @@ func TestCheckNeverPanics(t *testing.T) {
 }
 
 func TestNewRejectsNilStores(t *testing.T) {
-	for _, s := range []slidelog.Store{nil, (*slidelog.MemoryStore)(nil), (*slidelog.RedisStore)(nil)} {
+	for _, s := range []slidelog.Store{nil, (*memstore.Store)(nil), (*redisstore.Store)(nil)} {
 		if _, err := slidelog.New(s, slidelog.PerSecond(1)); !errors.Is(err, slidelog.ErrNilStore) {
 			t.Errorf("New(%#v): got %v, want ErrNilStore", s, err)
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
 )
 
 // hashTag returns the part of key Redis Cluster hashes: the text between
@@ -29,7 +29,7 @@ func offlineClient(tb testing.TB) *redis.Client {
 	return c
 }
 
-func checkKeyShape(t *testing.T, store *slidelog.RedisStore, prefix, namespace, identity string) string {
+func checkKeyShape(t *testing.T, store *redisstore.Store, prefix, namespace, identity string) string {
 	t.Helper()
 	key := store.Key(namespace, identity)
 	if !strings.HasPrefix(key, prefix) {
@@ -56,7 +56,7 @@ func FuzzRedisKey(f *testing.F) {
 		f.Add(seed[0], seed[1], seed[2], seed[3])
 	}
 	const prefix = "app:rl:"
-	store, err := slidelog.NewRedisStore(offlineClient(f), slidelog.WithKeyPrefix(prefix), slidelog.WithKeySecret([]byte("fuzz")))
+	store, err := redisstore.New(offlineClient(f), redisstore.WithKeyPrefix(prefix), redisstore.WithKeySecret([]byte("fuzz")))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -73,19 +73,19 @@ func FuzzRedisKey(f *testing.F) {
 }
 
 func TestKeySecretChangesTheSlot(t *testing.T) {
-	plain, _ := slidelog.NewRedisStore(offlineClient(t))
-	secret, _ := slidelog.NewRedisStore(offlineClient(t), slidelog.WithKeySecret([]byte("s3cret")))
+	plain, _ := redisstore.New(offlineClient(t))
+	secret, _ := redisstore.New(offlineClient(t), redisstore.WithKeySecret([]byte("s3cret")))
 	if plain.Key("", "client") == secret.Key("", "client") {
 		t.Fatalf("the key secret did not change the key of %q", "client")
 	}
 }
 
 func TestNewRedisStoreValidation(t *testing.T) {
-	if _, err := slidelog.NewRedisStore(nil); err != slidelog.ErrNilClient {
+	if _, err := redisstore.New(nil); err != redisstore.ErrNilClient {
 		t.Errorf("NewRedisStore(nil) error = %v, want ErrNilClient", err)
 	}
 	for _, give := range []string{"a{", "}", "{x}:"} {
-		if _, err := slidelog.NewRedisStore(offlineClient(t), slidelog.WithKeyPrefix(give)); err == nil {
+		if _, err := redisstore.New(offlineClient(t), redisstore.WithKeyPrefix(give)); err == nil {
 			t.Errorf("WithKeyPrefix(%q): no error, want ErrInvalidOption", give)
 		}
 	}

@@ -55,16 +55,15 @@ type Limiter struct {
 	breakers    *breakers
 	deny        *denyCache
 	metrics     *observers
-	redis       *RedisStore
-	topology    *reloader
+	nodes       NodeStore // the store, when it is spread over nodes
 	logger      *slog.Logger
-	local       bool // the store is a MemoryStore: it cannot fail or be slow
+	local       bool // the store is a LocalStore: it cannot fail or be slow
 	namespace   string
 	release     func() // releases the limiter's name on its store
 
 	// Write-back of fallback admissions (see journal); nil journal when
 	// the store cannot record or there is no fallback.
-	recorder    admissionRecorder
+	recorder    Recorder
 	journal     *journal
 	flushMu     sync.Mutex
 	flushing    bool
@@ -73,28 +72,15 @@ type Limiter struct {
 	flushWG     sync.WaitGroup
 }
 
-// configCheckTimeout bounds New's check of the Redis configuration.
-const configCheckTimeout = time.Second
-
 // New returns a limiter that enforces policy, and any policies added with
 // WithPolicy, on store. It fails with ErrNilStore, ErrInvalidPolicy,
-// ErrInvalidOption, ErrNameTaken (an open limiter of this process has the
-// same name on store), ErrRedisVersion, or ErrRedisConfig (only with
-// WithStrictRedisConfig).
-//
-// When store is a RedisStore, New reads the server version and
-// maxmemory-policy of every master and loads the script (waiting at most a
-// second in all): it picks the script variant the servers run, spares the
-// first decisions the client's first connections and command table, and
-// logs a warning for an evicting policy or a client setting that breaks
-// resharding; a server it cannot reach is logged, not an error: decisions
-// fall back until it answers (a server that turns out to be Redis 6.2
-// fails the script, and the store then reads the versions again).
+// ErrInvalidOption, or ErrNameTaken (an open limiter of this process has
+// the same name on store).
 func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if isNilStore(store) {
 		return nil, ErrNilStore
 	}
-	cfg := limiterConfig{policies: []Policy{policy}, maxKeyLength: DefaultMaxKeyLength}
+	cfg := limiterConfig{policies: []Policy{policy}, maxKeyLength: defaultMaxKeyLength}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -102,9 +88,6 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		if err := o.applyLimiter(&cfg); err != nil {
 			return nil, err
 		}
-	}
-	if cs, ok := store.(interface{ configErr() error }); ok && cs.configErr() != nil {
-		return nil, cs.configErr()
 	}
 	names := make(map[string]bool, len(cfg.policies))
 	minLimit := cfg.policies[0].Limit
@@ -136,72 +119,42 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
-	_, l.local = store.(*MemoryStore)
+	_, l.local = store.(LocalStore)
+	l.nodes, _ = store.(NodeStore)
 	l.namespace = l.name
 	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
-		if rec, ok := store.(admissionRecorder); ok {
+		if rec, ok := store.(Recorder); ok {
 			l.recorder, l.journal = rec, newJournal()
 			l.flushCtx, l.flushCancel = context.WithCancel(context.Background())
 		}
 	}
 	if cfg.denyCacheSize > 0 && (!l.local || cfg.denyCacheSet) {
-		if cs, ok := store.(clockedStore); ok {
-			l.deny = newDenyCache(cfg.denyCacheSize, cs.decisionClock())
-		} else if cfg.denyCacheSet {
-			l.deny = newDenyCache(cfg.denyCacheSize, nil)
+		var clock func() time.Time
+		if cs, ok := store.(interface{ Clock() func() time.Time }); ok {
+			clock = cs.Clock()
 		}
+		l.deny = newDenyCache(cfg.denyCacheSize, clock)
 	}
 	if l.metrics, err = bindObservers(cfg.observers, l.name, l.sizes); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
-	defer func() {
-		if err != nil {
-			l.metrics.unbind()
-		}
-	}()
 	if !l.local {
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
 		l.health = newHealth(l.stall)
 	}
-	if rs, ok := store.(*RedisStore); ok {
-		l.redis = rs
-		l.topology = rs.topology()
-		if err := l.checkRedis(rs, cfg.strictRedisConfig); err != nil {
-			return nil, err
-		}
-	}
 	return l, nil
 }
 
-// checkRedis logs client settings and Redis configuration that weaken the
-// limiter; an evicting policy fails New in strict mode.
-func (l *Limiter) checkRedis(rs *RedisStore, strict bool) error {
-	for _, w := range clientWarnings(rs.redisClient()) {
-		l.logger.Warn("slidelog: redis client setting", "limiter", l.name, "problem", w)
+// MustNew is New for policies and options known to be valid, such as
+// constants: it panics where New would fail. Use it in a program's set-up,
+// like regexp.MustCompile.
+func MustNew(store Store, policy Policy, opts ...Option) *Limiter {
+	l, err := New(store, policy, opts...)
+	if err != nil {
+		panic(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), configCheckTimeout)
-	defer cancel()
-	switch err := rs.checkVersion(ctx); {
-	case err == nil:
-	case errors.Is(err, ErrRedisVersion):
-		return err
-	default:
-		l.logger.Warn("slidelog: could not read the redis version", "limiter", l.name, "error", err)
-	}
-	rs.warm(ctx)
-	err := CheckRedisConfig(ctx, rs.redisClient())
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrRedisConfig):
-		if strict {
-			return err
-		}
-		l.logger.Warn("slidelog: evicting maxmemory-policy lets clients through under memory pressure", "limiter", l.name, "error", err)
-	default:
-		l.logger.Warn("slidelog: could not check the redis configuration", "limiter", l.name, "error", err)
-	}
-	return nil
+	return l
 }
 
 // Policies returns a copy of the limiter's policies, the first one first.
@@ -212,23 +165,8 @@ func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies.
 func (l *Limiter) Name() string { return l.name }
 
 // Namespace returns the namespace the limiter gives its store with every
-// key: its name (see Request.Namespace). With a RedisStore, the Redis key
-// of identity is store.Key(l.Namespace(), identity).
+// key (Request.Namespace): its name.
 func (l *Limiter) Namespace() string { return l.namespace }
-
-// BreakerStates returns the state of the breaker of every store node the
-// limiter has used, by node address ("store" for a store without nodes):
-// "closed", "half-open" or "open".
-func (l *Limiter) BreakerStates() map[string]string {
-	out := make(map[string]string)
-	if l.breakers == nil {
-		return out
-	}
-	for n, st := range l.breakers.states() {
-		out[nodeLabel(n)] = st.String()
-	}
-	return out
-}
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
@@ -271,15 +209,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		return res, err
 	}
 	sent := time.Now()
-	var r route // the Redis key and node, found once for breaker and store
-	if l.redis != nil {
-		rctx, cancel := context.WithTimeout(ctx, l.stall)
-		r = l.redis.route(rctx, req)
-		cancel()
-	}
+	node := l.node(ctx, req)
 	var done func(error)
 	if l.breakers != nil {
-		d, err := l.breakers.get(r.node).Allow()
+		d, err := l.breakers.get(node).Allow()
 		if err != nil {
 			return l.failover(ctx, req, reasonBreakerOpen, err)
 		}
@@ -290,10 +223,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	if l.journal.hasPending() {
 		// A write-back that fails means the node fails: the decision goes
 		// to the failure mode at once, not after a second wait.
-		err = l.writeBackKey(ctx, req, r)
+		err = l.writeBackKey(ctx, req, node)
 	}
 	if err == nil {
-		res, err = l.take(ctx, req, r)
+		res, err = l.take(ctx, req, node)
 	}
 	took := time.Since(sent)
 	if err == nil {
@@ -328,42 +261,57 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		done(err)
 	}
 	reason := reasonError
-	if errors.Is(err, errNodeStalled) {
+	if errors.Is(err, ErrStalled) {
 		reason = reasonStalled
 	}
 	l.metrics.commandDone(reason, took)
 	return l.failover(ctx, req, reason, err)
 }
 
+// node returns the store node of req, "" for a store of one node. The
+// lookup may ask the store (a Cluster's slot map): it is bounded by the
+// stall timeout.
+func (l *Limiter) node(ctx context.Context, req Request) string {
+	if l.nodes == nil {
+		return ""
+	}
+	nctx, cancel := context.WithTimeout(ctx, l.stall)
+	defer cancel()
+	return l.nodes.Node(nctx, req)
+}
+
 // take asks the store to decide req, waiting as long as ctx allows and the
-// store's node makes progress. A memory store cannot stall.
-func (l *Limiter) take(ctx context.Context, req Request, r route) (Result, error) {
+// store's node makes progress. A local store cannot stall.
+func (l *Limiter) take(ctx context.Context, req Request, node string) (Result, error) {
 	if l.local {
 		return l.store.Take(ctx, req)
 	}
-	w := l.health.begin(r.node)
+	w := l.health.begin(node)
 	defer w.end()
-	if l.redis != nil {
-		return l.redis.take(ctx, req, r, w)
-	}
 	bounded, stop := w.bound(ctx)
 	defer stop()
 	res, err := l.store.Take(bounded, req)
+	return res, l.settle(ctx, bounded, w, err)
+}
+
+// settle reports a store call's outcome to w's node health and gives a
+// call ended by a stall its cause.
+func (l *Limiter) settle(ctx, bounded context.Context, w wait, err error) error {
 	switch {
 	case err == nil:
 		w.replied()
-	case ctx.Err() == nil && errors.Is(context.Cause(bounded), errNodeStalled):
-		err = fmt.Errorf("%w: %w", ErrUnavailable, errNodeStalled)
+	case ctx.Err() == nil && errors.Is(context.Cause(bounded), ErrStalled) && !errors.Is(err, ErrStalled):
+		err = fmt.Errorf("%w: %w (%w)", ErrUnavailable, ErrStalled, err)
 	}
-	return res, err
+	return err
 }
 
 // writeBackKey writes the fallback admissions of req's key into the store
 // before the store decides the key again, so that its windows count them.
 // Entries that cannot be written now stay for a later attempt.
-func (l *Limiter) writeBackKey(ctx context.Context, req Request, r route) error {
+func (l *Limiter) writeBackKey(ctx context.Context, req Request, node string) error {
 	es := l.journal.takeKey(req.Namespace, req.Key)
-	failed, err := l.recordAll(ctx, es, func(journalEntry) route { return r })
+	failed, err := l.recordAll(ctx, es, func(journalEntry) string { return node })
 	l.journal.putBack(failed, time.Now())
 	return err
 }
@@ -373,9 +321,9 @@ func (l *Limiter) writeBackKey(ctx context.Context, req Request, r route) error 
 const writeBackConcurrency = 64
 
 // recordAll writes es into the store, up to writeBackConcurrency at once,
-// each at the route at gives it, and returns those it could not write
-// with the first error.
-func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(journalEntry) route) ([]journalEntry, error) {
+// each at the node at gives it, and returns those it could not write with
+// the first error.
+func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(journalEntry) string) ([]journalEntry, error) {
 	errs := make([]error, len(es))
 	sem := make(chan struct{}, writeBackConcurrency)
 	var wg sync.WaitGroup
@@ -419,13 +367,8 @@ func (l *Limiter) startFlush() {
 			l.flushMu.Unlock()
 		}()
 		es := l.journal.takeAll()
-		failed, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) route {
-			if l.redis == nil {
-				return route{}
-			}
-			rctx, cancel := context.WithTimeout(l.flushCtx, l.stall)
-			defer cancel()
-			return l.redis.route(rctx, e.req)
+		failed, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) string {
+			return l.node(l.flushCtx, e.req)
 		})
 		l.journal.putBack(failed, time.Now())
 		if written := len(es) - len(failed); written > 0 {
@@ -434,21 +377,17 @@ func (l *Limiter) startFlush() {
 	}()
 }
 
-// record writes one journaled admission into the store at r.
-func (l *Limiter) record(ctx context.Context, e journalEntry, r route) error {
-	w := l.health.begin(r.node)
+// record writes one journaled admission into the store at node.
+func (l *Limiter) record(ctx context.Context, e journalEntry, node string) error {
+	w := l.health.begin(node)
 	defer w.end()
-	if l.redis != nil {
-		return l.redis.record(ctx, e.req, e.at, r, w)
-	}
 	bounded, stop := w.bound(ctx)
 	defer stop()
-	return l.recorder.Record(bounded, e.req, e.at)
+	return l.settle(ctx, bounded, w, l.recorder.Record(bounded, e.req, e.at))
 }
 
 // failover decides req by the failure mode, because the store could not.
 func (l *Limiter) failover(ctx context.Context, req Request, reason string, cause error) (Result, error) {
-	l.topology.reload()
 	l.metrics.failover(reason, l.mode)
 	var res Result
 	switch l.mode {
@@ -464,7 +403,7 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 		return Result{}, cause
 	default:
 		if l.fallback == nil {
-			// A MemoryStore has no fallback: it fails only when closed,
+			// A LocalStore has no fallback: it fails only when closed,
 			// misconfigured or out of time, and says so.
 			l.metrics.error(errorReason(cause))
 			return Result{}, cause

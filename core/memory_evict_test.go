@@ -7,13 +7,14 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
-func newClockedMemory(t *testing.T, opts ...slidelog.StoreOption) (*slidelog.MemoryStore, *slidelogtest.Clock) {
+func newClockedMemory(t *testing.T, opts ...memstore.Option) (*memstore.Store, *slidelogtest.Clock) {
 	t.Helper()
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := slidelog.NewMemoryStore(append(opts, slidelog.WithClock(clock.Now))...)
+	store := memstore.New(append(opts, memstore.WithClock(clock.Now))...)
 	t.Cleanup(func() { _ = store.Close() })
 	return store, clock
 }
@@ -37,7 +38,7 @@ func TestMemoryStoreMintedIdentitiesKeepVictimsWindow(t *testing.T) {
 		t.Fatal("victim: want one admission, then a denial")
 	}
 	admitted := 0
-	for i := range slidelog.DefaultMaxKeys + 1 {
+	for i := range memstore.DefaultMaxKeys + 1 {
 		if allow(t, l, "minted-"+strconv.Itoa(i)) {
 			admitted++
 		}
@@ -47,11 +48,11 @@ func TestMemoryStoreMintedIdentitiesKeepVictimsWindow(t *testing.T) {
 	}
 	// 99,999 fill the table beside the victim; the other 2 share one
 	// overflow budget of 1.
-	if admitted != slidelog.DefaultMaxKeys {
-		t.Errorf("minted identities admitted: got %d, want %d", admitted, slidelog.DefaultMaxKeys)
+	if admitted != memstore.DefaultMaxKeys {
+		t.Errorf("minted identities admitted: got %d, want %d", admitted, memstore.DefaultMaxKeys)
 	}
-	if got := store.Len(); got != slidelog.DefaultMaxKeys {
-		t.Errorf("Len: got %d, want %d", got, slidelog.DefaultMaxKeys)
+	if got := store.Len(); got != memstore.DefaultMaxKeys {
+		t.Errorf("Len: got %d, want %d", got, memstore.DefaultMaxKeys)
 	}
 }
 
@@ -59,7 +60,7 @@ func TestMemoryStoreMintedIdentitiesKeepVictimsWindow(t *testing.T) {
 // windows: 3 rounds over 1,001 identities at 1 per hour admit 1,001, not
 // 3,003.
 func TestMemoryStoreCyclingIdentitiesGetNoFreshWindows(t *testing.T) {
-	store, clock := newClockedMemory(t, slidelog.WithMaxKeys(1000))
+	store, clock := newClockedMemory(t, memstore.WithMaxKeys(1000))
 	l := newTestLimiter(t, store, slidelog.PerHour(1))
 	admitted := 0
 	for range 3 {
@@ -79,7 +80,7 @@ func TestMemoryStoreCyclingIdentitiesGetNoFreshWindows(t *testing.T) {
 // recently either was used: here the victim's hour-long log is the least
 // recently used, and the minute-long logs used after it have expired.
 func TestMemoryStoreDropsExpiredLogsFirst(t *testing.T) {
-	store, clock := newClockedMemory(t, slidelog.WithMaxKeys(100))
+	store, clock := newClockedMemory(t, memstore.WithMaxKeys(100))
 	hourly := newTestLimiter(t, store, slidelog.PerHour(1))
 	minutely := newTestLimiter(t, store, slidelog.PerMinute(1))
 	if !allow(t, hourly, "victim") {
@@ -121,7 +122,7 @@ func TestMemoryStoreDropsExpiredLogsFirst(t *testing.T) {
 // Concurrent minting keeps the bound and never lets an identity past its
 // limit.
 func TestMemoryStoreMintingConcurrently(t *testing.T) {
-	store, _ := newClockedMemory(t, slidelog.WithMaxKeys(200))
+	store, _ := newClockedMemory(t, memstore.WithMaxKeys(200))
 	l := newTestLimiter(t, store, slidelog.PerHour(1))
 	var mu sync.Mutex
 	admitted := map[string]int{}

@@ -8,12 +8,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/stretchr/testify/assert"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/prommetrics"
 	"github.com/stretchr/testify/require"
 )
 
 func TestMemoryStoreBoundsKeys(t *testing.T) {
-	store := slidelog.NewMemoryStore(slidelog.WithMaxKeys(10_000))
+	store := memstore.New(memstore.WithMaxKeys(10_000))
 	defer store.Close()
 	l, err := slidelog.New(store, slidelog.PerMinute(5))
 	if err != nil {
@@ -47,34 +48,39 @@ func TestMemoryStoreBoundsKeys(t *testing.T) {
 	}
 }
 
-func TestMemoryStoreSweepsExpiredLogs(t *testing.T) {
+// Expired logs leave as new identities arrive: no sweeper goroutine, and
+// the store holds about the identities of the longest window.
+func TestMemoryStoreDropsExpiredLogs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := slidelog.NewMemoryStore(slidelog.WithSweepInterval(time.Second))
+		store := memstore.New()
 		defer store.Close()
 		l, err := slidelog.New(store, slidelog.PerSecond(3), slidelog.WithPolicy(slidelog.Policy{Name: "5s", Limit: 10, Window: 5 * time.Second}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range 50 {
-			if _, err := l.Allow(t.Context(), strconv.Itoa(i)); err != nil {
-				t.Fatal(err)
+		allow := func(prefix string) {
+			for i := range 50 {
+				if _, err := l.Allow(t.Context(), prefix+strconv.Itoa(i)); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
+		allow("a")
 		time.Sleep(4500 * time.Millisecond)
-		synctest.Wait()
-		if got := store.Len(); got != 50 {
-			t.Fatalf("before the longest window passed the store holds %d logs, want 50", got)
+		allow("b")
+		if got := store.Len(); got != 100 {
+			t.Fatalf("before the longest window of the first identities passed the store holds %d logs, want 100", got)
 		}
 		time.Sleep(time.Second)
-		synctest.Wait()
-		if got := store.Len(); got != 0 {
-			t.Fatalf("after the longest window and a sweep the store holds %d logs, want 0", got)
+		allow("c")
+		if got := store.Len(); got != 100 {
+			t.Fatalf("after the first identities expired and 50 new ones came the store holds %d logs, want 100 (50 dropped)", got)
 		}
 	})
 }
 
 func TestMemoryStoreClose(t *testing.T) {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	l, err := slidelog.New(store, slidelog.PerSecond(1))
 	if err != nil {
 		t.Fatal(err)
@@ -111,13 +117,13 @@ func TestMemoryStoreFailureIsAnError(t *testing.T) {
 		closeStore bool
 		want       error
 	}{
-		{"closed, metrics", []slidelog.Option{slidelog.WithMetrics(prometheus.NewRegistry())}, true, slidelog.ErrClosed},
+		{"closed, metrics", []slidelog.Option{slidelog.WithObserver(prommetrics.New(prometheus.NewRegistry()))}, true, slidelog.ErrClosed},
 		{"closed, deny cache", []slidelog.Option{slidelog.WithDenyCache(10)}, true, slidelog.ErrClosed},
-		{"closed, metrics, fail open", []slidelog.Option{slidelog.WithMetrics(prometheus.NewRegistry()), slidelog.WithFailureMode(slidelog.FailOpen)}, true, nil},
+		{"closed, metrics, fail open", []slidelog.Option{slidelog.WithObserver(prommetrics.New(prometheus.NewRegistry())), slidelog.WithFailureMode(slidelog.FailOpen)}, true, nil},
 		{"closed, deny cache, fail error", []slidelog.Option{slidelog.WithDenyCache(10), slidelog.WithFailureMode(slidelog.FailError)}, true, slidelog.ErrClosed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := slidelog.NewMemoryStore()
+			store := memstore.New()
 			defer store.Close()
 			l, err := slidelog.New(store, slidelog.PerSecond(5), tc.opts...)
 			require.NoError(t, err)
@@ -135,24 +141,5 @@ func TestMemoryStoreFailureIsAnError(t *testing.T) {
 				require.False(t, res.Allowed)
 			}
 		})
-	}
-}
-
-func TestSweepIntervalMinimum(t *testing.T) {
-	for _, give := range []time.Duration{60, time.Millisecond, slidelog.MinSweepInterval - 1} {
-		store := slidelog.NewMemoryStore(slidelog.WithSweepInterval(give))
-		l, err := slidelog.New(store, slidelog.PerSecond(1))
-		assert.ErrorIs(t, err, slidelog.ErrInvalidOption, "New on a store with sweep interval %v", give)
-		assert.Nil(t, l)
-		_, err = store.Take(t.Context(), slidelog.Request{Key: "k", Cost: 1, Policies: []slidelog.Policy{slidelog.PerSecond(1)}})
-		assert.ErrorIs(t, err, slidelog.ErrInvalidOption, "Take on a store with sweep interval %v", give)
-		require.NoError(t, store.Close())
-	}
-	for _, give := range []time.Duration{0, -1, slidelog.MinSweepInterval, time.Hour} {
-		store := slidelog.NewMemoryStore(slidelog.WithSweepInterval(give))
-		l, err := slidelog.New(store, slidelog.PerSecond(1))
-		assert.NoError(t, err, "sweep interval %v", give)
-		_ = l.Close()
-		require.NoError(t, store.Close())
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // TestRedisBytesPerEntry fills one log to its limit and reads MEMORY
@@ -16,7 +16,7 @@ import (
 //
 //	go test -run TestRedisBytesPerEntry -v ./core
 func TestRedisBytesPerEntry(t *testing.T) {
-	client := slidelogtest.RedisClient(t)
+	client := redistest.RedisClient(t)
 	for _, tc := range []struct {
 		limit   int
 		maxByte float64 // per entry

@@ -160,3 +160,11 @@ func (o *observers) unbind() {
 		lo.Unbind()
 	}
 }
+
+// nodeLabel names a breaker's node in labels and logs.
+func nodeLabel(node string) string {
+	if node == "" {
+		return "store"
+	}
+	return node
+}

@@ -58,7 +58,7 @@ func TestObserverGetsEvents(t *testing.T) {
 	o := &recordingObserver{}
 	l, err := slidelog.New(failingStore(), slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute}, slidelog.WithObserver(o), slidelog.WithName("obs"))
 	require.NoError(t, err)
-	for range slidelog.DefaultBreakerFailures + 1 {
+	for range 5 + 1 {
 		_, err := l.Allow(t.Context(), "k")
 		require.NoError(t, err)
 	}
@@ -69,7 +69,7 @@ func TestObserverGetsEvents(t *testing.T) {
 
 	want := []string{"bind obs",
 		"store error", "failover error fallback", "decision fallback allowed"}
-	for range slidelog.DefaultBreakerFailures - 2 {
+	for range 5 - 2 {
 		want = append(want, "store error", "failover error fallback", "decision fallback denied")
 	}
 	want = append(want, "breaker store open", "store error", "failover error fallback", "decision fallback denied",

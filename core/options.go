@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Option configures a Limiter. Options are created by the With* functions
@@ -14,16 +12,9 @@ type Option interface {
 	applyLimiter(*limiterConfig) error
 }
 
-// StoreOption configures a RedisStore or a MemoryStore. Options are created
-// by the With* functions of this package; each documents which store it
-// applies to, and the other store ignores it.
-type StoreOption interface {
-	applyStore(*storeConfig) error
-}
-
-// DefaultMaxKeyLength is the longest identity, in bytes, a limiter accepts
+// defaultMaxKeyLength is the longest identity, in bytes, a limiter accepts
 // unless WithMaxKeyLength says otherwise.
-const DefaultMaxKeyLength = 256
+const defaultMaxKeyLength = 256
 
 type limiterConfig struct {
 	policies     []Policy
@@ -48,42 +39,13 @@ func WithPolicy(policies ...Policy) Option {
 
 // WithMaxKeyLength sets the longest identity, in bytes, the limiter
 // accepts; longer ones fail with ErrInvalidKey before any store call.
-// The default is DefaultMaxKeyLength.
+// The default is 256.
 func WithMaxKeyLength(n int) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if n <= 0 {
 			return fmt.Errorf("%w: max key length %d, want > 0", ErrInvalidOption, n)
 		}
 		c.maxKeyLength = n
-		return nil
-	})
-}
-
-type storeConfig struct {
-	keyPrefix     string
-	keySecret     []byte
-	clock         func() time.Time
-	maxKeys       int
-	sweepInterval time.Duration
-	memoryErr     error // an invalid MemoryStore option; RedisStore ignores it
-
-	pipelinesPerNode int
-	pipeliningSet    bool
-}
-
-type storeOptionFunc func(*storeConfig) error
-
-func (f storeOptionFunc) applyStore(c *storeConfig) error { return f(c) }
-
-// WithClock makes a store take the time from clock instead of the Redis
-// server (RedisStore) or the process's monotonic clock (MemoryStore). It
-// exists for tests that need to move time by hand; production code should
-// not use it, since app instances with skewed clocks would disagree.
-// Times are truncated to microseconds; a nil clock keeps the default.
-// Applies to both stores.
-func WithClock(clock func() time.Time) StoreOption {
-	return storeOptionFunc(func(c *storeConfig) error {
-		c.clock = clock
 		return nil
 	})
 }
@@ -102,7 +64,6 @@ type limiterResilience struct {
 	observers         []Observer
 	name              string
 	logger            *slog.Logger
-	strictRedisConfig bool
 }
 
 // WithStallTimeout sets how long a store node may go without answering
@@ -169,9 +130,9 @@ func WithFallbackPolicies(policies ...Policy) Option {
 	})
 }
 
-// WithFallbackMaxKeys bounds the local fallback's key map (default
-// DefaultFallbackMaxKeys); past it the least recently used key is
-// forgotten.
+// WithFallbackMaxKeys bounds the keys the local fallback tracks (default
+// 100,000); past it, new keys share one overflow log, as in package
+// memstore, so no tracked key's window is ever reset.
 func WithFallbackMaxKeys(n int) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if n < 1 {
@@ -195,12 +156,10 @@ func WithBreaker(s BreakerSettings) Option {
 }
 
 // WithDenyCache sets how many denied keys the local deny cache holds
-// (default DefaultDenyCacheSize); 0 switches the cache off. The cache is on
-// by default for RedisStore. A MemoryStore answers as fast as the cache
-// would, so a limiter on one gets a cache (and pays for its bookkeeping)
-// only when this option asks; for another Store, which cannot tell the
-// limiter its clock, it is off unless this option turns it on, and then
-// elapsed time is measured by the process's clock.
+// (default 10,000); 0 switches the cache off. The cache is on by default,
+// but for a LocalStore (memstore), which answers as fast as the cache
+// would: a limiter on one gets a cache, and pays for its bookkeeping,
+// only when this option asks.
 func WithDenyCache(size int) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if size < 0 {
@@ -211,23 +170,10 @@ func WithDenyCache(size int) Option {
 	})
 }
 
-// WithMetrics registers the limiter's Prometheus metrics (see
-// docs/operations.md) with reg. Limiters sharing a registry share the
-// collectors and are told apart by the "limiter" label (WithName). Without
-// this option no metric is kept.
-func WithMetrics(reg prometheus.Registerer) Option {
-	return limiterOptionFunc(func(c *limiterConfig) error {
-		if reg == nil {
-			return fmt.Errorf("%w: nil metrics registerer", ErrInvalidOption)
-		}
-		c.observers = append(c.observers, promObserver{reg: reg})
-		return nil
-	})
-}
-
 // WithObserver gives the limiter's events and gauges to o (see Observer),
-// beside any other observer and WithMetrics. Package otelmetrics builds
-// one that records OpenTelemetry metrics.
+// beside any other observer. Package prommetrics builds one that keeps
+// Prometheus metrics, package otelmetrics one that records OpenTelemetry
+// metrics. Without an observer no metric is kept.
 func WithObserver(o Observer) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if o == nil {
@@ -263,16 +209,6 @@ func WithLogger(l *slog.Logger) Option {
 			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
 		}
 		c.logger = l
-		return nil
-	})
-}
-
-// WithStrictRedisConfig makes New fail with ErrRedisConfig when a Redis
-// server of a RedisStore runs an evicting maxmemory-policy, instead of
-// logging a warning.
-func WithStrictRedisConfig() Option {
-	return limiterOptionFunc(func(c *limiterConfig) error {
-		c.strictRedisConfig = true
 		return nil
 	})
 }

@@ -14,7 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -97,7 +98,7 @@ func (c *faultyConn) Read(b []byte) (int, error) {
 }
 
 // keysByNode returns n keys per master of client, by master address.
-func keysByNode(t *testing.T, client *redis.ClusterClient, store *slidelog.RedisStore, namespace string, n int) map[string][]string {
+func keysByNode(t *testing.T, client *redis.ClusterClient, store *redisstore.Store, namespace string, n int) map[string][]string {
 	t.Helper()
 	out := make(map[string][]string)
 	for i := 0; len(out) < 3 || minLen(out) < n; i++ {
@@ -125,8 +126,8 @@ func minLen(m map[string][]string) int {
 
 func clusterAddrs(t *testing.T) []string {
 	t.Helper()
-	slidelogtest.ClusterClient(t) // fails or skips the test without a Cluster
-	return strings.Split(os.Getenv(slidelogtest.EnvClusterAddrs), ",")
+	redistest.ClusterClient(t) // fails or skips the test without a Cluster
+	return strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")
 }
 
 // TestClusterNodeFaultIsolated breaks one master for this client only
@@ -202,31 +203,30 @@ func TestClusterNodeFaultIsolated(t *testing.T) {
 			// decision that waited for the client's 3 s read timeout
 			// would mean the stall detector did not act.
 			assert.Less(t, slowest, 2*time.Second, "the stall detector, not the read timeout, ends the wait")
-			assert.Contains(t, []string{"open", "half-open"}, l.BreakerStates()[victim], "the broken node's breaker is not closed")
+			assert.Contains(t, []string{"open", "half-open"}, slidelog.BreakerStates(l)[victim], "the broken node's breaker is not closed")
 
 			fnet.mode.Store(netOK)
 			require.Eventually(t, func() bool {
 				sources, _ := run()
 				return sources[victim][slidelog.SourceRedis] == 20
 			}, 5*time.Second, 50*time.Millisecond, "the node's keys return to Redis after the breaker's open timeout")
-			assert.Equal(t, "closed", l.BreakerStates()[victim])
+			assert.Equal(t, "closed", slidelog.BreakerStates(l)[victim])
 		})
 	}
 }
 
 func TestCheckRedisConfig(t *testing.T) {
-	require.NoError(t, slidelog.CheckRedisConfig(t.Context(), slidelogtest.RedisClient(t)))
-	require.NoError(t, slidelog.CheckRedisConfig(t.Context(), slidelogtest.ClusterClient(t)))
-	_, err := slidelog.New(newRedisStore(t, slidelogtest.ClusterClient(t)), slidelog.PerSecond(1), slidelog.WithStrictRedisConfig())
-	require.NoError(t, err, "noeviction passes the strict check")
+	require.NoError(t, redisstore.CheckConfig(t.Context(), redistest.RedisClient(t)))
+	require.NoError(t, redisstore.CheckConfig(t.Context(), redistest.ClusterClient(t)))
+	newRedisStore(t, redistest.ClusterClient(t), redisstore.WithStrictConfig()) // noeviction passes the strict check
 }
 
 func TestClientOptions(t *testing.T) {
-	c := slidelog.ClusterOptions("a:1", "b:2")
+	c := redisstore.ClusterOptions("a:1", "b:2")
 	assert.True(t, c.ContextTimeoutEnabled)
 	assert.GreaterOrEqual(t, c.MaxRedirects, 8)
 	assert.Equal(t, []string{"a:1", "b:2"}, c.Addrs)
-	o := slidelog.ClientOptions("a:1")
+	o := redisstore.ClientOptions("a:1")
 	assert.True(t, o.ContextTimeoutEnabled)
 	assert.Positive(t, o.ReadTimeout)
 	assert.LessOrEqual(t, o.ReadTimeout, time.Second)
@@ -240,7 +240,7 @@ func TestClientOptions(t *testing.T) {
 func TestFallbackAdmissionsWrittenBack(t *testing.T) {
 	const limit = 5
 	fnet := &faultyNet{}
-	opts := slidelog.ClusterOptions(clusterAddrs(t)...)
+	opts := redisstore.ClusterOptions(clusterAddrs(t)...)
 	opts.Dialer = fnet.dial
 	client := redis.NewClusterClient(opts)
 	t.Cleanup(func() { _ = client.Close() })

@@ -9,16 +9,16 @@ import (
 const (
 	// storeCallTimeout bounds a Refund's or Reset's store call.
 	storeCallTimeout = time.Second
-	// DefaultDenyCacheSize is how many denied keys a limiter remembers.
-	DefaultDenyCacheSize = 10_000
-	// DefaultFallbackMaxKeys is how many keys the local fallback tracks.
-	DefaultFallbackMaxKeys = 100_000
+	// defaultDenyCacheSize is how many denied keys a limiter remembers.
+	defaultDenyCacheSize = 10_000
+	// defaultFallbackMaxKeys is how many keys the local fallback tracks.
+	defaultFallbackMaxKeys = 100_000
 )
 
 // FailureMode is what a limiter does with a request its store could not
 // decide: Redis unreachable, stalled (no reply for the stall timeout), out of
 // memory, answering with an error, or its circuit breaker open. Every such
-// request is counted in slidelog_rate_limit_fallback_activations_total.
+// request is reported to the observers (Observer, LimiterObserver.Failover).
 // The caller's own cancellation is not a store failure: it is returned as
 // the context's error.
 type FailureMode uint8
@@ -65,10 +65,10 @@ func (c *limiterConfig) resolveResilience() {
 		c.fallbackInstances = 1
 	}
 	if c.fallbackMaxKeys == 0 {
-		c.fallbackMaxKeys = DefaultFallbackMaxKeys
+		c.fallbackMaxKeys = defaultFallbackMaxKeys
 	}
 	if !c.denyCacheSet {
-		c.denyCacheSize = DefaultDenyCacheSize
+		c.denyCacheSize = defaultDenyCacheSize
 	}
 	if c.name == "" {
 		names := make([]string, len(c.policies))

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/prommetrics"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -70,7 +72,7 @@ func TestFailureModes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.give.String(), func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			l := newResilientLimiter(t, failingStore(), p, slidelog.WithFailureMode(tt.give), slidelog.WithMetrics(reg))
+			l := newResilientLimiter(t, failingStore(), p, slidelog.WithFailureMode(tt.give), slidelog.WithObserver(prommetrics.New(reg)))
 			for i := range 5 {
 				res, err := l.Allow(t.Context(), "k")
 				if tt.wantErr != nil {
@@ -84,7 +86,7 @@ func TestFailureModes(t *testing.T) {
 					assert.Positive(t, res.RetryAfter, "a denial says when to retry")
 				}
 			}
-			got := testutil.ToFloat64(counterSum(t, reg, slidelog.MetricFallbackActivations))
+			got := testutil.ToFloat64(counterSum(t, reg, prommetrics.MetricFallbackActivations))
 			assert.Equal(t, 5.0, got, "every store failure is counted")
 		})
 	}
@@ -201,7 +203,7 @@ func TestStallTimeoutAndBreaker(t *testing.T) {
 		s := hangingStore()
 		reg := prometheus.NewRegistry()
 		l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute},
-			slidelog.WithStallTimeout(stall), slidelog.WithMetrics(reg),
+			slidelog.WithStallTimeout(stall), slidelog.WithObserver(prommetrics.New(reg)),
 			slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 3, OpenTimeout: time.Second}))
 		for i := range 3 {
 			start := time.Now()
@@ -212,9 +214,9 @@ func TestStallTimeoutAndBreaker(t *testing.T) {
 			assert.GreaterOrEqual(t, took, stall, "call %d waits for the stall timeout", i)
 			assert.LessOrEqual(t, took, stall+stall/10, "call %d goes to the failure mode within a tick of the stall timeout", i)
 		}
-		assert.Equal(t, 3.0, metricValue(t, reg, slidelog.MetricFallbackActivations))
-		assert.Equal(t, map[string]string{"store": "open"}, l.BreakerStates())
-		assert.Equal(t, 2.0, metricValue(t, reg, slidelog.MetricBreakerState))
+		assert.Equal(t, 3.0, metricValue(t, reg, prommetrics.MetricFallbackActivations))
+		assert.Equal(t, map[string]string{"store": "open"}, slidelog.BreakerStates(l))
+		assert.Equal(t, 2.0, metricValue(t, reg, prommetrics.MetricBreakerState))
 
 		// Open: no store call, no wait.
 		start := time.Now()
@@ -229,14 +231,14 @@ func TestStallTimeoutAndBreaker(t *testing.T) {
 		// After the open timeout one probe goes to the store; the store is
 		// back, so the breaker closes.
 		time.Sleep(time.Second + time.Millisecond)
-		assert.Equal(t, "half-open", l.BreakerStates()["store"])
+		assert.Equal(t, "half-open", slidelog.BreakerStates(l)["store"])
 	})
 }
 
 func TestBreakerClosesWhenStoreRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var healthy atomic.Bool
-		mem := slidelog.NewMemoryStore()
+		mem := memstore.New()
 		defer mem.Close()
 		s := &fakeStore{take: func(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 			if !healthy.Load() {
@@ -253,16 +255,16 @@ func TestBreakerClosesWhenStoreRecovers(t *testing.T) {
 		}
 		allow()
 		allow()
-		require.Equal(t, "open", l.BreakerStates()["store"])
+		require.Equal(t, "open", slidelog.BreakerStates(l)["store"])
 		time.Sleep(501 * time.Millisecond)
 		// Half-open, store still down: the probe fails, open again.
 		require.Equal(t, slidelog.SourceFallback, allow())
-		require.Equal(t, "open", l.BreakerStates()["store"])
+		require.Equal(t, "open", slidelog.BreakerStates(l)["store"])
 		healthy.Store(true)
 		require.Equal(t, slidelog.SourceFallback, allow(), "still open: no store call")
 		time.Sleep(501 * time.Millisecond)
 		require.Equal(t, slidelog.SourceMemory, allow(), "the probe reaches the store")
-		require.Equal(t, "closed", l.BreakerStates()["store"])
+		require.Equal(t, "closed", slidelog.BreakerStates(l)["store"])
 		require.Equal(t, slidelog.SourceMemory, allow())
 	})
 }
@@ -272,7 +274,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 		s := hangingStore()
 		reg := prometheus.NewRegistry()
 		l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute},
-			slidelog.WithStallTimeout(time.Second), slidelog.WithMetrics(reg),
+			slidelog.WithStallTimeout(time.Second), slidelog.WithObserver(prommetrics.New(reg)),
 			slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 1}))
 		for range 20 {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
@@ -290,19 +292,19 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		wg.Wait()
-		assert.Equal(t, map[string]string{"store": "closed"}, l.BreakerStates(), "cancellations do not trip the breaker")
+		assert.Equal(t, map[string]string{"store": "closed"}, slidelog.BreakerStates(l), "cancellations do not trip the breaker")
 		assert.Equal(t, int64(21), s.calls.Load())
-		assert.Zero(t, metricValue(t, reg, slidelog.MetricFallbackActivations))
-		assert.Equal(t, 21.0, metricValue(t, reg, slidelog.MetricErrors))
+		assert.Zero(t, metricValue(t, reg, prommetrics.MetricFallbackActivations))
+		assert.Equal(t, 21.0, metricValue(t, reg, prommetrics.MetricErrors))
 	})
 }
 
 func TestMetricsSharedRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	mem := newMemoryStore(t)
-	deny := slidelog.WithDenyCache(slidelog.DefaultDenyCacheSize)
-	a := newResilientLimiter(t, mem, slidelog.Policy{Name: "a", Limit: 1, Window: time.Minute}, slidelog.WithMetrics(reg), deny)
-	b := newResilientLimiter(t, newMemoryStore(t), slidelog.Policy{Name: "b", Limit: 1, Window: time.Minute}, slidelog.WithMetrics(reg), deny)
+	deny := slidelog.WithDenyCache(10_000)
+	a := newResilientLimiter(t, mem, slidelog.Policy{Name: "a", Limit: 1, Window: time.Minute}, slidelog.WithObserver(prommetrics.New(reg)), deny)
+	b := newResilientLimiter(t, newMemoryStore(t), slidelog.Policy{Name: "b", Limit: 1, Window: time.Minute}, slidelog.WithObserver(prommetrics.New(reg)), deny)
 	for _, l := range []*slidelog.Limiter{a, b} {
 		for range 3 {
 			_, err := l.Allow(t.Context(), "k")
@@ -310,10 +312,10 @@ func TestMetricsSharedRegistry(t *testing.T) {
 		}
 	}
 	// Each: 1 admitted by memory, 1 denied by memory, 1 denied by the deny cache.
-	assert.Equal(t, 6.0, metricValue(t, reg, slidelog.MetricDecisions))
-	assert.Equal(t, 4.0, metricValue(t, reg, slidelog.MetricRejections))
-	assert.Equal(t, 2.0, metricValue(t, reg, slidelog.MetricDenyCacheEntries))
-	n, err := testutil.GatherAndCount(reg, slidelog.MetricCommandDuration)
+	assert.Equal(t, 6.0, metricValue(t, reg, prommetrics.MetricDecisions))
+	assert.Equal(t, 4.0, metricValue(t, reg, prommetrics.MetricRejections))
+	assert.Equal(t, 2.0, metricValue(t, reg, prommetrics.MetricDenyCacheEntries))
+	n, err := testutil.GatherAndCount(reg, prommetrics.MetricCommandDuration)
 	require.NoError(t, err)
 	assert.Equal(t, 2, n, "one histogram per limiter")
 }
@@ -324,7 +326,7 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		slidelog.WithStallTimeout(0), slidelog.WithFailureMode(99), slidelog.WithFallbackInstances(0),
 		slidelog.WithFallbackPolicies(), slidelog.WithFallbackPolicies(slidelog.Policy{Limit: 0, Window: time.Second}),
 		slidelog.WithFallbackMaxKeys(0), slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: -1}),
-		slidelog.WithDenyCache(-1), slidelog.WithMetrics(nil), slidelog.WithName(""), slidelog.WithLogger(nil),
+		slidelog.WithDenyCache(-1), slidelog.WithObserver(prommetrics.New(nil)), slidelog.WithName(""), slidelog.WithLogger(nil),
 	} {
 		_, err := slidelog.New(failingStore(), p, o)
 		assert.Error(t, err)

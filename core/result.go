@@ -83,17 +83,17 @@ type Result struct {
 	// Source tells what made the decision.
 	Source Source
 	// DecidedAt is when the decision was made, by the deciding store's
-	// clock (the Redis server's for RedisStore), to the microsecond.
+	// clock (the Redis server's for redisstore), to the microsecond.
 	DecidedAt time.Time
+	// StableFor is, on a denial, how long until the first entry leaves
+	// any policy's window: until then every field of the denial stays
+	// true but for the elapsed time, so a limiter's deny cache may repeat
+	// it without asking the store. Zero when the store does not say.
+	StableFor time.Duration
 
 	// ticket identifies what was recorded, for Refund; Cost == 0 when
 	// nothing was.
 	ticket Request
-	// steady is, on a denial by RedisStore or MemoryStore, how long until
-	// the first entry leaves any policy's window: until then every field
-	// of the denial stays true but for the elapsed time, so the deny cache
-	// may repeat it. Zero when unknown.
-	steady time.Duration
 }
 
 // NewResult builds a Result from the state of every policy: allowed only

@@ -7,79 +7,43 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
 	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-		return slidelog.NewMemoryStore(slidelog.WithClock(clock))
+		return memstore.New(memstore.WithClock(clock))
 	})
 }
 
 func TestRedisStoreConformance(t *testing.T) {
-	client := slidelogtest.RedisClient(t)
+	client := redistest.RedisClient(t)
 	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-		return newRedisStore(t, client, slidelog.WithClock(clock))
+		return newRedisStore(t, client, redisstore.WithClock(clock))
 	})
 }
 
 func TestClusterStoreConformance(t *testing.T) {
-	client := slidelogtest.ClusterClient(t)
+	client := redistest.ClusterClient(t)
 	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-		return newRedisStore(t, client, slidelog.WithClock(clock))
+		return newRedisStore(t, client, redisstore.WithClock(clock))
 	})
 }
 
 func TestStoreConformanceWithoutPipelining(t *testing.T) {
 	for name, client := range map[string]redis.UniversalClient{
-		"Standalone": slidelogtest.RedisClient(t),
-		"Cluster":    slidelogtest.ClusterClient(t),
+		"Standalone": redistest.RedisClient(t),
+		"Cluster":    redistest.ClusterClient(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-				return newRedisStore(t, client, slidelog.WithClock(clock), slidelog.WithAutoPipelining(0))
+				return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithAutoPipelining(0))
 			})
-		})
-	}
-}
-
-// The script variant for Redis 6.2 (no #!lua line) passes the same suite.
-func TestStoreConformanceLegacyScript(t *testing.T) {
-	for name, client := range map[string]redis.UniversalClient{
-		"Standalone": slidelogtest.RedisClient(t),
-		"Cluster":    slidelogtest.ClusterClient(t),
-	} {
-		t.Run(name, func(t *testing.T) {
-			slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-				s := newRedisStore(t, client, slidelog.WithClock(clock))
-				slidelog.UseLegacyScript(s)
-				t.Cleanup(func() {
-					if !slidelog.UsesLegacyScript(s) {
-						t.Error("the store no longer runs the Redis 6.2 variant")
-					}
-				})
-				return s
-			})
-		})
-	}
-}
-
-// New reads the server version and picks the script variant: the test
-// servers run Redis 7, so a store set to the 6.2 variant is set back.
-func TestNewDetectsRedisVersion(t *testing.T) {
-	for name, client := range map[string]redis.UniversalClient{
-		"Standalone": slidelogtest.RedisClient(t),
-		"Cluster":    slidelogtest.ClusterClient(t),
-	} {
-		t.Run(name, func(t *testing.T) {
-			s := newRedisStore(t, client)
-			slidelog.SetLegacyScript(s, true)
-			l, err := slidelog.New(s, slidelog.PerSecond(1))
-			require.NoError(t, err)
-			defer l.Close()
-			assert.False(t, slidelog.UsesLegacyScript(s), "after New on Redis 7 the store still runs the Redis 6.2 variant")
 		})
 	}
 }
@@ -87,7 +51,7 @@ func TestNewDetectsRedisVersion(t *testing.T) {
 // A request is one entry whatever its cost: the log holds one member, the
 // costs hash one field, and a refund removes both.
 func TestRedisCostIsOneEntry(t *testing.T) {
-	client := slidelogtest.RedisClient(t)
+	client := redistest.RedisClient(t)
 	s := newRedisStore(t, client)
 	l, err := slidelog.New(s, slidelog.Policy{Name: "bytes", Limit: 1_000_000, Window: time.Minute})
 	require.NoError(t, err)
@@ -120,12 +84,12 @@ func TestRedisCostIsOneEntry(t *testing.T) {
 // another name is another budget. (Two RedisStores stand for two
 // processes.)
 func TestInstancesShareABudgetByName(t *testing.T) {
-	client := slidelogtest.ClusterClient(t)
-	prefix := slidelogtest.KeyPrefix(t, client)
+	client := redistest.ClusterClient(t)
+	prefix := redistest.KeyPrefix(t, client)
 	p := slidelog.Policy{Name: "p", Limit: 3, Window: time.Minute}
 	var limiters []*slidelog.Limiter
 	for _, name := range []string{"api", "api", "other"} {
-		s, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+		s, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 		require.NoError(t, err)
 		l, err := slidelog.New(s, p, slidelog.WithName(name))
 		require.NoError(t, err)
@@ -148,13 +112,13 @@ func TestInstancesShareABudgetByName(t *testing.T) {
 // answer from both at every step.
 func TestStoresAgree(t *testing.T) {
 	for name, client := range map[string]redis.UniversalClient{
-		"Standalone": slidelogtest.RedisClient(t),
-		"Cluster":    slidelogtest.ClusterClient(t),
+		"Standalone": redistest.RedisClient(t),
+		"Cluster":    redistest.ClusterClient(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-			mem := newMemoryStore(t, slidelog.WithClock(clock.Now))
-			red := newRedisStore(t, client, slidelog.WithClock(clock.Now))
+			mem := newMemoryStore(t, memstore.WithClock(clock.Now))
+			red := newRedisStore(t, client, redisstore.WithClock(clock.Now))
 			policies := []slidelog.Policy{{Name: "short", Limit: 50, Window: time.Second}, {Name: "long", Limit: 400, Window: 10 * time.Second}}
 			rng := rand.New(rand.NewPCG(1, 2))
 			var admitted []slidelog.Request

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/otelmetrics"
 )
 
@@ -24,7 +25,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	defer func() { _ = store.Close() }()
 	limiter, err := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 2, Window: time.Minute},
 		slidelog.WithObserver(observer))

@@ -18,20 +18,20 @@ const ScopeName = "github.com/slidelog/slidelog/core/otelmetrics"
 
 // Instrument names, with the Prometheus metric each mirrors.
 const (
-	// InstrumentDecisions mirrors slidelog.MetricDecisions.
+	// InstrumentDecisions mirrors prommetrics.MetricDecisions.
 	InstrumentDecisions = "slidelog.decisions"
-	// InstrumentStoreDuration mirrors slidelog.MetricCommandDuration.
+	// InstrumentStoreDuration mirrors prommetrics.MetricCommandDuration.
 	InstrumentStoreDuration = "slidelog.store.duration"
 	// InstrumentFallbackActivations mirrors
-	// slidelog.MetricFallbackActivations.
+	// prommetrics.MetricFallbackActivations.
 	InstrumentFallbackActivations = "slidelog.fallback.activations"
-	// InstrumentErrors mirrors slidelog.MetricErrors.
+	// InstrumentErrors mirrors prommetrics.MetricErrors.
 	InstrumentErrors = "slidelog.errors"
-	// InstrumentBreakerState mirrors slidelog.MetricBreakerState.
+	// InstrumentBreakerState mirrors prommetrics.MetricBreakerState.
 	InstrumentBreakerState = "slidelog.breaker.state"
-	// InstrumentDenyCacheEntries mirrors slidelog.MetricDenyCacheEntries.
+	// InstrumentDenyCacheEntries mirrors prommetrics.MetricDenyCacheEntries.
 	InstrumentDenyCacheEntries = "slidelog.deny_cache.entries"
-	// InstrumentFallbackKeys mirrors slidelog.MetricFallbackKeys.
+	// InstrumentFallbackKeys mirrors prommetrics.MetricFallbackKeys.
 	InstrumentFallbackKeys = "slidelog.fallback.keys"
 )
 

@@ -6,7 +6,7 @@ import (
 )
 
 // Clock is a clock that only moves when told to. It is safe for concurrent
-// use. Pass its Now method to slidelog.WithClock.
+// use. Pass its Now method to memstore.WithClock or redisstore.WithClock.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,7 +43,7 @@ func TestSetClientIP(t *testing.T) {
 // which the engine answers 400) an identity, and different addresses
 // different budgets.
 func TestSetClientIPSeparatesBudgets(t *testing.T) {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 1, Window: time.Minute})
 	require.NoError(t, err)
@@ -221,7 +222,7 @@ func (s source) Native() any                 { return s.r }
 // the budget is back, without sleeping.
 func ExampleClock() {
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	store := memstore.New(memstore.WithClock(clock.Now))
 	defer store.Close()
 	l, _ := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 1, Window: time.Minute})
 	defer l.Close()

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // HTTPMiddleware describes one call of an adapter's Middleware in neutral
@@ -120,32 +120,7 @@ func BracePattern(pattern string) string {
 // MemoryStores returns a NewStoreFunc that builds memory stores.
 func MemoryStores() NewStoreFunc {
 	return func(_ *testing.T, clock func() time.Time) slidelog.Store {
-		return slidelog.NewMemoryStore(slidelog.WithClock(clock))
-	}
-}
-
-// ClusterStores returns a NewStoreFunc that builds Redis stores on the
-// test Redis Cluster, each under its own key prefix whose keys are deleted
-// when its test ends. It fails t when the Cluster is not configured.
-func ClusterStores(t *testing.T) NewStoreFunc {
-	t.Helper()
-	return redisStores(ClusterClient(t))
-}
-
-// RedisStores is ClusterStores for the standalone test Redis.
-func RedisStores(t *testing.T) NewStoreFunc {
-	t.Helper()
-	return redisStores(RedisClient(t))
-}
-
-func redisStores(c redis.UniversalClient) NewStoreFunc {
-	return func(t *testing.T, clock func() time.Time) slidelog.Store {
-		t.Helper()
-		s, err := slidelog.NewRedisStore(c, slidelog.WithKeyPrefix(KeyPrefix(t, c)), slidelog.WithClock(clock))
-		if err != nil {
-			t.Fatalf("NewRedisStore: %v", err)
-		}
-		return s
+		return memstore.New(memstore.WithClock(clock))
 	}
 }
 

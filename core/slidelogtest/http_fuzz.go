@@ -11,6 +11,7 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // fuzzHeaders are the forwarding headers a fuzzed server names, one per
@@ -38,7 +39,7 @@ func FuzzHTTP(f *testing.F, factory HTTPFactory) {
 	f.Add("GET", "/", "Cookie", "", "", uint8(0))
 	f.Add("GET", "/users/1", "X-Api-Key", "k", "192.0.2.1:1", uint8(16)) // a typed nil as the user
 	f.Add("GET", "/users/1", "X-Api-Key", "alice", "192.0.2.1:1", uint8(8))
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	f.Cleanup(func() { _ = store.Close() })
 	global, err := slidelog.New(store, slidelog.PerMinute(50))
 	if err != nil {

@@ -668,7 +668,7 @@ func testBadIdentityBeforeStore(t *testing.T, e *httpEnv) {
 	r.wantProblem(t, http.StatusRequestHeaderFieldsTooLarge)
 	r.wantNoInternalText(t, huge[:300])
 	r.wantNoRateLimitHeaders(t)
-	get(t, serve, "/hello", clientA, "X-Api-Key", strings.Repeat("k", slidelog.DefaultMaxKeyLength)).
+	get(t, serve, "/hello", clientA, "X-Api-Key", strings.Repeat("k", defaultMaxKeyLength)).
 		wantProblem(t, http.StatusRequestHeaderFieldsTooLarge)
 	get(t, serve, "/hello", clientA).wantProblem(t, http.StatusBadRequest)
 	get(t, serve, "/hello", clientA, "X-Api-Key", "   ").wantProblem(t, http.StatusBadRequest)

@@ -1,8 +1,9 @@
-package slidelog
+package redisstore
 
 import (
 	"errors"
 	"fmt"
+	slidelog "github.com/slidelog/slidelog/core"
 	"testing"
 )
 
@@ -21,15 +22,15 @@ func TestScriptVariant(t *testing.T) {
 		{give: "# Server\r\nredis_version:8.0.2\r\n"},
 		{give: "# Server\r\nredis_version:6.2.14\r\n", wantLegacy: true},
 		{give: "# Server\r\nredis_version:6.2.0\r\n", wantLegacy: true},
-		{give: "# Server\r\nredis_version:6.0.20\r\n", wantErr: ErrRedisVersion},
-		{give: "# Server\r\nredis_version:5.0.14\r\n", wantErr: ErrRedisVersion},
+		{give: "# Server\r\nredis_version:6.0.20\r\n", wantErr: ErrUnsupportedVersion},
+		{give: "# Server\r\nredis_version:5.0.14\r\n", wantErr: ErrUnsupportedVersion},
 		{give: "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:7.2.5\r\n"},
 		{give: "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.0\r\n"},
 		{give: "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\n"},
-		{give: "# Server\r\nredis_version:7.0.0\r\nserver_name:valkey\r\nvalkey_version:7.0.99\r\n", wantErr: ErrRedisVersion},
+		{give: "# Server\r\nredis_version:7.0.0\r\nserver_name:valkey\r\nvalkey_version:7.0.99\r\n", wantErr: ErrUnsupportedVersion},
 		{give: "# Server\r\nredis_version:7.2\r\n"},
-		{give: "# Server\r\nredis_mode:standalone\r\n", wantErr: ErrUnavailable},
-		{give: "# Server\r\nredis_version:seven\r\n", wantErr: ErrUnavailable},
+		{give: "# Server\r\nredis_mode:standalone\r\n", wantErr: slidelog.ErrUnavailable},
+		{give: "# Server\r\nredis_version:seven\r\n", wantErr: slidelog.ErrUnavailable},
 	} {
 		v, err := parseServerVersion(tc.give)
 		var legacy bool
@@ -57,19 +58,6 @@ func TestLegacyScriptIsTheScriptWithoutItsShebang(t *testing.T) {
 	}
 }
 
-// TestCeilDiv: the fallback's share of a limit, without the overflow of
-// (a+b-1)/b.
-func TestCeilDiv(t *testing.T) {
-	const maxInt = int(^uint(0) >> 1)
-	for _, tc := range []struct{ a, b, want int }{
-		{0, 1, 0}, {1, 1, 1}, {100, 3, 34}, {99, 3, 33}, {MaxLimit, 2, 1 << 52}, {maxInt, 1, maxInt}, {maxInt, 2, maxInt/2 + 1},
-	} {
-		if got := ceilDiv(tc.a, tc.b); got != tc.want {
-			t.Errorf("ceilDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 func TestCompileErrorTriggersRedetection(t *testing.T) {
 	// What Redis 6.2 answers to the #!lua line, as go-redis returns it.
 	sixTwo := errors.New("ERR Error compiling script (new function): user_script:1: unexpected symbol near '#' ")
@@ -78,7 +66,7 @@ func TestCompileErrorTriggersRedetection(t *testing.T) {
 		want bool
 	}{
 		{sixTwo, true},
-		{fmt.Errorf("%w: %w", ErrUnavailable, sixTwo), true},
+		{fmt.Errorf("%w: %w", slidelog.ErrUnavailable, sixTwo), true},
 		{errors.New("NOSCRIPT No matching script"), false},
 		{errors.New("OOM command not allowed when used memory > 'maxmemory'"), false},
 		{nil, false},

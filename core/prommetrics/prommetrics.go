@@ -1,13 +1,26 @@
-package slidelog
+// Package prommetrics keeps a limiter's metrics in Prometheus.
+//
+//	limiter, err := slidelog.New(store, slidelog.PerMinute(100),
+//		slidelog.WithName("api"),
+//		slidelog.WithObserver(prommetrics.New(prometheus.DefaultRegisterer)))
+//
+// Limiters sharing a registry share the collectors and are told apart by
+// the "limiter" label (slidelog.WithName); no metric carries a key.
+// docs/operations.md describes each metric, with alert rules in deploy/.
+// It lives in a package of its own so that a program that does not use it
+// does not link client_golang.
+package prommetrics
 
 import (
 	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	slidelog "github.com/slidelog/slidelog/core"
 )
 
-// Metric names. Every metric carries the label "limiter" (WithName); none
+// Metric names. Every metric carries the label "limiter" (slidelog.WithName); none
 // carries a key. docs/operations.md describes each with alert rules.
 const (
 	MetricCommandDuration     = "slidelog_command_duration_seconds"
@@ -20,15 +33,27 @@ const (
 	MetricFallbackKeys        = "slidelog_fallback_keys"
 )
 
-// promObserver is the Observer WithMetrics gives a limiter: it registers
-// the collectors with reg when a limiter binds it.
+// New returns an observer (give it to a limiter with
+// slidelog.WithObserver) that registers the collectors with reg when a
+// limiter binds it. Binding fails, and so does slidelog.New, when reg is
+// nil or holds other collectors under these names.
+func New(reg prometheus.Registerer) slidelog.Observer {
+	return promObserver{reg: reg}
+}
+
 type promObserver struct {
 	reg prometheus.Registerer
 }
 
+// sources is the number of slidelog.Source values.
+const sources = int(slidelog.SourceDenyCache) + 1
+
 // Bind registers the collectors, or finds those another limiter
 // registered, and curries them with the limiter's name.
-func (p promObserver) Bind(name string, gauges func() Gauges) (LimiterObserver, error) {
+func (p promObserver) Bind(name string, gauges func() slidelog.Gauges) (slidelog.LimiterObserver, error) {
+	if p.reg == nil {
+		return nil, errors.New("prommetrics: nil registerer")
+	}
 	return newMetrics(p.reg, name, func() (denied, fallbackKeys float64) {
 		g := gauges()
 		return float64(g.DenyCacheEntries), float64(g.FallbackKeys)
@@ -38,8 +63,8 @@ func (p promObserver) Bind(name string, gauges func() Gauges) (LimiterObserver, 
 // metrics holds a limiter's collectors, curried with its name.
 type metrics struct {
 	command    *prometheus.HistogramVec
-	decisions  [len(sourceNames)][2]prometheus.Counter
-	rejections [len(sourceNames)]prometheus.Counter
+	decisions  [sources][2]prometheus.Counter
+	rejections [sources]prometheus.Counter
 	fallbacks  *prometheus.CounterVec
 	errs       *prometheus.CounterVec
 	breaker    *prometheus.GaugeVec
@@ -120,7 +145,8 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 		errs:      errs.MustCurryWith(labels),
 		breaker:   breaker.MustCurryWith(labels),
 	}
-	for s, src := range sourceNames {
+	for s := range sources {
+		src := slidelog.Source(s).String()
 		m.decisions[s][0] = decisions.WithLabelValues(name, src, "denied")
 		m.decisions[s][1] = decisions.WithLabelValues(name, src, "allowed")
 		m.rejections[s] = rejections.WithLabelValues(name, src)
@@ -128,8 +154,8 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	return m, nil
 }
 
-func (m *metrics) Decision(source Source, allowed bool) {
-	if int(source) >= len(sourceNames) {
+func (m *metrics) Decision(source slidelog.Source, allowed bool) {
+	if int(source) >= sources {
 		return
 	}
 	if allowed {
@@ -144,7 +170,7 @@ func (m *metrics) StoreCall(status string, took time.Duration) {
 	m.command.WithLabelValues(status).Observe(took.Seconds())
 }
 
-func (m *metrics) Failover(reason string, mode FailureMode) {
+func (m *metrics) Failover(reason string, mode slidelog.FailureMode) {
 	m.fallbacks.WithLabelValues(reason, mode.String()).Inc()
 }
 
@@ -152,17 +178,9 @@ func (m *metrics) Error(reason string) {
 	m.errs.WithLabelValues(reason).Inc()
 }
 
-func (m *metrics) BreakerState(node string, st BreakerState) {
+func (m *metrics) BreakerState(node string, st slidelog.BreakerState) {
 	m.breaker.WithLabelValues(node).Set(float64(st))
 }
 
 // Unbind keeps the size gauges registered, as they were before Close.
 func (m *metrics) Unbind() {}
-
-// nodeLabel names a breaker's node in labels and logs.
-func nodeLabel(node string) string {
-	if node == "" {
-		return "store"
-	}
-	return node
-}

@@ -1,4 +1,4 @@
-package slidelog
+package redisstore
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // Client settings ClientOptions and ClusterOptions use. A limiter does not
 // need them to detect a failing node (its stall detector does that, see
-// WithStallTimeout), but short timeouts return the connections of a
+// slidelog.WithStallTimeout), but short timeouts return the connections of a
 // stalled node to the pool sooner.
 const (
 	clientDialTimeout  = 500 * time.Millisecond
@@ -47,8 +47,8 @@ func ClientOptions(addr string) *redis.Options {
 // addrs, with the settings of ClientOptions and MaxRedirects 8, since a
 // live reshard can answer MOVED several times in a row. go-redis does not
 // reload its slot map when a dead master refuses connections
-// (go-redis#3979); a Limiter does that itself, and ReloadStateOnDialError
-// does it for other users of the client.
+// (go-redis#3979); a Store does that itself when a call fails, and
+// ReloadStateOnDialError does it for other users of the client.
 func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 	return &redis.ClusterOptions{
 		Addrs:                 append([]string(nil), addrs...),
@@ -89,7 +89,7 @@ func (r *reloader) reload() {
 // dialling a node fails, such as a dead master refusing connections, so
 // that c finds the promoted replica soon after failover instead of at its
 // next periodic reload (go-redis#3979). Call it once, before using c; a
-// Limiter on c does the same for its own calls without it.
+// Store on c does the same for its own calls without it.
 func ReloadStateOnDialError(c *redis.ClusterClient) {
 	r := &reloader{client: c}
 	c.OnNewNode(func(node *redis.Client) {
@@ -120,20 +120,20 @@ func evictingPolicy(policy string) bool {
 	return policy != "noeviction" && policy != ""
 }
 
-// CheckRedisConfig reads maxmemory-policy from every master of client and
-// fails with an error wrapping ErrRedisConfig when one evicts keys
+// CheckConfig reads maxmemory-policy from every master of client and
+// fails with an error wrapping ErrUnsafeConfig when one evicts keys
 // (allkeys-lru, volatile-ttl, ...): under memory pressure such a server
 // drops limiter logs and lets clients through. Use noeviction: writes then
 // fail with OOM and the limiter falls back. Other failures (unreachable
 // server, CONFIG disabled) are returned as they are.
-func CheckRedisConfig(ctx context.Context, client redis.UniversalClient) error {
+func CheckConfig(ctx context.Context, client redis.UniversalClient) error {
 	check := func(ctx context.Context, c *redis.Client) error {
 		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 		if err != nil {
 			return fmt.Errorf("config get maxmemory-policy on %s: %w", c.Options().Addr, err)
 		}
 		if p := strings.ToLower(v["maxmemory-policy"]); evictingPolicy(p) {
-			return fmt.Errorf("%w: %s has maxmemory-policy %s, which evicts limiter keys under memory pressure; use noeviction", ErrRedisConfig, c.Options().Addr, p)
+			return fmt.Errorf("%w: %s has maxmemory-policy %s, which evicts limiter keys under memory pressure; use noeviction", ErrUnsafeConfig, c.Options().Addr, p)
 		}
 		return nil
 	}
@@ -153,7 +153,7 @@ func clientWarnings(client redis.UniversalClient) []string {
 	if c, ok := client.(*redis.ClusterClient); ok {
 		o := c.Options()
 		if o.MaxRedirects < clusterRedirects {
-			out = append(out, fmt.Sprintf("MaxRedirects is %d: a live reshard can fail decisions; use at least %d (slidelog.ClusterOptions)", o.MaxRedirects, clusterRedirects))
+			out = append(out, fmt.Sprintf("MaxRedirects is %d: a live reshard can fail decisions; use at least %d (redisstore.ClusterOptions)", o.MaxRedirects, clusterRedirects))
 		}
 	}
 	return out

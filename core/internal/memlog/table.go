@@ -1,12 +1,12 @@
-package slidelog
+package memlog
 
 import (
 	"container/heap"
 	"sync"
 )
 
-// logTable holds a MemoryStore's logs, at most max of them, and decides
-// what happens when a new identity arrives at a full table:
+// Table holds logs, at most max of them, and decides what happens when a
+// new identity arrives at a full table:
 //
 //  1. A log none of whose entries is still in its longest window (an
 //     expired log) is dropped to make room: forgetting it changes no
@@ -19,17 +19,24 @@ import (
 //     identities thus gets one identity's budget in total, and the
 //     identities already tracked keep their windows.
 //
-// Memory stays bounded by max logs plus one overflow log per namespace.
-type logTable struct {
+// Expired logs are also dropped as new identities arrive, a few per new
+// identity, so the table needs no sweeping goroutine: memory stays
+// bounded by max logs plus one overflow log per namespace, and by about
+// the identities active in the longest window when fewer.
+type Table struct {
 	mu       sync.RWMutex
 	max      int
-	logs     map[logKey]*memoryLog
-	expiry   expiryHeap            // at least one entry per log in logs, plus stale ones
-	overflow map[string]*memoryLog // by namespace
+	logs     map[logKey]*log
+	expiry   expiryHeap      // at least one entry per log in logs, plus stale ones
+	overflow map[string]*log // by namespace
 }
 
-func newLogTable(max int) *logTable {
-	return &logTable{max: max, logs: make(map[logKey]*memoryLog), overflow: make(map[string]*memoryLog)}
+// sweepPerAdd is how many expired logs a new identity drops at most.
+const sweepPerAdd = 2
+
+// NewTable returns a table of at most max logs (max >= 1).
+func NewTable(max int) *Table {
+	return &Table{max: max, logs: make(map[logKey]*log), overflow: make(map[string]*log)}
 }
 
 // expiryEntry says that log, stored under key, expired no earlier than at
@@ -38,7 +45,7 @@ func newLogTable(max int) *logTable {
 type expiryEntry struct {
 	at  int64
 	key logKey
-	log *memoryLog
+	log *log
 }
 
 // expiryHeap is a min-heap of expiry entries by at.
@@ -56,30 +63,35 @@ func (h *expiryHeap) Pop() any {
 }
 
 // get returns key's log, or nil when the table has none.
-func (t *logTable) get(key logKey) *memoryLog {
+func (t *Table) get(key logKey) *log {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.logs[key]
 }
 
-// getOrAdd returns key's log, adding one when the table has none. At a
-// full table it first drops an expired log; when every log is live, it
-// returns the namespace's overflow log. now is the store's time.
-func (t *logTable) getOrAdd(key logKey, now int64) *memoryLog {
+// getOrAdd returns key's log, adding one when the table has none. It
+// first drops up to sweepPerAdd expired logs; when the table is still
+// full, it returns the namespace's overflow log.
+func (t *Table) getOrAdd(key logKey, now int64) *log {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if l := t.logs[key]; l != nil {
 		return l
 	}
-	if len(t.logs) >= t.max && !t.dropExpired(now) {
+	for range sweepPerAdd {
+		if !t.dropExpired(now) {
+			break
+		}
+	}
+	if len(t.logs) >= t.max {
 		l := t.overflow[key.namespace]
 		if l == nil {
-			l = &memoryLog{}
+			l = &log{}
 			t.overflow[key.namespace] = l
 		}
 		return l
 	}
-	l := &memoryLog{}
+	l := &log{}
 	t.logs[key] = l
 	t.push(expiryEntry{at: 0, key: key, log: l})
 	return l
@@ -93,11 +105,11 @@ func (t *logTable) getOrAdd(key logKey, now int64) *memoryLog {
 // later. Every entry is popped at most once per call, and each push
 // back follows an admission, so the work is amortized O(log n) per
 // decision. Called with t.mu held.
-func (t *logTable) dropExpired(now int64) bool {
+func (t *Table) dropExpired(now int64) bool {
 	for t.expiry.Len() > 0 && t.expiry[0].at <= now {
 		e := heap.Pop(&t.expiry).(expiryEntry)
 		if t.logs[e.key] != e.log {
-			continue // removed (swept, reset) or replaced since
+			continue // removed (reset) or replaced since
 		}
 		l := e.log
 		if !l.mu.TryLock() {
@@ -118,8 +130,8 @@ func (t *logTable) dropExpired(now int64) bool {
 }
 
 // push adds e to the heap, first rebuilding the heap from the table when
-// stale entries (of logs swept or reset) make up more than half of it.
-func (t *logTable) push(e expiryEntry) {
+// stale entries (of logs reset) make up more than half of it.
+func (t *Table) push(e expiryEntry) {
 	if len(t.expiry) > 2*len(t.logs)+64 {
 		t.expiry = t.expiry[:0]
 		for k, l := range t.logs {
@@ -131,7 +143,7 @@ func (t *logTable) push(e expiryEntry) {
 }
 
 // remove drops key's log if it is still l.
-func (t *logTable) remove(key logKey, l *memoryLog) {
+func (t *Table) remove(key logKey, l *log) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.logs[key] == l {
@@ -139,39 +151,33 @@ func (t *logTable) remove(key logKey, l *memoryLog) {
 	}
 }
 
-// removeOverflow drops namespace's overflow log if it is still l.
-func (t *logTable) removeOverflow(namespace string, l *memoryLog) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.overflow[namespace] == l {
-		delete(t.overflow, namespace)
-	}
-}
-
-// len returns how many identities have their own log.
-func (t *logTable) len() int {
+// Len returns how many identities have their own log.
+func (t *Table) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.logs)
 }
 
-// snapshot returns the table's logs and overflow logs, for the sweeper.
-func (t *logTable) snapshot() (map[logKey]*memoryLog, map[string]*memoryLog) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	logs := make(map[logKey]*memoryLog, len(t.logs))
-	for k, l := range t.logs {
-		logs[k] = l
+// Sweep drops every log, and every overflow log, whose entries have all
+// left their windows at now.
+func (t *Table) Sweep(now int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.dropExpired(now) {
 	}
-	overflow := make(map[string]*memoryLog, len(t.overflow))
 	for ns, l := range t.overflow {
-		overflow[ns] = l
+		if l.mu.TryLock() {
+			if l.expires <= now {
+				l.dead.Store(true)
+				delete(t.overflow, ns)
+			}
+			l.mu.Unlock()
+		}
 	}
-	return logs, overflow
 }
 
-// purge forgets every log.
-func (t *logTable) purge() {
+// Purge forgets every log.
+func (t *Table) Purge() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, l := range t.logs {
@@ -186,43 +192,20 @@ func (t *logTable) purge() {
 }
 
 // lock returns key's log, locked, creating it when create is set (at a
-// full table of live logs, the namespace's overflow log: see logTable).
-// It returns nil when the key has no log and create is not set.
-func (s *MemoryStore) lock(key logKey, create bool) *memoryLog {
+// full table of live logs, the namespace's overflow log). It returns nil
+// when the key has no log and create is not set.
+func (t *Table) lock(key logKey, create bool, now int64) *log {
 	for {
-		l := s.logs.get(key)
+		l := t.get(key)
 		if l == nil {
 			if !create {
 				return nil
 			}
-			l = s.logs.getOrAdd(key, s.now())
+			l = t.getOrAdd(key, now)
 		}
 		l.mu.Lock()
 		if !l.dead.Load() {
 			return l
-		}
-		l.mu.Unlock()
-	}
-}
-
-// sweepOnce removes the logs, and the overflow logs, whose entries have
-// all expired.
-func (s *MemoryStore) sweepOnce() {
-	now := s.now()
-	logs, overflow := s.logs.snapshot()
-	for key, l := range logs {
-		l.mu.Lock()
-		if !l.dead.Load() && l.expires <= now {
-			l.dead.Store(true)
-			s.logs.remove(key, l)
-		}
-		l.mu.Unlock()
-	}
-	for ns, l := range overflow {
-		l.mu.Lock()
-		if !l.dead.Load() && l.expires <= now {
-			l.dead.Store(true)
-			s.logs.removeOverflow(ns, l)
 		}
 		l.mu.Unlock()
 	}

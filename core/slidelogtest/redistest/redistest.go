@@ -1,4 +1,11 @@
-package slidelogtest
+// Package redistest connects tests to the Redis servers the repository's
+// Makefile starts: a standalone Redis (SLIDELOG_REDIS_ADDR) and a Redis
+// Cluster (SLIDELOG_CLUSTER_ADDRS). When they are unset a test fails with
+// the command that starts them (`make cluster-up`); under `go test -short`
+// it is skipped instead, unless SLIDELOG_REQUIRE_REDIS is set. It is apart
+// from package slidelogtest so that tests of memory-only programs do not
+// link go-redis.
+package redistest
 
 import (
 	"context"
@@ -10,6 +17,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
 // Environment variables naming the test servers.
@@ -112,5 +123,30 @@ func DeleteKeys(t testing.TB, c redis.UniversalClient, prefix string) {
 	}
 	if err != nil {
 		t.Logf("deleting test keys %s*: %v", prefix, err)
+	}
+}
+
+// ClusterStores returns a slidelogtest.NewStoreFunc that builds Redis stores on the
+// test Redis Cluster, each under its own key prefix whose keys are deleted
+// when its test ends. It fails t when the Cluster is not configured.
+func ClusterStores(t *testing.T) slidelogtest.NewStoreFunc {
+	t.Helper()
+	return redisStores(ClusterClient(t))
+}
+
+// RedisStores is ClusterStores for the standalone test Redis.
+func RedisStores(t *testing.T) slidelogtest.NewStoreFunc {
+	t.Helper()
+	return redisStores(RedisClient(t))
+}
+
+func redisStores(c redis.UniversalClient) slidelogtest.NewStoreFunc {
+	return func(t *testing.T, clock func() time.Time) slidelog.Store {
+		t.Helper()
+		s, err := redisstore.New(c, redisstore.WithKeyPrefix(KeyPrefix(t, c)), redisstore.WithClock(clock))
+		if err != nil {
+			t.Fatalf("redisstore.New: %v", err)
+		}
+		return s
 	}
 }

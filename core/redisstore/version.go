@@ -1,4 +1,4 @@
-package slidelog
+package redisstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	slidelog "github.com/slidelog/slidelog/core"
 )
 
 // serverVersion is what INFO server says a server is.
@@ -46,14 +48,14 @@ func parseServerVersion(info string) (serverVersion, error) {
 			raw = fields["redis_version"]
 		}
 	} else if raw, ok = fields["redis_version"]; !ok {
-		return v, fmt.Errorf("%w: INFO server names no version", ErrUnavailable)
+		return v, fmt.Errorf("%w: INFO server names no version", slidelog.ErrUnavailable)
 	}
 	parts := strings.SplitN(raw, ".", 3)
 	nums := [3]int{}
 	for i, p := range parts {
 		n, err := strconv.Atoi(p)
 		if err != nil {
-			return v, fmt.Errorf("%w: server version %q: %w", ErrUnavailable, raw, err)
+			return v, fmt.Errorf("%w: server version %q: %w", slidelog.ErrUnavailable, raw, err)
 		}
 		nums[i] = n
 	}
@@ -62,16 +64,16 @@ func parseServerVersion(info string) (serverVersion, error) {
 }
 
 // scriptVariant says which script a server runs: legacy (without the
-// #!lua line) for Redis 6.2, ErrRedisVersion for Redis before 6.2 and
+// #!lua line) for Redis 6.2, ErrUnsupportedVersion for Redis before 6.2 and
 // Valkey before 7.2.
 func scriptVariant(v serverVersion) (legacy bool, err error) {
 	switch {
 	case v.valkey && !v.atLeast(7, 2):
-		return false, fmt.Errorf("%w: %v, want valkey 7.2 or later", ErrRedisVersion, v)
+		return false, fmt.Errorf("%w: %v, want valkey 7.2 or later", ErrUnsupportedVersion, v)
 	case v.valkey:
 		return false, nil
 	case !v.atLeast(6, 2):
-		return false, fmt.Errorf("%w: %v, want redis 6.2 or later", ErrRedisVersion, v)
+		return false, fmt.Errorf("%w: %v, want redis 6.2 or later", ErrUnsupportedVersion, v)
 	case !v.atLeast(7, 0):
 		return true, nil
 	default:
@@ -81,7 +83,7 @@ func scriptVariant(v serverVersion) (legacy bool, err error) {
 
 // checkVersion reads the version of every master and picks the script
 // variant they all run: the legacy one when any of them is Redis 6.2.
-func (s *RedisStore) checkVersion(ctx context.Context) error {
+func (s *Store) checkVersion(ctx context.Context) error {
 	if s.pinned {
 		return nil
 	}
@@ -131,7 +133,7 @@ func compileError(err error) bool {
 // after a script failed to compile: New may not have reached them, or a
 // master was replaced by an older server since. It runs within the
 // failed call's context, which bounds it.
-func (s *RedisStore) redetect(ctx context.Context) {
+func (s *Store) redetect(ctx context.Context) {
 	now := time.Now().UnixNano()
 	last := s.detected.Load()
 	if s.pinned || now-last < int64(time.Second) || !s.detected.CompareAndSwap(last, now) {

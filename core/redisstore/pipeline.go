@@ -1,4 +1,4 @@
-package slidelog
+package redisstore
 
 import (
 	"context"
@@ -8,23 +8,25 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	slidelog "github.com/slidelog/slidelog/core"
 )
 
-// DefaultPipelinesPerNode is how many pipelines a RedisStore keeps in
-// flight to one Redis node when automatic pipelining is on.
+// DefaultPipelinesPerNode is how many pipelines a Store keeps in flight to
+// one Redis node when automatic pipelining is on.
 const DefaultPipelinesPerNode = 2
 
-// WithAutoPipelining switches a RedisStore's automatic pipelining on
+// WithAutoPipelining switches a Store's automatic pipelining on
 // (pipelinesPerNode > 0, the default being DefaultPipelinesPerNode) or off
 // (0). When on, decisions headed for the same Redis node while that node's
 // pipelines are busy wait and leave together in the next pipeline, one
 // round trip for all of them: no timer, so a lone caller goes out at once.
 // When off, every decision is its own EVALSHA, with as many in flight per
 // node as the client's pool has connections. Either way a caller waits for
-// its reply as long as its node makes progress (see WithStallTimeout) and
-// its context allows. MemoryStore ignores it.
-func WithAutoPipelining(pipelinesPerNode int) StoreOption {
-	return storeOptionFunc(func(c *storeConfig) error {
+// its reply as long as its node makes progress (see
+// slidelog.WithStallTimeout) and its context allows.
+func WithAutoPipelining(pipelinesPerNode int) Option {
+	return optionFunc(func(c *config) error {
 		c.pipelinesPerNode = max(0, pipelinesPerNode)
 		c.pipeliningSet = true
 		return nil
@@ -130,8 +132,18 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 		return call.reply, call.err
 	default:
 	}
+	if !stalled && call.stalled != nil {
+		// The limiter cancels the call's context on a stall too.
+		select {
+		case <-call.stalled:
+			stalled = true
+		default:
+		}
+	}
 	if stalled {
 		b.writeOff()
+		call.gone.Store(true)
+		return nil, slidelog.ErrStalled
 	}
 	// The call may still run in Redis: it then holds an entry its caller
 	// never used, which can only make the limiter stricter.
@@ -139,7 +151,7 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	if err := call.ctx.Err(); err != nil {
 		return nil, err
 	}
-	return nil, errNodeStalled
+	return nil, slidelog.ErrStalled
 }
 
 // run sends batch, then whatever queued meanwhile, until the queue is
@@ -190,7 +202,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 		if c.gone.Load() || c.ctx.Err() != nil {
 			c.err = context.Cause(c.ctx)
 			if c.err == nil {
-				c.err = errNodeStalled
+				c.err = slidelog.ErrStalled
 			}
 			close(c.done)
 			continue
@@ -315,7 +327,7 @@ func poolSize(client redis.UniversalClient) int {
 // run runs sc through the batcher of r's node. Calls
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
-func (p *pipelines) run(ctx context.Context, sc *redis.Script, r route, w wait, args []any) ([]int64, error) {
+func (p *pipelines) run(ctx context.Context, sc *redis.Script, r route, w *slidelog.Watch, args []any) ([]int64, error) {
 	b := p.single
 	if b == nil {
 		p.mu.Lock()
@@ -327,8 +339,8 @@ func (p *pipelines) run(ctx context.Context, sc *redis.Script, r route, w wait, 
 		p.mu.Unlock()
 	}
 	call := &scriptCall{script: sc, ctx: ctx, key: r.key, args: args, done: make(chan struct{})}
-	if w.h != nil {
-		call.stalled, call.replied = w.epoch.Done(), w.replied
+	if w != nil {
+		call.stalled, call.replied = w.Stalled(), w.Replied
 	}
 	return b.do(call)
 }

@@ -1,0 +1,180 @@
+// Package memstore keeps sliding-window logs in process memory.
+//
+// A Store has exactly the semantics of the Redis store (both pass the same
+// conformance suite, slidelogtest.TestStore) but for one process only. It
+// is the store to use without Redis and in tests; a limiter on Redis uses
+// the same mechanism as its local fallback.
+//
+//	store := memstore.New()
+//	defer store.Close()
+//	limiter := slidelog.MustNew(store, slidelog.PerMinute(100))
+//
+// The number of identities with a log of their own is bounded (WithMaxKeys).
+// A new identity at a full store takes the place of a log whose entries
+// have all left their windows; a log that still holds entries is never
+// dropped, so minting identities never resets anyone's window. When every
+// log is live, new identities share one overflow log per limiter until a
+// log expires: together they get one identity's budget. Expired logs are
+// dropped as new identities arrive, so a Store runs no goroutine.
+package memstore
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/memlog"
+)
+
+// DefaultMaxKeys is how many identities a Store tracks with a log of their
+// own unless WithMaxKeys says otherwise.
+const DefaultMaxKeys = 100_000
+
+// Store keeps each identity's log in process memory. It implements
+// slidelog.Store, slidelog.Recorder and slidelog.LocalStore, and is safe
+// for concurrent use.
+type Store struct {
+	table  *memlog.Table
+	clock  func() time.Time
+	start  time.Time
+	closed atomic.Bool
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	maxKeys int
+	clock   func() time.Time
+}
+
+// WithMaxKeys bounds how many identities a Store keeps a log of their own
+// for (default DefaultMaxKeys; n <= 0 keeps the default). Size it above
+// the number of identities active within the longest window, so that
+// real clients never share the overflow log.
+func WithMaxKeys(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxKeys = n
+		}
+	}
+}
+
+// WithClock makes the store take the time from clock instead of the
+// process's monotonic clock. It exists for tests that move time by hand
+// (slidelogtest.Clock); times are truncated to microseconds. A nil clock
+// keeps the default.
+func WithClock(clock func() time.Time) Option {
+	return func(c *config) { c.clock = clock }
+}
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	cfg := config{maxKeys: DefaultMaxKeys}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: time.Now()}
+}
+
+// Local marks the store as a slidelog.LocalStore.
+func (s *Store) Local() {}
+
+// Clock returns the clock given with WithClock, nil for the process's.
+func (s *Store) Clock() func() time.Time { return s.clock }
+
+// Len returns how many identities have a log of their own now.
+func (s *Store) Len() int { return s.table.Len() }
+
+// now returns the store's time in microseconds: monotonic unless a test
+// clock was given.
+func (s *Store) now() int64 {
+	if s.clock != nil {
+		return s.clock().UnixMicro()
+	}
+	return s.start.UnixMicro() + time.Since(s.start).Microseconds()
+}
+
+func (s *Store) usable(ctx context.Context) error {
+	if s.closed.Load() {
+		return slidelog.ErrClosed
+	}
+	return ctx.Err()
+}
+
+func request(req slidelog.Request) memlog.Request {
+	ps := make([]memlog.Policy, len(req.Policies))
+	for i, p := range req.Policies {
+		ps[i] = memlog.Policy{Limit: int64(p.Limit), Window: p.Window.Microseconds()}
+	}
+	return memlog.Request{Namespace: req.Namespace, Key: req.Key, ID: req.ID, Cost: int64(req.Cost), Policies: ps}
+}
+
+// Take implements slidelog.Store. Within one process a call is never sent
+// twice, so Take does not look for an earlier call with the same ID.
+func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	if err := s.usable(ctx); err != nil {
+		return slidelog.Result{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return slidelog.Result{}, err
+	}
+	now := s.now()
+	states := make([]memlog.State, len(req.Policies))
+	allowed, steady := s.table.Take(now, request(req), states)
+	out := make([]slidelog.PolicyResult, len(states))
+	for i, st := range states {
+		out[i] = slidelog.PolicyResult{
+			Policy: req.Policies[i], Allowed: allowed || st.Allowed, Remaining: int(st.Remaining),
+			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
+			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
+		}
+	}
+	res := slidelog.NewResult(out, slidelog.SourceMemory)
+	res.DecidedAt = time.UnixMicro(now)
+	res.StableFor = time.Duration(steady) * time.Microsecond
+	return res, nil
+}
+
+// Record implements slidelog.Recorder.
+func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if err := req.ValidateRecord(at); err != nil {
+		return err
+	}
+	s.table.Record(s.now(), at.UnixMicro(), request(req))
+	return nil
+}
+
+// Refund implements slidelog.Store: it removes the request's entry, with
+// the cost recorded in it (whatever req.Cost says).
+func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	s.table.Refund(request(req))
+	return nil
+}
+
+// Reset implements slidelog.Store.
+func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	s.table.Reset(request(req))
+	return nil
+}
+
+// Close forgets every log; later calls fail with slidelog.ErrClosed. It is
+// idempotent.
+func (s *Store) Close() error {
+	if !s.closed.Swap(true) {
+		s.table.Purge()
+	}
+	return nil
+}

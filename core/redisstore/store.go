@@ -1,0 +1,507 @@
+// Package redisstore keeps sliding-window logs in Redis, on a single
+// server or a Redis Cluster, and decides with one Lua script run per call,
+// so decisions are atomic and exact however many processes share the
+// server.
+//
+//	client := redis.NewClusterClient(redisstore.ClusterOptions("10.0.0.1:6379", "10.0.0.2:6379"))
+//	store, err := redisstore.New(client, redisstore.WithKeySecret(secret))
+//	if err != nil { ... }
+//	limiter, err := slidelog.New(store, slidelog.PerMinute(100), slidelog.WithName("api"))
+//
+// A Store implements slidelog.Store, slidelog.NodeStore (so a limiter keeps
+// a circuit breaker and a stall watch per Cluster master) and
+// slidelog.Recorder (so the limiter's fallback admissions are written back
+// once Redis answers again). Decisions headed for one node while its
+// pipelines are busy leave together in the next pipeline (see
+// WithAutoPipelining).
+//
+// New checks the servers once: their version (Redis 6.2 or later, Valkey
+// 7.2 or later), their maxmemory-policy (an evicting policy drops logs
+// under memory pressure and lets clients through: New logs a warning, or
+// fails with WithStrictConfig), and it loads the script on every master.
+package redisstore
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// Errors of New. Decisions fail with the errors of package slidelog.
+var (
+	// ErrNilClient reports a nil Redis client passed to New.
+	ErrNilClient = errors.New("redisstore: nil redis client")
+	// ErrUnsafeConfig reports a Redis server whose configuration lets
+	// clients through: an evicting maxmemory-policy, which drops limiter
+	// keys under memory pressure. New returns it only with
+	// WithStrictConfig; otherwise it logs a warning.
+	ErrUnsafeConfig = errors.New("redisstore: unsafe redis configuration")
+	// ErrUnsupportedVersion reports a Redis server too old for the
+	// decision script: Redis before 6.2, or Valkey before 7.2.
+	ErrUnsupportedVersion = errors.New("redisstore: unsupported redis version")
+)
+
+//go:embed script.lua
+var scriptSource string
+
+// script is the one decision script; its text never changes per request.
+// It declares itself with #!lua, so Redis 7 and later refuse it whole when
+// out of memory. legacyScript is the same text without that line, for
+// Redis 6.2, which cannot parse it (see RedisStore).
+var (
+	script       = redis.NewScript(scriptSource)
+	legacyScript = redis.NewScript(legacyScriptSource())
+)
+
+// legacyScriptSource is the script without its #!lua line.
+func legacyScriptSource() string { return strings.TrimPrefix(scriptSource, "#!lua\n") }
+
+// Operations of the script (its ARGV[1]).
+const (
+	opTake   = "take"
+	opRecord = "record"
+	opRefund = "refund"
+)
+
+// logKeys returns the keys the script works on for the log at key: the
+// log itself, the costs of its entries and its per-window state. They
+// share key's hash tag, so they live in one Cluster slot.
+func logKeys(key string) []string {
+	return []string{key, key + ":c", key + ":s"}
+}
+
+// DefaultKeyPrefix is the prefix of every Redis key unless WithKeyPrefix
+// says otherwise.
+const DefaultKeyPrefix = "slidelog:"
+
+// checkTimeout bounds New's checks of the servers.
+const checkTimeout = time.Second
+
+// keyTagBytes is how many bytes of the identity's HMAC name its key: 128
+// bits, so that no two identities share a key.
+const keyTagBytes = 16
+
+// Store keeps each identity's log in one Redis sorted set, one entry
+// per admitted request carrying its cost, with a running sum per window
+// beside it, and decides with one Lua script run per call, so decisions
+// are atomic and exact on a single Redis and on a Redis Cluster alike, and
+// a request of cost 200,000 costs Redis what one of cost 1 does.
+//
+// It runs on Redis 6.2, 7.x and 8.x and on Valkey 7.2 and later. New
+// reads the server version of every master: on Redis 6.2, which cannot
+// parse the script's #!lua line, the store runs the script without it and
+// loses Redis 7's whole-script refusal when out of memory (a decision
+// then fails at its first write that needs memory, or writes past
+// maxmemory once it has freed some); older servers make New fail with
+// ErrUnsupportedVersion. When a server answers that it cannot compile the
+// script (New could not reach it, or it was replaced since), the store
+// reads the versions again, at most once a second.
+//
+// The key of an identity is prefix + "{" + tag + "}", where tag is the
+// first 128 bits of HMAC-SHA-256(secret, namespace and identity),
+// base64url-encoded (see Key). The
+// hash tag keeps all of an identity's data in one slot, no identity can
+// choose its key or, with a secret, its slot, and braces, colons or any
+// other byte in an identity are harmless.
+//
+// Store is safe for concurrent use. Close does not close the client.
+type Store struct {
+	client   redis.UniversalClient
+	prefix   string
+	secret   []byte
+	clock    func() time.Time
+	macs     sync.Pool
+	pipes    *pipelines
+	topology *reloader   // nil unless a Cluster
+	legacy   atomic.Bool // run legacyScript: a master is Redis 6.2
+	pinned   bool        // tests: keep the variant whatever the servers are
+	// detected is when (Unix ns) a script that failed to compile last
+	// made the store read the servers' version.
+	detected atomic.Int64
+}
+
+// Option configures a Store.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	keyPrefix        string
+	keySecret        []byte
+	clock            func() time.Time
+	logger           *slog.Logger
+	strict           bool
+	pipelinesPerNode int
+	pipeliningSet    bool
+}
+
+// New returns a store on client, a *redis.Client, a *redis.ClusterClient
+// or anything else implementing redis.UniversalClient, after checking the
+// servers (waiting at most a second in all): it reads the version of every
+// master to pick the script variant they run, loads the script so the
+// first decisions do not wait for it, and reads the maxmemory-policy. A
+// server it cannot reach is logged, not an error: decisions fall back
+// until it answers (a server that turns out to be Redis 6.2 fails the
+// script, and the store then reads the versions again).
+//
+// It fails with ErrNilClient, slidelog.ErrInvalidOption,
+// ErrUnsupportedVersion, or ErrUnsafeConfig (only with WithStrictConfig).
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	s, cfg, err := newStore(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newStore builds a store without checking the servers.
+func newStore(client redis.UniversalClient, opts []Option) (*Store, config, error) {
+	if client == nil {
+		return nil, config{}, ErrNilClient
+	}
+	cfg := config{keyPrefix: DefaultKeyPrefix}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, cfg, err
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	s := &Store{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock}
+	if !cfg.pipeliningSet {
+		cfg.pipelinesPerNode = DefaultPipelinesPerNode
+	}
+	s.pipes = newPipelines(client, cfg.pipelinesPerNode)
+	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
+	if c, ok := client.(*redis.ClusterClient); ok {
+		s.topology = &reloader{client: c}
+	}
+	return s, cfg, nil
+}
+
+// check logs client settings and Redis configuration that weaken the
+// store, picks the script variant and loads it; an old server, or an
+// evicting policy in strict mode, fails it.
+func (s *Store) check(cfg config) error {
+	for _, w := range clientWarnings(s.client) {
+		cfg.logger.Warn("redisstore: redis client setting", "problem", w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	switch err := s.checkVersion(ctx); {
+	case err == nil:
+	case errors.Is(err, ErrUnsupportedVersion):
+		return err
+	default:
+		cfg.logger.Warn("redisstore: could not read the redis version", "error", err)
+	}
+	s.warm(ctx)
+	err := CheckConfig(ctx, s.client)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnsafeConfig):
+		if cfg.strict {
+			return err
+		}
+		cfg.logger.Warn("redisstore: evicting maxmemory-policy lets clients through under memory pressure", "error", err)
+	default:
+		cfg.logger.Warn("redisstore: could not check the redis configuration", "error", err)
+	}
+	return nil
+}
+
+// warm loads the store's script on every master and makes the client
+// load its command table and slot map, so that the first decisions wait
+// for none of it. Errors are left to the decisions.
+func (s *Store) warm(ctx context.Context) {
+	load := func(ctx context.Context, c *redis.Client) error {
+		return s.script().Load(ctx, c).Err()
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, load)
+	case *redis.Client:
+		_ = load(ctx, c)
+	}
+	_ = s.client.Exists(ctx, s.prefix+"warm").Err()
+}
+
+// WithKeyPrefix sets the prefix of every Redis key (default
+// DefaultKeyPrefix). It may not contain '{' or '}', which would change the
+// key's hash tag.
+func WithKeyPrefix(prefix string) Option {
+	return optionFunc(func(c *config) error {
+		if strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("%w: key prefix %q contains a brace", slidelog.ErrInvalidOption, prefix)
+		}
+		c.keyPrefix = prefix
+		return nil
+	})
+}
+
+// WithKeySecret sets the secret of the HMAC that turns identities into
+// Redis keys. Every instance sharing a Redis must use the same secret.
+// Without one the HMAC key is empty: keys stay distinct and brace-proof,
+// but a client that can pick its identity freely could search for
+// identities that land on one Cluster slot.
+func WithKeySecret(secret []byte) Option {
+	return optionFunc(func(c *config) error {
+		c.keySecret = append([]byte(nil), secret...)
+		return nil
+	})
+}
+
+// WithClock makes the store send the time from clock instead of letting
+// the script read the Redis server's. It exists for tests that move time
+// by hand; production code should not use it, since app instances with
+// skewed clocks would disagree. Times are truncated to microseconds; a
+// nil clock keeps the default.
+func WithClock(clock func() time.Time) Option {
+	return optionFunc(func(c *config) error {
+		c.clock = clock
+		return nil
+	})
+}
+
+// WithLogger sets where New logs what it finds wrong with the servers or
+// the client, such as an evicting maxmemory-policy (default
+// slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", slidelog.ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// WithStrictConfig makes New fail with ErrUnsafeConfig when a server runs
+// an evicting maxmemory-policy, instead of logging a warning.
+func WithStrictConfig() Option {
+	return optionFunc(func(c *config) error {
+		c.strict = true
+		return nil
+	})
+}
+
+// Clock returns the clock given with WithClock, nil for the servers'.
+func (s *Store) Clock() func() time.Time { return s.clock }
+
+// Key returns the Redis key that holds the log of identity in namespace
+// (slidelog.Request.Namespace: a limiter's name). The
+// costs of the log's entries and its per-window sums live beside it, in
+// Key + ":c" and Key + ":s", in the same hash slot. The HMAC reads
+// the namespace's length as a uvarint, the namespace, then the identity,
+// so no two (namespace, identity) pairs share a key.
+func (s *Store) Key(namespace, identity string) string {
+	mac := s.macs.Get().(hash.Hash)
+	mac.Reset()
+	var n [binary.MaxVarintLen64]byte
+	mac.Write(n[:binary.PutUvarint(n[:], uint64(len(namespace)))])
+	mac.Write([]byte(namespace))
+	mac.Write([]byte(identity))
+	var sum [sha256.Size]byte
+	tag := mac.Sum(sum[:0])[:keyTagBytes]
+	s.macs.Put(mac)
+	var buf [64]byte
+	b := append(buf[:0], s.prefix...)
+	b = append(b, '{')
+	b = base64.RawURLEncoding.AppendEncode(b, tag)
+	b = append(b, '}')
+	return string(b)
+}
+
+// Node implements slidelog.NodeStore: on a Cluster, the address of the
+// master holding req's key by the client's slot map; "" on a single
+// server.
+func (s *Store) Node(ctx context.Context, req slidelog.Request) string {
+	return s.route(ctx, req).node
+}
+
+// Take implements slidelog.Store with one run of the decision script,
+// through the pipelines of the key's node.
+func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	if err := req.Validate(); err != nil {
+		return slidelog.Result{}, err
+	}
+	reply, err := s.pipes.run(ctx, s.script(), s.route(ctx, req), slidelog.WatchFrom(ctx), s.args(opTake, req, 0))
+	if err != nil {
+		return slidelog.Result{}, s.failed(ctx, err)
+	}
+	if len(reply) != 3+3*len(req.Policies) {
+		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
+	}
+	return decode(reply, req.Policies, slidelog.SourceRedis), nil
+}
+
+// failed turns a failed call's error into one wrapping
+// slidelog.ErrUnavailable. A server that could not compile the script
+// makes the store read the versions again; any other failure but the
+// caller's own cancellation makes a Cluster client reload its slot map,
+// so that it finds a promoted replica soon.
+func (s *Store) failed(ctx context.Context, err error) error {
+	if compileError(err) {
+		s.redetect(ctx)
+	}
+	if ctx.Err() == nil || errors.Is(context.Cause(ctx), slidelog.ErrStalled) {
+		s.topology.reload()
+	}
+	return unavailable(ctx, err)
+}
+
+// route is where req's decision runs: its key and, on a Cluster, the
+// address of the master holding it ("" on a single server or when the
+// slot map does not know yet; the client then routes by key itself).
+type route struct{ key, node string }
+
+func (s *Store) route(ctx context.Context, req slidelog.Request) route {
+	r := route{key: s.Key(req.Namespace, req.Key)}
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		if m, err := c.MasterForKey(ctx, r.key); err == nil {
+			r.node = m.Options().Addr
+		}
+	}
+	return r
+}
+
+// args are the script's arguments for op on req; at is the time of a
+// recorded admission in microseconds (0 for the other operations).
+func (s *Store) args(op string, req slidelog.Request, at int64) []any {
+	args := make([]any, 0, 5+2*len(req.Policies))
+	args = append(args, op, s.nowArg(), member(req.ID), req.Cost, at)
+	for _, p := range req.Policies {
+		args = append(args, p.Limit, p.Window.Microseconds())
+	}
+	return args
+}
+
+// script returns the variant of the decision script the servers run.
+func (s *Store) script() *redis.Script {
+	if s.legacy.Load() {
+		return legacyScript
+	}
+	return script
+}
+
+// Refund implements slidelog.Store with one run of the script: it removes the
+// request's entry and subtracts the cost recorded with it (whatever
+// req.Cost says) from every window that counts it.
+func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
+	req.Cost, req.Policies = 1, nil
+	err := s.script().Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), s.args(opRefund, req, 0)...).Err()
+	if err != nil {
+		return s.failed(ctx, err)
+	}
+	return nil
+}
+
+// Record implements slidelog.Recorder: it writes an admission that was decided elsewhere (the limiter's
+// local fallback while Redis was unreachable) into req's log at time at,
+// to the microsecond, with req.Cost, without checking any limit: from
+// then on it counts against later decisions until at plus each window.
+// It is one run of the script, on the key and slot of Take. Recording an
+// ID already in the log, by Take or Record, changes nothing; an
+// admission that has left every window of req.Policies is not written.
+// It fails with slidelog.ErrInvalidPolicy, ErrInvalidCost or
+// ErrUnavailable.
+func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) error {
+	if err := req.ValidateRecord(at); err != nil {
+		return err
+	}
+	if _, err := s.pipes.run(ctx, s.script(), s.route(ctx, req), slidelog.WatchFrom(ctx), s.args(opRecord, req, at.UnixMicro())); err != nil {
+		return s.failed(ctx, err)
+	}
+	return nil
+}
+
+// Reset implements slidelog.Store: it deletes the identity's keys.
+func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
+	if err := s.client.Del(ctx, logKeys(s.Key(req.Namespace, req.Key))...).Err(); err != nil {
+		return unavailable(ctx, err)
+	}
+	return nil
+}
+
+// Close implements slidelog.Store. It does not close the Redis client, which the
+// caller owns.
+func (s *Store) Close() error { return nil }
+
+func (s *Store) nowArg() int64 {
+	if s.clock == nil {
+		return 0 // the script reads the server's clock
+	}
+	return s.clock().UnixMicro()
+}
+
+// memberBytes is the length of a log entry's member: the low 48 bits of
+// the request ID. Six bytes keep an entry's member in jemalloc's 8-byte
+// size class inside a skiplist (an 8-byte member takes 16) and shorten
+// every listpack entry, while two requests of one key share a member with
+// probability about n/2^48 per admission (n entries in the window): such
+// a collision would read as a retry and let one request through
+// unrecorded, about once in 10^11 admissions into a full log of 2,000.
+const memberBytes = 6
+
+// member is the binary form of a request ID's low 48 bits: the shortest
+// member that stays unique per call. Retries of a call send the same one.
+func member(id uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], id)
+	return string(b[8-memberBytes:])
+}
+
+// decode turns the reply of the script's take into a Result.
+func decode(reply []int64, policies []slidelog.Policy, source slidelog.Source) slidelog.Result {
+	allowed := reply[0] == 1
+	states := make([]slidelog.PolicyResult, len(policies))
+	for i, p := range policies {
+		v := reply[3+3*i:]
+		states[i] = slidelog.PolicyResult{
+			Policy:     p,
+			Allowed:    allowed || v[1] == 0,
+			Remaining:  int(v[0]),
+			RetryAfter: time.Duration(v[1]) * time.Microsecond,
+			ResetAfter: time.Duration(v[2]) * time.Microsecond,
+		}
+	}
+	res := slidelog.NewResult(states, source)
+	res.DecidedAt = time.UnixMicro(reply[1])
+	res.StableFor = time.Duration(reply[2]) * time.Microsecond
+	return res
+}
+
+// unavailable wraps a Redis error in ErrUnavailable, keeping the context's
+// own error visible when the caller gave up.
+func unavailable(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("%w: %w (%w)", slidelog.ErrUnavailable, ctxErr, err)
+	}
+	return fmt.Errorf("%w: %w", slidelog.ErrUnavailable, err)
+}
