@@ -8,6 +8,7 @@ type bucketRing struct {
 	p           int64   // bucket width, microseconds
 	cum         []int64 // cum[b mod len] = units recorded in buckets <= b (wrapping)
 	first, last int64   // buckets held; last == first-1 when none
+	off         int64   // slot of bucket first
 	base        int64   // units recorded in buckets before first
 	// retain is the longest window of precision p a limiter of this log
 	// needs, until retainUntil.
@@ -28,13 +29,16 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func (r *bucketRing) slot(b int64) *int64 {
-	n := int64(len(r.cum))
-	i := b % n
-	if i < 0 {
-		i += n
+// slot returns the counter of bucket b, first <= b < first+len(cum),
+// without a division.
+func (r *bucketRing) slot(b int64) *int64 { return &r.cum[r.index(b)] }
+
+func (r *bucketRing) index(b int64) int64 {
+	i := b - r.first + r.off
+	if n := int64(len(r.cum)); i >= n {
+		i -= n
 	}
-	return &r.cum[i]
+	return i
 }
 
 // top is the units recorded in every bucket held.
@@ -67,10 +71,11 @@ func (r *bucketRing) trim(lo int64) {
 	}
 	if lo > r.last {
 		r.base = r.top()
-		r.first, r.last = lo, lo-1
+		r.first, r.last, r.off = lo, lo-1, 0
 		return
 	}
 	r.base = *r.slot(lo - 1)
+	r.off = r.index(lo)
 	r.first = lo
 }
 
@@ -82,7 +87,7 @@ func (r *bucketRing) span(b int64) {
 	}
 	cum := make([]int64, need+need/4+1)
 	old := *r
-	r.cum = cum
+	r.cum, r.off = cum, 0
 	for j := old.first; j <= old.last; j++ {
 		*r.slot(j) = *old.slot(j)
 	}
@@ -122,6 +127,9 @@ func (r *bucketRing) sub(b, cost int64) {
 func (r *bucketRing) search(lo int64, base, k int64) int64 {
 	lo = max(lo, r.first)
 	hi := r.last + 1
+	if lo < hi && *r.slot(lo)-base >= k {
+		return lo // the usual case when the oldest bucket is full
+	}
 	for lo < hi {
 		m := lo + (hi-lo)/2
 		if *r.slot(m)-base >= k {
@@ -133,13 +141,16 @@ func (r *bucketRing) search(lo int64, base, k int64) int64 {
 	return lo
 }
 
-// newest returns the newest nonempty bucket, or ok == false.
+// newest returns the newest nonempty bucket, or ok == false: the last
+// bucket, or when it is empty the first whose running sum reaches the top.
 func (r *bucketRing) newest() (int64, bool) {
 	t := r.top()
 	if t == r.base {
 		return 0, false
 	}
-	// The first bucket whose running sum reaches the top.
+	if r.last == r.first || *r.slot(r.last-1) != t {
+		return r.last, true
+	}
 	return r.search(r.first, r.base, t-r.base), true
 }
 

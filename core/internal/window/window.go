@@ -294,8 +294,12 @@ func (l *Log) Take(now int64, id uint64, cost int64, policies []Policy, out []St
 	l.prepare(now, policies)
 	out = out[:len(policies)]
 	allowed := true
+	var from [8]int64 // count's second result per policy, for the first 8
 	for i, p := range policies {
-		units, _ := l.count(now, p)
+		units, f := l.count(now, p)
+		if i < len(from) {
+			from[i] = f
+		}
 		out[i] = State{Allowed: units+cost <= p.Limit, Remaining: units}
 		allowed = allowed && out[i].Allowed
 	}
@@ -325,12 +329,19 @@ func (l *Log) Take(now int64, id uint64, cost int64, policies []Policy, out []St
 			continue
 		}
 		r := l.ring(p.Precision)
-		lo := r.lowest(now, p.Window)
+		lo := from[min(i, len(from)-1)]
+		if i >= len(from) {
+			lo = r.lowest(now, p.Window)
+		}
 		if !allowed && units > 0 {
 			base := r.through(lo - 1)
-			steady = minPositive(steady, (r.search(lo, base, 1)+1)*r.p+p.Window-now)
+			oldest := r.search(lo, base, 1)
+			steady = minPositive(steady, (oldest+1)*r.p+p.Window-now)
 			if !st.Allowed {
-				st.RetryAfter = (r.search(lo, base, units+cost-p.Limit)+1)*r.p + p.Window - now
+				if k := units + cost - p.Limit; k > 1 {
+					oldest = r.search(oldest, base, k)
+				}
+				st.RetryAfter = (oldest+1)*r.p + p.Window - now
 			}
 		}
 		if b, ok := r.newest(); ok {
