@@ -148,7 +148,7 @@ func (r *bucketRing) newest() (int64, bool) {
 	if t == r.base {
 		return 0, false
 	}
-	if r.last == r.first || *r.slot(r.last-1) != t {
+	if r.last == r.first || *r.slot(r.last - 1) != t {
 		return r.last, true
 	}
 	return r.search(r.first, r.base, t-r.base), true
