@@ -1,0 +1,163 @@
+package window
+
+// bucketRing is the bucketed model for one precision p: counters of the
+// buckets [first, last], bucket b holding the admissions stamped in
+// [b·p, (b+1)·p), kept as running sums so that the units of any range of
+// buckets are one subtraction. first only ever moves forward.
+type bucketRing struct {
+	p           int64   // bucket width, microseconds
+	cum         []int64 // cum[b mod len] = units recorded in buckets <= b (wrapping)
+	first, last int64   // buckets held; last == first-1 when none
+	off         int64   // slot of bucket first
+	base        int64   // units recorded in buckets before first
+	// retain is the longest window of precision p a limiter of this log
+	// needs, until retainUntil.
+	retain, retainUntil int64
+	// bornSeq is the log's admission sequence number when the ring was
+	// made: a refund of an admission recorded before it is not subtracted,
+	// since the ring may never have counted it.
+	bornSeq uint64
+	live    bool
+}
+
+// floorDiv is a/b rounded toward minus infinity (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// slot returns the counter of bucket b, first <= b < first+len(cum),
+// without a division.
+func (r *bucketRing) slot(b int64) *int64 { return &r.cum[r.index(b)] }
+
+func (r *bucketRing) index(b int64) int64 {
+	i := b - r.first + r.off
+	if n := int64(len(r.cum)); i >= n {
+		i -= n
+	}
+	return i
+}
+
+// top is the units recorded in every bucket held.
+func (r *bucketRing) top() int64 {
+	if r.last < r.first {
+		return r.base
+	}
+	return *r.slot(r.last)
+}
+
+// through returns the units recorded in buckets <= b.
+func (r *bucketRing) through(b int64) int64 {
+	switch {
+	case b < r.first:
+		return r.base
+	case b >= r.last:
+		return r.top()
+	}
+	return *r.slot(b)
+}
+
+// lowest is the oldest bucket that counts at now for window w: the first
+// whose end, (b+1)·p, is after now-w.
+func (r *bucketRing) lowest(now, w int64) int64 { return floorDiv(now-w, r.p) }
+
+// trim forgets the buckets before lo.
+func (r *bucketRing) trim(lo int64) {
+	if lo <= r.first {
+		return
+	}
+	if lo > r.last {
+		r.base = r.top()
+		r.first, r.last, r.off = lo, lo-1, 0
+		return
+	}
+	r.base = *r.slot(lo - 1)
+	r.off = r.index(lo)
+	r.first = lo
+}
+
+// span makes the ring hold buckets first..b.
+func (r *bucketRing) span(b int64) {
+	need := b - r.first + 1
+	if need <= int64(len(r.cum)) {
+		return
+	}
+	cum := make([]int64, need+need/4+1)
+	old := *r
+	r.cum, r.off = cum, 0
+	for j := old.first; j <= old.last; j++ {
+		*r.slot(j) = *old.slot(j)
+	}
+}
+
+// add records cost units in bucket b, or in first when b is older (a
+// later bucket counts longer, so this only over-counts). The caller has
+// trimmed the ring to the retention, so b >= first for any admission
+// still inside it unless the clock went back.
+func (r *bucketRing) add(b, cost int64) {
+	b = max(b, r.first)
+	if b > r.last {
+		r.span(b)
+		t := r.top()
+		for j := r.last + 1; j <= b; j++ {
+			*r.slot(j) = t
+		}
+		r.last = b
+	}
+	for j := b; j <= r.last; j++ {
+		*r.slot(j) += cost
+	}
+}
+
+// sub removes cost units recorded in bucket b, if the ring still holds it.
+func (r *bucketRing) sub(b, cost int64) {
+	if b < r.first || b > r.last {
+		return
+	}
+	for j := b; j <= r.last; j++ {
+		*r.slot(j) -= cost
+	}
+}
+
+// search returns the first bucket in [lo, r.last] whose running sum
+// minus base reaches k (k >= 1), or r.last+1.
+func (r *bucketRing) search(lo int64, base, k int64) int64 {
+	lo = max(lo, r.first)
+	hi := r.last + 1
+	if lo < hi && *r.slot(lo)-base >= k {
+		return lo // the usual case when the oldest bucket is full
+	}
+	for lo < hi {
+		m := lo + (hi-lo)/2
+		if *r.slot(m)-base >= k {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// newest returns the newest nonempty bucket, or ok == false: the last
+// bucket, or when it is empty the first whose running sum reaches the top.
+func (r *bucketRing) newest() (int64, bool) {
+	t := r.top()
+	if t == r.base {
+		return 0, false
+	}
+	if r.last == r.first || *r.slot(r.last - 1) != t {
+		return r.last, true
+	}
+	return r.search(r.first, r.base, t-r.base), true
+}
+
+// reset forgets every bucket but keeps the ring's memory.
+func (r *bucketRing) reset() {
+	cum := r.cum
+	*r = bucketRing{cum: cum}
+}
+
+func (r *bucketRing) bytes() int { return cap(r.cum) * 8 }

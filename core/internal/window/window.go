@@ -1,0 +1,464 @@
+// Package window holds the per-identity state of slidelog's in-memory
+// store and of the limiter's local fallback: a [Log] per identity decides
+// requests against one or more rolling-window policies at a cost per
+// decision that does not grow with the number of admissions in the window.
+//
+// Times and durations are microseconds, as the stores keep them. A Log is
+// not safe for concurrent use: the store locks per key.
+//
+// Two models share a Log, chosen per policy by [Policy.Precision]:
+//
+//   - Exact (Precision 0): one entry per admission (time, request ID,
+//     running sum of costs) in a ring buffer, oldest first. Each window
+//     length keeps a cursor on its oldest entry, moved forward as time
+//     passes, so a decision against k policies costs O(k) amortised. The
+//     ring holds the entries of the longest exact window, which admissions
+//     keep within that window's limit (Record, which checks nothing, may
+//     exceed it).
+//   - Bucketed (Precision P > 0): admissions are counted in buckets of
+//     width P aligned to the Unix epoch (bucket floor(t/P)), and a bucket
+//     counts while its end, (b+1)·P, is after now-W. The count is never
+//     below the exact one, so no rolling window ever admits more than the
+//     limit. Counters are kept as running sums in a ring of about W/P+1
+//     buckets per precision, whatever the limit.
+//
+// A request may mix both models; every admission is recorded in every
+// structure the Log holds, and a request is admitted only if every policy
+// has room (all or nothing).
+//
+// Take does not detect replays: a Take with an ID already recorded is
+// decided and recorded again. Retries only happen across a network, so a
+// memory store need not look for them; [Log.Recorded] tells, by a scan,
+// when a caller must know. Record and Refund find admissions by ID: in the
+// exact ring by a scan, and for the bucketed model in a set of the last
+// [RecentIDs] admissions (see Refund for what that bounds).
+package window
+
+import "unsafe"
+
+// Policy is one rolling-window limit: at most Limit units in any window of
+// Window microseconds. Precision is 0 for the exact model, otherwise the
+// bucket width in microseconds. The caller validates policies: Limit >= 1,
+// Window >= 1, 0 <= Precision <= Window.
+type Policy struct {
+	Limit     int64
+	Window    int64
+	Precision int64
+}
+
+// State is one policy's state after a decision, durations in microseconds.
+type State struct {
+	// Allowed reports whether the policy had room for the request's cost.
+	Allowed bool
+	// Remaining is the units still free after the decision (before it, on
+	// a denial, since a denial records nothing), at least 0.
+	Remaining int64
+	// RetryAfter is, when the policy had no room, exactly how long until
+	// enough units leave the window for the cost to fit; otherwise 0.
+	RetryAfter int64
+	// ResetAfter is how long until the window holds nothing, at least 0.
+	ResetAfter int64
+}
+
+// Decision is the outcome of Take.
+type Decision struct {
+	// Allowed reports whether every policy had room and the request was
+	// recorded.
+	Allowed bool
+	// Steady is, on a denial, how long until the first admission (or
+	// bucket) leaves any policy's window: until then every State of the
+	// denial holds but for the elapsed time. Zero when allowed.
+	Steady int64
+}
+
+// RecentIDs is how many of its latest admissions a Log with bucketed
+// policies remembers by ID, for Refund and Record's idempotency.
+const RecentIDs = 16
+
+// recent is an admission remembered by ID for the bucketed model.
+type recent struct {
+	id   uint64
+	at   int64
+	cost int64 // 0 once refunded
+	seq  uint64
+}
+
+// Log is one identity's state. The zero Log is empty and ready to use.
+type Log struct {
+	exact   exactLog
+	rings   []bucketRing
+	recent  []recent // ring of RecentIDs, allocated with the first bucket ring
+	next    int      // slot of recent to write next
+	seq     uint64   // admissions recorded so far
+	expires int64
+}
+
+// ring returns the bucket ring of precision p, or nil.
+func (l *Log) ring(p int64) *bucketRing {
+	for i := range l.rings {
+		if l.rings[i].p == p {
+			return &l.rings[i]
+		}
+	}
+	return nil
+}
+
+// prepare brings the log to now for the given policies: it updates each
+// structure's retention (the longest window a limiter used within that
+// window wins), makes the structures the policies need, drops those no
+// limiter needs any more, and evicts what left every window.
+func (l *Log) prepare(now int64, policies []Policy) {
+	var exactW int64
+	for _, p := range policies {
+		if p.Precision == 0 {
+			exactW = max(exactW, p.Window)
+		}
+	}
+	x := &l.exact
+	if exactW > 0 {
+		if !x.live {
+			l.newExact(now)
+		}
+		if !(x.retain > exactW && x.retainUntil > now) {
+			x.retain, x.retainUntil = exactW, now+exactW
+		}
+	} else if x.live && x.retainUntil <= now {
+		x.reset()
+	}
+	// Rings the policies use, then rings nobody uses any more.
+	for _, p := range policies {
+		if p.Precision == 0 {
+			continue
+		}
+		w := p.Window
+		for _, q := range policies {
+			if q.Precision == p.Precision {
+				w = max(w, q.Window)
+			}
+		}
+		r := l.ring(p.Precision)
+		if r == nil {
+			r = l.newRing(now, p.Precision, w)
+		}
+		if !(r.retain > w && r.retainUntil > now) {
+			r.retain, r.retainUntil = w, now+w
+		}
+	}
+	for i := 0; i < len(l.rings); i++ {
+		if r := &l.rings[i]; r.retainUntil <= now && !uses(policies, r.p) {
+			last := len(l.rings) - 1
+			l.rings[i], l.rings[last] = l.rings[last], l.rings[i]
+			l.rings[last].reset()
+			l.rings = l.rings[:last]
+			i--
+		}
+	}
+	if x.live {
+		x.evict(now - x.retain)
+	}
+	for i := range l.rings {
+		r := &l.rings[i]
+		r.trim(r.lowest(now, r.retain))
+	}
+	for _, p := range policies {
+		l.expires = max(l.expires, now+p.Window)
+	}
+}
+
+func uses(policies []Policy, precision int64) bool {
+	for _, p := range policies {
+		if p.Precision == precision {
+			return true
+		}
+	}
+	return false
+}
+
+// newExact starts the exact log, seeded from a bucket ring if there is one:
+// each bucket's units become one entry stamped at the bucket's last
+// microsecond (no later than now), which counts at least as long as the
+// admissions it stands for.
+func (l *Log) newExact(now int64) {
+	x := &l.exact
+	x.live = true
+	if len(l.rings) == 0 {
+		return
+	}
+	r := &l.rings[0]
+	prev := r.base
+	for b := r.first; b <= r.last; b++ {
+		c := *r.slot(b)
+		if c-prev > 0 {
+			x.insert(min((b+1)*r.p-1, now), 0, c-prev)
+		}
+		prev = c
+	}
+}
+
+// newRing adds a bucket ring of precision p for windows up to w, seeded
+// from the exact log if it is live, else from another ring (each of its
+// buckets' units placed in the bucket holding its last microsecond).
+func (l *Log) newRing(now, p, w int64) *bucketRing {
+	if l.recent == nil {
+		l.recent = make([]recent, RecentIDs)
+	}
+	lo := floorDiv(now-w, p)
+	n := (w+p-1)/p + 1
+	var cum []int64
+	if cap(l.rings) > len(l.rings) {
+		cum = l.rings[:len(l.rings)+1][len(l.rings)].cum // memory of a dropped ring
+	}
+	if int64(cap(cum)) >= n {
+		cum = cum[:n]
+		clear(cum)
+	} else {
+		cum = make([]int64, n)
+	}
+	l.rings = append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq, live: true})
+	r := &l.rings[len(l.rings)-1]
+	if x := &l.exact; x.live {
+		for pos := x.head; pos < x.tail; pos++ {
+			if b := floorDiv(x.get(pos).at, p); b >= lo {
+				r.add(b, x.costAt(pos))
+			}
+		}
+	} else if len(l.rings) > 1 {
+		o := &l.rings[0]
+		prev := o.base
+		for b := o.first; b <= o.last; b++ {
+			c := *o.slot(b)
+			if c-prev > 0 {
+				if nb := floorDiv((b+1)*o.p-1, p); nb >= lo {
+					r.add(nb, c-prev)
+				}
+			}
+			prev = c
+		}
+	}
+	return r
+}
+
+// record writes an admission into every structure the log holds: into
+// the exact log unless at has left its retention, into each ring unless
+// its bucket has left the ring's. It reports whether anything was written.
+func (l *Log) record(now, at int64, id uint64, cost int64) bool {
+	wrote := false
+	if x := &l.exact; x.live && at > now-x.retain {
+		x.insert(at, id, cost)
+		wrote = true
+	}
+	inRing := false
+	for i := range l.rings {
+		r := &l.rings[i]
+		if b := floorDiv(at, r.p); b >= r.lowest(now, r.retain) {
+			r.add(b, cost)
+			inRing = true
+		}
+	}
+	if inRing {
+		l.seq++
+		l.recent[l.next] = recent{id: id, at: at, cost: cost, seq: l.seq}
+		l.next = (l.next + 1) % len(l.recent)
+		wrote = true
+	}
+	if wrote {
+		for _, r := range l.rings {
+			l.expires = max(l.expires, (floorDiv(at, r.p)+1)*r.p+r.retain)
+		}
+		if l.exact.live {
+			l.expires = max(l.expires, at+l.exact.retain)
+		}
+	}
+	return wrote
+}
+
+// count returns the units counted against policy p at now, and for the
+// exact model the position of the oldest entry in its window, for the
+// bucketed model the oldest bucket that counts.
+func (l *Log) count(now int64, p Policy) (units int64, from int64) {
+	if p.Precision == 0 {
+		x := &l.exact
+		pos := x.seek(p.Window, now-p.Window)
+		return x.cumBefore(x.tail) - x.cumBefore(pos), int64(pos)
+	}
+	r := l.ring(p.Precision)
+	lo := r.lowest(now, p.Window)
+	return r.top() - r.through(lo-1), lo
+}
+
+// Take decides a request of cost units (1 <= cost <= every limit) at now
+// against policies, recording it under id when every policy has room.
+// It writes the state of policies[i] to out[i]; out must be at least as
+// long as policies. On a warm log it allocates nothing.
+func (l *Log) Take(now int64, id uint64, cost int64, policies []Policy, out []State) Decision {
+	l.prepare(now, policies)
+	out = out[:len(policies)]
+	allowed := true
+	var from [8]int64 // count's second result per policy, for the first 8
+	for i, p := range policies {
+		units, f := l.count(now, p)
+		if i < len(from) {
+			from[i] = f
+		}
+		out[i] = State{Allowed: units+cost <= p.Limit, Remaining: units}
+		allowed = allowed && out[i].Allowed
+	}
+	if allowed {
+		l.record(now, now, id, cost)
+	}
+	var steady int64
+	for i, p := range policies {
+		st := &out[i]
+		if allowed {
+			st.Remaining += cost
+		}
+		units := st.Remaining
+		st.Remaining = max(0, p.Limit-units)
+		if p.Precision == 0 {
+			x := &l.exact
+			pos := x.seek(p.Window, now-p.Window)
+			if !allowed && pos < x.tail {
+				steady = minPositive(steady, x.get(pos).at+p.Window-now)
+				if !st.Allowed {
+					st.RetryAfter = x.get(x.nth(pos, units+cost-p.Limit)).at + p.Window - now
+				}
+			}
+			if x.tail > x.head {
+				st.ResetAfter = max(0, x.get(x.tail-1).at+p.Window-now)
+			}
+			continue
+		}
+		r := l.ring(p.Precision)
+		lo := from[min(i, len(from)-1)]
+		if i >= len(from) {
+			lo = r.lowest(now, p.Window)
+		}
+		if !allowed && units > 0 {
+			base := r.through(lo - 1)
+			oldest := r.search(lo, base, 1)
+			steady = minPositive(steady, (oldest+1)*r.p+p.Window-now)
+			if !st.Allowed {
+				if k := units + cost - p.Limit; k > 1 {
+					oldest = r.search(oldest, base, k)
+				}
+				st.RetryAfter = (oldest+1)*r.p + p.Window - now
+			}
+		}
+		if b, ok := r.newest(); ok {
+			st.ResetAfter = max(0, (b+1)*r.p+p.Window-now)
+		}
+	}
+	return Decision{Allowed: allowed, Steady: steady}
+}
+
+func minPositive(a, b int64) int64 {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
+}
+
+// Record writes an admission decided elsewhere, stamped at (microseconds),
+// of cost units, without checking any limit; policies are the limiter's,
+// for retention. It is idempotent by id as far as the log can tell (see
+// Refund): an ID it still finds is not written again. It reports whether
+// it wrote: an admission that has already left every window is not.
+func (l *Log) Record(now, at int64, id uint64, cost int64, policies []Policy) bool {
+	l.prepare(now, policies)
+	if l.Recorded(id) {
+		return false
+	}
+	return l.record(now, at, id, cost)
+}
+
+// Recorded reports whether the log holds an admission of request id: in
+// the exact log, or among the last RecentIDs admissions for buckets. It
+// scans, so it is for rare paths.
+func (l *Log) Recorded(id uint64) bool {
+	if l.exact.find(id) >= 0 {
+		return true
+	}
+	return l.findRecent(id) >= 0
+}
+
+func (l *Log) findRecent(id uint64) int {
+	if id == 0 {
+		return -1
+	}
+	for i := range l.recent {
+		if l.recent[i].id == id && l.recent[i].cost > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// Refund removes the admission of request id with the cost it was recorded
+// with, and reports whether it found it. A second refund of the same ID
+// finds nothing and changes nothing.
+//
+// The exact log finds any admission it holds. Buckets hold no IDs: an
+// admission is found in the exact log or among the last RecentIDs
+// admissions, and its cost is subtracted from its bucket if that still
+// counts. An admission found in neither stays counted until its bucket
+// leaves the window: an over-count, which delays admissions but never
+// admits more than the limit; an under-count, which would, cannot happen,
+// since a refund is subtracted at most once and only from a bucket known
+// to hold it. Record's idempotency is bounded alike: an ID recorded again
+// after it left the recent set is counted twice, an over-count.
+func (l *Log) Refund(id uint64) bool {
+	if id == 0 {
+		return false
+	}
+	var at, cost int64
+	var seq uint64 // 0: not in the recent set
+	inExact := false
+	if pos := l.exact.find(id); pos >= 0 {
+		at, cost, inExact = l.exact.get(pos).at, l.exact.costAt(pos), true
+		l.exact.remove(pos)
+	}
+	if i := l.findRecent(id); i >= 0 {
+		at, cost, seq = l.recent[i].at, l.recent[i].cost, l.recent[i].seq
+		l.recent[i].cost = 0
+	}
+	if !inExact && seq == 0 {
+		return false
+	}
+	// A ring holds the admission in its bucket if it was made before the
+	// admission was recorded, or was seeded from the exact log holding it
+	// (an entry found by ID was in the exact log all along). Otherwise it
+	// may hold it elsewhere or not at all, and keeps counting it.
+	for i := range l.rings {
+		if r := &l.rings[i]; inExact || seq > r.bornSeq {
+			r.sub(floorDiv(at, r.p), cost)
+		}
+	}
+	return true
+}
+
+// Expires returns when (microseconds) every admission has left the longest
+// window a limiter used and that retention has lapsed: from then the log
+// decides like an empty one and may be dropped.
+func (l *Log) Expires() int64 { return l.expires }
+
+// Reset forgets every admission, keeping the memory for reuse.
+func (l *Log) Reset() {
+	l.exact.reset()
+	for i := range l.rings {
+		l.rings[i].reset()
+	}
+	l.rings = l.rings[:0]
+	clear(l.recent)
+	l.next, l.seq, l.expires = 0, 0, 0
+}
+
+// Bytes returns the memory the log holds, its own struct included, for
+// memory figures.
+func (l *Log) Bytes() int {
+	n := int(unsafe.Sizeof(*l)) + l.exact.bytes() + cap(l.recent)*int(unsafe.Sizeof(recent{}))
+	n += cap(l.rings) * int(unsafe.Sizeof(bucketRing{}))
+	for _, r := range l.rings[:cap(l.rings)] {
+		n += r.bytes()
+	}
+	return n
+}

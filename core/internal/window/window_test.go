@@ -1,0 +1,391 @@
+package window
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// admission is one admission in the brute-force model.
+type admission struct {
+	at, cost int64
+	id       uint64
+	active   bool // not refunded
+	exact    bool // written to the exact log
+}
+
+// model is the brute-force reference: a plain slice of admissions, counted
+// by direct sums, exact policies by time and bucketed ones by bucket.
+type model struct {
+	policies []Policy
+	adms     []*admission
+	recent   []*admission // the last RecentIDs admissions written to buckets
+	lastPrep int64        // now of the last Take or Record
+	exactR   int64        // longest exact window, 0 if none
+	ringR    map[int64]int64
+}
+
+func newModel(policies []Policy) *model {
+	m := &model{policies: policies, ringR: map[int64]int64{}}
+	for _, p := range policies {
+		if p.Precision == 0 {
+			m.exactR = max(m.exactR, p.Window)
+		} else {
+			m.ringR[p.Precision] = max(m.ringR[p.Precision], p.Window)
+		}
+	}
+	return m
+}
+
+// counts reports whether a counts against p at now.
+func counts(a *admission, p Policy, now int64) bool {
+	if !a.active {
+		return false
+	}
+	if p.Precision == 0 {
+		return a.at > now-p.Window
+	}
+	return (floorDiv(a.at, p.Precision)+1)*p.Precision > now-p.Window
+}
+
+func (m *model) findable(id uint64) bool {
+	for _, a := range m.adms {
+		if a.id == id && a.active && a.exact && a.at > m.lastPrep-m.exactR {
+			return true
+		}
+	}
+	for _, a := range m.recent {
+		if a.id == id && a.active {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *model) write(now, at int64, id uint64, cost int64) bool {
+	a := &admission{at: at, cost: cost, id: id, active: true, exact: m.exactR > 0 && at > now-m.exactR}
+	inRing := false
+	for p, r := range m.ringR {
+		if floorDiv(at, p) >= floorDiv(now-r, p) {
+			inRing = true
+		}
+	}
+	if inRing {
+		m.recent = append(m.recent, a)
+		if len(m.recent) > RecentIDs {
+			m.recent = m.recent[1:]
+		}
+	}
+	if !a.exact && !inRing {
+		return false
+	}
+	m.adms = append(m.adms, a)
+	return true
+}
+
+func (m *model) take(now int64, id uint64, cost int64) (Decision, []State) {
+	m.lastPrep = now
+	allowed := true
+	units := make([]int64, len(m.policies))
+	for i, p := range m.policies {
+		for _, a := range m.adms {
+			if counts(a, p, now) {
+				units[i] += a.cost
+			}
+		}
+		allowed = allowed && units[i]+cost <= p.Limit
+	}
+	if allowed {
+		m.write(now, now, id, cost)
+	}
+	out := make([]State, len(m.policies))
+	var steady int64
+	for i, p := range m.policies {
+		st := State{Allowed: units[i]+cost <= p.Limit}
+		u := units[i]
+		if allowed {
+			u += cost
+		}
+		st.Remaining = max(0, p.Limit-u)
+		// Admissions in the window, oldest first, as units leave it.
+		var in []*admission
+		for _, a := range m.adms {
+			if counts(a, p, now) {
+				in = append(in, a)
+			}
+		}
+		slices.SortStableFunc(in, func(a, b *admission) int { return int(a.at - b.at) })
+		leaves := func(a *admission) int64 {
+			if p.Precision == 0 {
+				return a.at + p.Window - now
+			}
+			return (floorDiv(a.at, p.Precision)+1)*p.Precision + p.Window - now
+		}
+		if !allowed && len(in) > 0 {
+			steady = minPositive(steady, leaves(in[0]))
+		}
+		if !st.Allowed {
+			need, sum := units[i]+cost-p.Limit, int64(0)
+			for _, a := range in {
+				if sum += a.cost; sum >= need {
+					st.RetryAfter = leaves(a)
+					break
+				}
+			}
+		}
+		for _, a := range m.adms {
+			if a.active {
+				st.ResetAfter = max(st.ResetAfter, leaves(a))
+			}
+		}
+		out[i] = st
+	}
+	return Decision{Allowed: allowed, Steady: steady}, out
+}
+
+func (m *model) record(now, at int64, id uint64, cost int64) bool {
+	m.lastPrep = now
+	if m.findable(id) {
+		return false
+	}
+	return m.write(now, at, id, cost)
+}
+
+// refund mirrors Log.Refund; the caller refunds only IDs with at most one
+// active admission.
+func (m *model) refund(id uint64) bool {
+	if !m.findable(id) {
+		return false
+	}
+	for _, a := range m.adms {
+		if a.id == id && a.active {
+			a.active = false
+		}
+	}
+	return true
+}
+
+var precisions = []int64{0, 0, 1_000, 7_000, 50_000}
+
+func randomPolicies(r *rand.Rand) []Policy {
+	n := 1 + r.IntN(3)
+	ps := make([]Policy, n)
+	for i := range ps {
+		w := int64(10_000 + r.IntN(400_000))
+		p := precisions[r.IntN(len(precisions))]
+		if p > w/2 {
+			p = 0
+		}
+		ps[i] = Policy{Limit: int64(1 + r.IntN(12)), Window: w, Precision: p}
+	}
+	return ps
+}
+
+// TestAgainstModel runs random sequences of Take, Record and Refund with
+// random costs, times and one to three policies, mixing exact and
+// bucketed, and compares every field with the brute-force model.
+func TestAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for seq := range 400 {
+		policies := randomPolicies(r)
+		minLimit := policies[0].Limit
+		for _, p := range policies {
+			minLimit = min(minLimit, p.Limit)
+		}
+		m := newModel(policies)
+		var l Log
+		out := make([]State, 3)
+		now := int64(1_700_000_000_000_000) + r.Int64N(1_000_000)
+		var ids []uint64
+		newID := func() uint64 {
+			id := r.Uint64() | 1
+			ids = append(ids, id)
+			return id
+		}
+		oldID := func() uint64 {
+			if len(ids) == 0 {
+				return r.Uint64() | 1
+			}
+			return ids[max(0, len(ids)-1-r.IntN(min(len(ids), 24)))]
+		}
+		for step := range 300 {
+			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
+			switch r.IntN(10) {
+			case 0:
+				now += r.Int64N(300_000)
+			case 1, 2:
+				now += r.Int64N(3_000)
+			}
+			switch op := r.IntN(10); {
+			case op < 7:
+				cost := 1 + r.Int64N(minLimit)
+				id := newID()
+				wantD, want := m.take(now, id, cost)
+				gotD := l.Take(now, id, cost, policies, out)
+				require.Equal(t, wantD, gotD, where)
+				require.Equal(t, want, out[:len(policies)], where)
+			case op < 9:
+				id := newID()
+				if r.IntN(3) == 0 {
+					id = oldID()
+				}
+				at := now - r.Int64N(500_000)
+				cost := 1 + r.Int64N(minLimit)
+				require.Equal(t, m.record(now, at, id, cost), l.Record(now, at, id, cost, policies), where)
+			default:
+				id := oldID()
+				active := 0
+				for _, a := range m.adms {
+					if a.id == id && a.active {
+						active++
+					}
+				}
+				if active > 1 {
+					continue
+				}
+				require.Equal(t, m.refund(id), l.Refund(id), where)
+			}
+		}
+	}
+}
+
+// TestBucketedNeverOverAdmits checks every rolling window of a flood
+// against bucketed policies: the most units admitted in any window of
+// length W stays at most the limit.
+func TestBucketedNeverOverAdmits(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 50 {
+		w := int64(100_000 + r.IntN(900_000))
+		p := Policy{Limit: int64(1 + r.IntN(50)), Window: w, Precision: w / int64(2+r.IntN(200))}
+		var l Log
+		out := make([]State, 1)
+		type adm struct{ at, cost int64 }
+		var admitted []adm
+		now := int64(1_000_000_000) + r.Int64N(1_000_000)
+		for range 5_000 {
+			now += r.Int64N(w / 50)
+			cost := 1 + r.Int64N(min(3, p.Limit))
+			if d := l.Take(now, r.Uint64()|1, cost, []Policy{p}, out); d.Allowed {
+				admitted = append(admitted, adm{now, cost})
+			}
+		}
+		// The busiest window ends at an admission.
+		var most int64
+		for i, end := range admitted {
+			var sum int64
+			for j := i; j >= 0 && admitted[j].at > end.at-w; j-- {
+				sum += admitted[j].cost
+			}
+			most = max(most, sum)
+		}
+		require.LessOrEqual(t, most, p.Limit, "policy %+v", p)
+		require.Greater(t, most, int64(0))
+	}
+}
+
+// TestBucketedStateBounded floods a limit of 1,000,000 for several windows
+// and checks the state stays at about W/P buckets.
+func TestBucketedStateBounded(t *testing.T) {
+	const w, prec = 60_000_000, 600_000 // one minute, 100 buckets
+	p := Policy{Limit: 1_000_000, Window: w, Precision: prec}
+	var l Log
+	out := make([]State, 1)
+	now := int64(1_700_000_000_000_000)
+	var maxBytes int
+	for i := range 2_000_000 {
+		now += 150 // ~6.7k per second: 400k per minute, within the limit
+		require.True(t, l.Take(now, uint64(i+1), 1, []Policy{p}, out).Allowed)
+		maxBytes = max(maxBytes, l.Bytes())
+	}
+	require.Len(t, l.rings, 1)
+	require.LessOrEqual(t, len(l.rings[0].cum), w/prec+1)
+	require.Less(t, maxBytes, 2_000, "bytes of state")
+	// And the exact log of the same flood holds one entry per admission.
+	var x Log
+	for i := range 500_000 {
+		x.Take(int64(1_000_000_000+150*i), uint64(i+1), 1, []Policy{{Limit: 1_000_000, Window: w}}, out)
+	}
+	require.Greater(t, x.Bytes(), 300_000*24)
+}
+
+// TestRefundTwiceChangesNothing refunds one admission twice, in both
+// models, and checks the second refund leaves the count alone.
+func TestRefundTwiceChangesNothing(t *testing.T) {
+	for _, prec := range []int64{0, 10_000} {
+		p := []Policy{{Limit: 5, Window: 1_000_000, Precision: prec}}
+		var l Log
+		out := make([]State, 1)
+		now := int64(1_000_000_000)
+		for i := range 3 {
+			require.True(t, l.Take(now, uint64(i+1), 1, p, out).Allowed)
+		}
+		require.True(t, l.Refund(2))
+		require.False(t, l.Refund(2))
+		l.Take(now, 10, 1, p, out)
+		require.Equal(t, int64(2), out[0].Remaining, "precision %d", prec)
+	}
+}
+
+// TestPolicyChangeKeepsCount switches a log between exact and bucketed
+// policies and checks that the admissions made under the first keep
+// counting under the second, at least as much as exactly.
+func TestPolicyChangeKeepsCount(t *testing.T) {
+	exact := []Policy{{Limit: 10, Window: 1_000_000}}
+	bucketed := []Policy{{Limit: 10, Window: 1_000_000, Precision: 100_000}}
+	for _, order := range [][2][]Policy{{exact, bucketed}, {bucketed, exact}} {
+		var l Log
+		out := make([]State, 1)
+		now := int64(1_000_000_000)
+		for i := range 6 {
+			require.True(t, l.Take(now+int64(i)*1_000, uint64(i+1), 1, order[0], out).Allowed)
+		}
+		l.Take(now+10_000, 100, 1, order[1], out)
+		require.Equal(t, int64(3), out[0].Remaining)
+		// A refund of an admission made before the switch may stay counted
+		// in the new structure, but never counts less.
+		l.Refund(3)
+		l.Take(now+11_000, 101, 1, order[1], out)
+		require.LessOrEqual(t, out[0].Remaining, int64(3))
+	}
+}
+
+// TestRefundBeforeRingBirth refunds an admission recorded before a ring
+// of a new precision was made, and not seeded into it (the exact log had
+// already let it go): the new ring must not subtract it.
+func TestRefundBeforeRingBirth(t *testing.T) {
+	const second, hour = 1_000_000, 3_600_000_000
+	before := []Policy{{Limit: 5, Window: second}, {Limit: 50, Window: hour, Precision: hour / 100}}
+	after := append(slices.Clone(before), Policy{Limit: 5, Window: 600 * second, Precision: 6 * second})
+	var l Log
+	out := make([]State, 3)
+	now := int64(1_700_000_000_000_000)
+	require.True(t, l.Take(now, 1, 2, before, out).Allowed) // X, cost 2
+	now += 5 * second
+	require.True(t, l.Take(now, 2, 1, before, out).Allowed) // W; the exact log lets X go
+	now += 5 * second
+	require.True(t, l.Take(now, 3, 1, after, out).Allowed) // Y: the new ring is seeded with W, not X
+	require.Equal(t, int64(3), out[2].Remaining)
+	require.True(t, l.Refund(1))
+	require.True(t, l.Take(now, 4, 1, after, out).Allowed) // Z
+	require.Equal(t, int64(2), out[2].Remaining, "the new ring counts W, Y and Z")
+	require.Equal(t, int64(47), out[1].Remaining, "the old ring counts W, Y and Z, X refunded")
+}
+
+// TestRefundPastRecentSetStaysCounted refunds, on a bucketed-only log, an
+// admission older than the last RecentIDs: it is not found and stays
+// counted (an over-count, never an under-count).
+func TestRefundPastRecentSetStaysCounted(t *testing.T) {
+	p := []Policy{{Limit: 100, Window: 1_000_000, Precision: 10_000}}
+	var l Log
+	out := make([]State, 1)
+	for i := range RecentIDs + 1 {
+		require.True(t, l.Take(1_000_000_000, uint64(i+1), 1, p, out).Allowed)
+	}
+	require.False(t, l.Refund(1))
+	require.True(t, l.Refund(2))
+	l.Take(1_000_000_000, 99, 1, p, out)
+	require.Equal(t, int64(100-RecentIDs-1), out[0].Remaining)
+}
