@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/prommetrics"
 )
 
 // targetLabels are the labels Prometheus adds to every scraped series.
@@ -72,9 +73,9 @@ func metricConstants(t *testing.T) []string {
 func registeredSeries(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	l, err := slidelog.New(failingStore{}, slidelog.Policy{Name: "api", Limit: 5, Window: time.Minute}, slidelog.WithMetrics(reg))
+	l, err := slidelog.New(failingStore{}, slidelog.Policy{Name: "api", Limit: 5, Window: time.Minute}, slidelog.WithObserver(prommetrics.New(reg)))
 	require.NoError(t, err)
-	for range slidelog.DefaultBreakerFailures + 1 {
+	for range 5 + 1 {
 		_, err := l.Allow(t.Context(), "client")
 		require.NoError(t, err)
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	golimiter "github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
-	"github.com/slidelog/slidelog/core"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/throttled/throttled/v2"
 	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
 	"github.com/ulule/limiter/v3"
@@ -65,11 +67,11 @@ var Memory = []string{SlidelogMemory, GoLimiter, HTTPRate, XTimeRate}
 func NewRedis(ctx context.Context, name string, client redis.UniversalClient, prefix string, limit int, window time.Duration) (Limiter, error) {
 	switch name {
 	case Slidelog, SlidelogNoPipelining, SlidelogNoDenyCache:
-		storeOpts := []slidelog.StoreOption{slidelog.WithKeyPrefix(prefix)}
+		storeOpts := []redisstore.Option{redisstore.WithKeyPrefix(prefix)}
 		if name == SlidelogNoPipelining {
-			storeOpts = append(storeOpts, slidelog.WithAutoPipelining(0))
+			storeOpts = append(storeOpts, redisstore.WithAutoPipelining(0))
 		}
-		store, err := slidelog.NewRedisStore(client, storeOpts...)
+		store, err := redisstore.New(client, storeOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +111,7 @@ func NewRedis(ctx context.Context, name string, client redis.UniversalClient, pr
 func NewMemory(name string, limit int, window time.Duration) (Limiter, error) {
 	switch name {
 	case SlidelogMemory:
-		return newSlidelog(slidelog.NewMemoryStore(), limit, window)
+		return newSlidelog(memstore.New(), limit, window)
 	case GoLimiter:
 		store, err := memorystore.New(&memorystore.Config{Tokens: uint64(limit), Interval: window})
 		if err != nil {
@@ -206,13 +208,13 @@ func (e *evalSHA) Allow(ctx context.Context, key string) (bool, error) {
 func (e *evalSHA) Close() error { return nil }
 
 // NewScript returns a contender that runs slidelog's decision script src
-// (core/script.lua) with one plain EVALSHA per call, on the keys
+// (core/redisstore/script.lua) with one plain EVALSHA per call, on the keys
 // slidelog's Redis store would use: what slidelog costs with nothing
 // around the script. Its arguments follow the script's header: now (0,
 // the server's clock), a unique member, cost 1, then limit and window in
 // microseconds.
 func NewScript(client redis.UniversalClient, src, prefix string, limit int, window time.Duration) (Limiter, error) {
-	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +224,7 @@ func NewScript(client redis.UniversalClient, src, prefix string, limit int, wind
 type plainScript struct {
 	client redis.UniversalClient
 	script *redis.Script
-	store  *slidelog.RedisStore
+	store  *redisstore.Store
 	limit  int
 	window int64
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
 )
 
 var frameworks = []string{"gin", "echo", "echov5", "chi", "fiber"}
@@ -45,7 +46,7 @@ func TestExamplesMemory(t *testing.T) {
 
 func TestExamplesCluster(t *testing.T) {
 	addrs := redisEnv(t, envClusterAddrs)
-	client := redis.NewClusterClient(slidelog.ClusterOptions(strings.Split(addrs, ",")...))
+	client := redis.NewClusterClient(redisstore.ClusterOptions(strings.Split(addrs, ",")...))
 	t.Cleanup(func() { _ = client.Close() })
 	for _, fw := range frameworks {
 		t.Run(fw, func(t *testing.T) {
@@ -59,7 +60,7 @@ func TestExamplesCluster(t *testing.T) {
 // one-address path of SLIDELOG_REDIS_ADDRS is the same code for all four.
 func TestExampleStandalone(t *testing.T) {
 	addr := redisEnv(t, envRedisAddr)
-	client := redis.NewClient(slidelog.ClientOptions(addr))
+	client := redis.NewClient(redisstore.ClientOptions(addr))
 	t.Cleanup(func() { _ = client.Close() })
 	runOnRedis(t, "chi", client, addr, "kind=redis ")
 }
@@ -85,7 +86,7 @@ func redisEnv(t *testing.T, name string) string {
 func runOnRedis(t *testing.T, fw string, client redis.UniversalClient, addrs, logKind string) {
 	const limit = 4
 	prefix := fmt.Sprintf("slidelog-e2e:%s:%d:", fw, time.Now().UnixNano())
-	store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slidelog/slidelog/bench/contender"
-	"github.com/slidelog/slidelog/core"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
 )
 
 // The boundary attack runs on a short window so that it takes seconds;
@@ -131,7 +132,7 @@ func rollingCounts(times []float64, w float64, ts []float64) []int {
 func measureMemoryUsage(ctx context.Context, topo topology, client redis.UniversalClient, prefix string) ([]Memory, error) {
 	var out []Memory
 	for _, limit := range []int{100, 2000} {
-		store, err := slidelog.NewRedisStore(client, slidelog.WithKeyPrefix(prefix))
+		store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 		if err != nil {
 			return out, err
 		}

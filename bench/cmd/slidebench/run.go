@@ -52,7 +52,7 @@ func runMain(args []string) error {
 	fs.IntVar(&cfg.rounds, "rounds", 6, "rounds per cell: contenders take turns, each round gets 1/rounds of the cell's time")
 	fs.StringVar(&callers, "callers", "1,16,64", "comma-separated numbers of concurrent callers")
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
-	fs.StringVar(&cfg.script, "script", "../core/script.lua", "slidelog's decision script, run with plain EVALSHA as a baseline (empty: skip)")
+	fs.StringVar(&cfg.script, "script", "../core/redisstore/script.lua", "slidelog's decision script, run with plain EVALSHA as a baseline (empty: skip)")
 	fs.BoolVar(&cfg.skipMemory, "skip-memory", false, "skip the in-memory cells")
 	if err := fs.Parse(args); err != nil {
 		return err
