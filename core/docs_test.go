@@ -24,17 +24,17 @@ func TestDocsMatchTheCode(t *testing.T) {
 	ops := readDoc(t, "../docs/operations.md")
 	readme := readDoc(t, "../README.md")
 
-	// The deny cache is off by default on a MemoryStore: the code ...
+	// The deny cache is off by default on a memstore.Store: the code ...
 	store := newMemoryStore(t)
 	l := newResilientLimiter(t, store, slidelog.PerMinute(1))
 	for i := range 3 {
 		res, err := l.Allow(t.Context(), "k")
 		require.NoError(t, err)
-		require.Equal(t, slidelog.SourceMemory, res.Source, "call %d on a MemoryStore without WithDenyCache", i+1)
+		require.Equal(t, slidelog.SourceMemory, res.Source, "call %d on a memstore.Store without WithDenyCache", i+1)
 	}
 	// ... and the docs.
-	require.NotContains(t, ops, "on by default for `RedisStore` and `MemoryStore`")
-	require.Contains(t, ops, "It is on by default for `RedisStore`. It is **off by default for `MemoryStore`**")
+	require.NotContains(t, ops, "on by default for `redisstore` and `memstore`")
+	require.Contains(t, ops, "It is on by default for `redisstore` and any other store. It is **off by default for `memstore`**")
 
 	// The guarantee holds while Redis decides, and points to the bound of
 	// the fallback.

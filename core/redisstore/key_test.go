@@ -1,4 +1,4 @@
-package slidelog_test
+package redisstore_test
 
 import (
 	"strings"

@@ -1,0 +1,3 @@
+module github.com/slidelog/slidelog/tools/apicount
+
+go 1.26.0
