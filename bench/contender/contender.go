@@ -54,6 +54,10 @@ const (
 // first, in the order they are run and shown.
 var Redis = []string{Slidelog, RedisRate, Ulule, Throttled}
 
+// RTT lists the contenders of the round-trip sweep (the Cluster with
+// latency added to every round trip): slidelog and the Redis peers.
+var RTT = []string{Slidelog, RedisRate, Ulule, Throttled}
+
 // RedisAll lists every Redis-backed row of the report, peers and
 // baselines included, in the order shown.
 var RedisAll = []string{Slidelog, SlidelogNoPipelining, SlidelogNoDenyCache, RedisRate, Ulule, Throttled, EvalSHA, SlidelogScript}

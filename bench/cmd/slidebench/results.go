@@ -70,6 +70,29 @@ type Cell struct {
 	// client sent; Commands/RoundTrips above 1 means pipelining. -1 in
 	// memory.
 	RoundTrips int64 `json:"round_trips"`
+
+	// The cells of the round-trip sweep (topology cluster-rtt) also have
+	// the latency added to every round trip, the median of PINGs through
+	// it on an idle connection, and what the Cluster's masters spent:
+	// RedisCmdUsec, the commandstats time of the commands the client
+	// sent (CONFIG RESETSTAT before each slice), and RedisCPUUsec, the
+	// processes' CPU time (user + system), both in microseconds.
+	AddedRTT Duration `json:"added_rtt,omitempty"`
+	ProbeRTT Duration `json:"probe_rtt,omitempty"`
+	// AppliedP50 and AppliedP99 are the delay the proxies actually gave
+	// the replies during the measured part (timer lateness included).
+	AppliedP50   Duration `json:"applied_p50,omitempty"`
+	AppliedP99   Duration `json:"applied_p99,omitempty"`
+	RedisCmdUsec float64  `json:"redis_cmd_usec,omitempty"`
+	RedisCPUUsec float64  `json:"redis_cpu_usec,omitempty"`
+	// After the cell without added latency: the contender's keys in
+	// Redis, their MEMORY USAGE (SAMPLES 0), and of those the sorted
+	// sets, their bytes and entries.
+	RedisKeys  int64 `json:"redis_keys,omitempty"`
+	RedisBytes int64 `json:"redis_bytes,omitempty"`
+	ZSets      int64 `json:"zsets,omitempty"`
+	ZSetBytes  int64 `json:"zset_bytes,omitempty"`
+	Entries    int64 `json:"entries,omitempty"`
 }
 
 // Accuracy is one limiter's admissions under the boundary attack.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,12 +35,14 @@ type runConfig struct {
 	only       string
 	script     string
 	skipMemory bool
+	rtts       []time.Duration
+	rttCallers int
 }
 
 func runMain(args []string) error {
 	fs := newFlagSet("run")
 	var cfg runConfig
-	var clusterAddrs, callers string
+	var clusterAddrs, callers, rtts string
 	fs.StringVar(&cfg.out, "out", "results/latest.json", "results file to write")
 	fs.StringVar(&cfg.standalone, "redis", os.Getenv("SLIDELOG_REDIS_ADDR"), "standalone Redis host:port (default $SLIDELOG_REDIS_ADDR)")
 	fs.StringVar(&clusterAddrs, "cluster", os.Getenv("SLIDELOG_CLUSTER_ADDRS"), "comma-separated Redis Cluster seeds (default $SLIDELOG_CLUSTER_ADDRS)")
@@ -54,6 +57,8 @@ func runMain(args []string) error {
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
 	fs.StringVar(&cfg.script, "script", "../core/redisstore/script.lua", "slidelog's decision script, run with plain EVALSHA as a baseline (empty: skip)")
 	fs.BoolVar(&cfg.skipMemory, "skip-memory", false, "skip the in-memory cells")
+	fs.StringVar(&rtts, "rtt", "0,200us,1ms", "comma-separated round-trip latencies added between client and Cluster nodes (in-process toxiproxy); empty: skip")
+	fs.IntVar(&cfg.rttCallers, "rtt-callers", 64, "concurrent callers in the round-trip sweep")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,6 +76,19 @@ func runMain(args []string) error {
 			return fmt.Errorf("bad -callers %q", callers)
 		}
 		cfg.callers = append(cfg.callers, n)
+	}
+	for r := range strings.SplitSeq(rtts, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		d, err := time.ParseDuration(r)
+		if r == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 {
+			return fmt.Errorf("bad -rtt %q", rtts)
+		}
+		cfg.rtts = append(cfg.rtts, d)
 	}
 	return runAll(cfg)
 }
@@ -187,6 +205,12 @@ func runAll(cfg runConfig) error {
 			res.Memory = append(res.Memory, mu...)
 		}
 		_ = admin.Close()
+	}
+
+	if len(cfg.rtts) > 0 && slices.ContainsFunc(contender.RTT, func(name string) bool { return selected(rttTopology, "many-keys", name) }) {
+		if err := runRTT(ctx, cfg, runID, randomKey(cfg.keys), &cellNo, res); err != nil {
+			return fmt.Errorf("round-trip sweep: %w", err)
+		}
 	}
 
 	if !cfg.skipMemory {
