@@ -25,14 +25,15 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 
 	p("## Reproduce\n\n")
 	p("```sh\n")
-	p("make bench-report              # measure (about 5 minutes) and rewrite this file and docs/img/\n")
+	p("make bench-report              # measure (about 6 minutes) and rewrite this file and docs/img/\n")
 	p("make bench                     # measure only: tables on stdout, results in bench/results/\n")
 	p("scripts/bench.sh render        # rewrite this file from bench/results/ without measuring\n")
 	p("```\n\n")
 	p("Redis comes from `SLIDELOG_REDIS_ADDR` and `SLIDELOG_CLUSTER_ADDRS`, or else from the rig of\n")
 	p("`make cluster-up` (started and stopped by the script when it is not up). `SLIDEBENCH_DURATION`\n")
 	p("sets the time per Redis cell, `SLIDEBENCH_ARGS` passes flags to `slidebench run` (for example\n")
-	p("`-callers 1,64 -only cluster`), `SLIDEBENCH_CORE=committed` measures core as committed instead\n")
+	p("`-callers 1,64 -only cluster`, or `-rtt 0,200us,1ms -rtt-callers 64` for the round-trip sweep),\n")
+	p("`SLIDEBENCH_CORE=committed` measures core as committed instead\n")
 	p("of the working tree. Keys are prefixed `slidebench:<run>:` and deleted; nothing is flushed.\n\n")
 	p("## Setup\n\n")
 	p("| | |\n|---|---|\n")
@@ -79,6 +80,7 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 			p("![Latency percentiles, %s, %s](%s)\n\n", topoTitle(topo), sc, charts["latency-"+topo+"-"+sc])
 		}
 	}
+	writeRTT(&b, r, charts["rtt"])
 	p("## Throughput by concurrency\n\n")
 	for _, topo := range []string{"standalone", "cluster"} {
 		if id := "throughput-" + topo; charts[id] != "" {

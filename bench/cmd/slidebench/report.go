@@ -80,6 +80,11 @@ func drawCharts(r *Results, dir, rel string) (map[string]string, error) {
 			}
 		}
 	}
+	if hasTopology(r, rttTopology) {
+		if err := add("rtt", "throughput-rtt.png", func(p string) error { return rttChart(r, p) }); err != nil {
+			return nil, err
+		}
+	}
 	if hasTopology(r, "memory") {
 		if err := add("throughput-memory", "throughput-memory.png", func(p string) error {
 			return throughputChart(r, "memory", contender.Memory, p)

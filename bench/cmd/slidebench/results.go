@@ -43,6 +43,7 @@ type Env struct {
 	PeerVersions  []string  `json:"peer_versions"`
 	RunIDPrefix   string    `json:"run_id_prefix"`
 	SkippedReason []string  `json:"skipped,omitempty"`
+	RTTCallers    int       `json:"rtt_callers,omitempty"`
 }
 
 // Cell is one contender at one concurrency in one scenario on one

@@ -446,7 +446,7 @@ func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runI
 		Standalone: cfg.standalone, Cluster: cfg.cluster,
 		CellDuration: Duration(cfg.cell), MemoryCell: Duration(cfg.memCell), Warmup: Duration(cfg.warmup),
 		Rounds: cfg.rounds, Keys: cfg.keys, MemKeys: cfg.memKeys, Limit: cfg.limit, Window: Duration(time.Minute),
-		Command: os.Getenv("SLIDEBENCH_COMMAND"), RunIDPrefix: runID,
+		Command: os.Getenv("SLIDEBENCH_COMMAND"), RunIDPrefix: runID, RTTCallers: cfg.rttCallers,
 	}
 	if env.Command == "" {
 		env.Command = strings.Join(os.Args, " ")
