@@ -1,7 +1,7 @@
 // Package memstore keeps sliding-window logs in process memory.
 //
 // A Store has exactly the semantics of the Redis store (both pass the same
-// conformance suite, slidelogtest.TestStore) but for one process only. It
+// conformance suite, slidelogtest.RunStoreSuite) but for one process only. It
 // is the store to use without Redis and in tests; a limiter on Redis uses
 // the same mechanism as its local fallback.
 //

@@ -1,0 +1,67 @@
+// Package slidelog limits how often each client may act, with a strict
+// sliding window: a request is admitted only if, counting it, no window of
+// the policy's length ending now holds more than the policy's limit.
+//
+// A Limiter keeps, per client identity (a key), a log of the times of the
+// requests it admitted, and decides each request against every policy it
+// enforces:
+//
+//	store := memstore.New()
+//	limiter := slidelog.MustNew(store, slidelog.PerMinute(100))
+//	res, err := limiter.Allow(ctx, clientIP)
+//	if err != nil {
+//		// no decision: a bad key, or the caller's context ended
+//	}
+//	if !res.Allowed {
+//		// denied: come back after res.RetryAfter
+//	}
+//
+// A denial is a Result with Allowed == false, never an error; an error
+// means no decision was made. Result tells how many units remain, exactly
+// when a denied request would fit (RetryAfter), and which policy bound the
+// decision. AllowN decides a request of several units, Refund gives back
+// an admitted one, and Reset forgets a key.
+//
+// # Stores
+//
+// The logs live in a Store. Package memstore keeps them in process memory,
+// for one process. Package redisstore keeps them in Redis, a single server
+// or a Redis Cluster, where one Lua script decides each request
+// atomically, so every process sharing the server enforces one budget per
+// key exactly: while Redis decides, no rolling window admits more than its
+// limit. Any other implementation of Store works too, and the optional
+// interfaces NodeStore, Recorder and LocalStore let it take part in the
+// limiter's per-node circuit breakers and the write-back of fallback
+// admissions. Package slidelogtest holds the conformance suite every
+// store must pass.
+//
+// # Policies
+//
+// A Policy is a limit and a window (PerSecond, PerMinute, PerHour, or a
+// Policy literal). WithPolicy adds more: a request is admitted only when
+// every policy has room and is then recorded in all of them. A policy with
+// a Precision counts admissions in buckets instead of one log entry per
+// request: memory per key is bounded whatever the limit, and the window is
+// still never exceeded, at the price of some utilisation.
+//
+// # Failures
+//
+// When the store cannot decide (Redis down, failing over, answering
+// errors, or a node that answers nothing for the stall timeout), the
+// request goes to the failure mode (WithFailureMode): by default a local
+// in-memory limiter of this instance (FailFallback), whose admissions are
+// written into the store once it answers again; or FailOpen, FailClosed,
+// FailError. A circuit breaker per store node (WithBreaker) sends the
+// requests of a failing node straight to the failure mode, and a deny
+// cache (WithDenyCache) answers repeated requests of a key the store just
+// denied without a store call. Observers (WithObserver; packages
+// prommetrics and otelmetrics) count every decision and failover.
+//
+// # HTTP and gRPC
+//
+// Package httplimit turns a limiter into HTTP middleware: identities from
+// the client IP (with trusted proxies), a header or a route, costs, the
+// RateLimit header fields and problem bodies. The adapter modules
+// (slidechi, slidegin, slideecho, slideechov5, slidefiber, slidegrpc)
+// plug it into each framework.
+package slidelog
