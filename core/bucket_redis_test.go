@@ -146,9 +146,11 @@ func (m *bucketModel) refund(id uint64) {
 // policies, and requires the brute-force model's answer at every step:
 // the decision, and every policy's Remaining, RetryAfter and ResetAfter.
 func TestRedisBucketsMatchModel(t *testing.T) {
+	standalone := slidelogtest.RedisClient(t)
 	for name, client := range map[string]redis.UniversalClient{
-		"Standalone": slidelogtest.RedisClient(t),
-		"Cluster":    slidelogtest.ClusterClient(t),
+		"Standalone":   standalone,
+		"Cluster":      slidelogtest.ClusterClient(t),
+		"LegacyScript": standalone, // the Redis 6.2 variant, without #!lua
 	} {
 		t.Run(name, func(t *testing.T) {
 			for _, policies := range [][]slidelog.Policy{
@@ -160,17 +162,20 @@ func TestRedisBucketsMatchModel(t *testing.T) {
 				},
 			} {
 				t.Run(policies[len(policies)-1].Name, func(t *testing.T) {
-					testBucketsMatchModel(t, client, policies)
+					testBucketsMatchModel(t, client, policies, name == "LegacyScript")
 				})
 			}
 		})
 	}
 }
 
-func testBucketsMatchModel(t *testing.T, client redis.UniversalClient, policies []slidelog.Policy) {
+func testBucketsMatchModel(t *testing.T, client redis.UniversalClient, policies []slidelog.Policy, legacy bool) {
 	// Not aligned to any bucket, so that bucket edges fall between steps.
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 123_457_000, time.UTC))
 	red := newRedisStore(t, client, slidelog.WithClock(clock.Now))
+	if legacy {
+		slidelog.UseLegacyScript(red)
+	}
 	models := map[string]*bucketModel{}
 	type sent struct {
 		req slidelog.Request
