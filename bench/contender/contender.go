@@ -215,8 +215,8 @@ func (e *evalSHA) Close() error { return nil }
 // (core/redisstore/script.lua) with one plain EVALSHA per call, on the keys
 // slidelog's Redis store would use: what slidelog costs with nothing
 // around the script. Its arguments follow the script's header: now (0,
-// the server's clock), a unique member, cost 1, then limit and window in
-// microseconds.
+// the server's clock), a unique member, cost 1, then limit, window in
+// microseconds and precision 0.
 func NewScript(client redis.UniversalClient, src, prefix string, limit int, window time.Duration) (Limiter, error) {
 	store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 	if err != nil {
@@ -237,11 +237,12 @@ func (p *plainScript) Allow(ctx context.Context, key string) (bool, error) {
 	// A 6-byte random member, the size slidelog's store sends.
 	var member [8]byte
 	binary.BigEndian.PutUint64(member[:], rand.Uint64())
-	// The store's keys and arguments: the log, its costs and its state
-	// (one hash slot), then op, now (0: the server's clock), ID, cost,
-	// admission time (0: not a record), and limit and window.
+	// The store's keys and arguments: the log, its costs, its state, its
+	// buckets and recent admissions (one hash slot), then op, now (0: the
+	// server's clock), ID, cost, admission time (0: not a record), and
+	// limit, window and precision (0: the exact log).
 	k := p.store.Key("bench", key)
-	reply, err := p.script.Run(ctx, p.client, []string{k, k + ":c", k + ":s"}, "take", 0, member[2:], 1, 0, p.limit, p.window).Int64Slice()
+	reply, err := p.script.Run(ctx, p.client, []string{k, k + ":c", k + ":s", k + ":b", k + ":r"}, "take", 0, member[2:], 1, 0, p.limit, p.window, 0).Int64Slice()
 	if err != nil {
 		return false, err
 	}

@@ -1,5 +1,6 @@
 #!lua
--- slidelog: one atomic operation on a strict sliding-window log.
+-- slidelog: one atomic operation on a strict sliding-window log, and on
+-- bucketed windows for policies with a precision.
 -- See docs/algorithm.md for the guarantee and each step.
 --
 -- KEYS[1]  the log, a sorted set: member = request ID, score = time in microseconds
@@ -10,13 +11,23 @@
 --          'x' when the keys expire, 'k' is set once costs has had a field.
 --          While no entry of a cost other than 1 was recorded ('k' unset),
 --          a window's sum is its count of entries, and no sums are kept.
+-- KEYS[4]  buckets, a hash: per series S = 'W/P' (window and precision in
+--          microseconds) 'S:b' is the units admitted in bucket b, the
+--          interval [b*P, (b+1)*P); 'Sn' the sum of the buckets from 'Sf'
+--          on (every bucket before Sf was deleted), 'Sh' the newest bucket
+--          written; 'x' when the hash expires.
+-- KEYS[5]  recent, a sorted set of the latest admissions into buckets:
+--          member = request ID followed by its cost when not 1, score =
+--          time of the admission; at most RECENT members, none older than
+--          RECENT_US (retries and refunds of older ones are not recognised).
 -- ARGV[1]  operation: 'take' (decide and record), 'record' (record without a
---          check, at ARGV[5]) or 'refund' (remove the entry of ARGV[3])
+--          check, at ARGV[5]) or 'refund' (remove what ARGV[3] recorded)
 -- ARGV[2]  now in microseconds, or 0 to read the server's clock (TIME)
 -- ARGV[3]  request ID (unique per call; retries of one call reuse it)
 -- ARGV[4]  cost: units the request needs (>= 1), recorded as one entry
 -- ARGV[5]  record: the admission's time in microseconds; otherwise 0
--- ARGV[6], ARGV[7], ...  limit and window (microseconds) of each policy
+-- ARGV[6], ARGV[7], ARGV[8] ...  limit, window and precision (microseconds,
+--          0 for the exact log) of each policy
 --
 -- Returns for 'take' {allowed, now, steady, remaining1, retry1, reset1,
 -- remaining2, ...}, times in microseconds; steady is, on a denial, how long
@@ -27,12 +38,14 @@
 -- client keeps limits, costs and times below it.
 
 local log, costs, state = KEYS[1], KEYS[2], KEYS[3]
+local bkt, recent = KEYS[4], KEYS[5]
+local RECENT, RECENT_US = 128, 60000000
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
 local id = ARGV[3]
 local cost = tonumber(ARGV[4])
 local at = tonumber(ARGV[5])
-local npolicies = (#ARGV - 5) / 2
+local npolicies = (#ARGV - 5) / 3
 if not now or not cost or not at or cost < 1 or npolicies % 1 ~= 0
     or (op ~= 'take' and op ~= 'record' and op ~= 'refund')
     or (op ~= 'refund' and npolicies < 1) then
@@ -44,25 +57,238 @@ if now == 0 then
 end
 
 -- fmt spells an integer in full (tostring would round it to 14 digits).
-local function fmt(n) return string.format('%.0f', n) end
+local fmt = function(n) return string.format('%.0f', n) end
 
-local limits, windows, wkeys, longest = {}, {}, {}, 0
+-- Policies: exact ones (precision 0) work on the log, bucketed ones on
+-- their series of buckets. limits, windows: per policy; series[i] the
+-- series of a bucketed policy, nil for an exact one.
+local limits, windows, wkeys, series = {}, {}, {}, {}
+local longest, nexact = 0, 0
+local sers, nsers = {}, 0 -- series by name: {w, p, n, f, h, dirty}
 for i = 1, npolicies do
-  local limit, window = tonumber(ARGV[4 + 2 * i]), tonumber(ARGV[5 + 2 * i])
-  if not limit or not window or limit < 1 or window < 1 then
+  local limit, window, prec = tonumber(ARGV[3 + 3 * i]), tonumber(ARGV[4 + 3 * i]), tonumber(ARGV[5 + 3 * i])
+  if not limit or not window or not prec or limit < 1 or window < 1 or prec < 0 or prec > window then
     return redis.error_reply('ERR slidelog: bad policy')
   end
-  limits[i], windows[i], wkeys[i] = limit, window, fmt(window)
-  if window > longest then longest = window end
+  limits[i], windows[i] = limit, window
+  if prec == 0 then
+    wkeys[i] = ARGV[4 + 3 * i]
+    nexact = nexact + 1
+    if window > longest then longest = window end
+  else
+    local name = ARGV[4 + 3 * i] .. '/' .. ARGV[5 + 3 * i]
+    if not sers[name] then
+      nsers = nsers + 1
+      sers[name] = {w = window, p = prec, name = name}
+      sers[nsers] = sers[name]
+    end
+    series[i] = sers[name]
+  end
 end
 
-local st = {}
-local raw = redis.call('HGETALL', state)
-for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
--- Entries of cost 1 have no field in costs. Until an entry of another cost
--- is recorded ('k'), a window's sum is its number of entries: ZCARD and
--- ZCOUNT give it, as fast as for a log without costs.
-local weighted = st['k'] ~= nil
+-- bucket returns the index of the bucket of width p holding time t,
+-- floor(t/p), corrected for the rounding of the division.
+local function bucket(t, p)
+  local b = math.floor(t / p)
+  if b * p > t then b = b - 1 elseif (b + 1) * p <= t then b = b + 1 end
+  return b
+end
+
+-- The member of this request in recent: its ID, and its cost when not 1.
+local rmember = id
+if cost ~= 1 then rmember = id .. fmt(cost) end
+
+-- Buckets, step 1: read every series' sum and bounds, and drop the
+-- buckets that stopped counting: bucket b counts while (b+1)*P > now - W,
+-- that is from f = floor((now - W)/P) on. Each bucket is dropped once;
+-- when more buckets passed than the hash holds fields, the fields are
+-- read instead of the passed range.
+local bx, bxold
+if nsers > 0 then
+  local fields = {}
+  for j = 1, nsers do
+    local n = sers[j].name
+    fields[3 * j - 2], fields[3 * j - 1], fields[3 * j] = n .. 'n', n .. 'f', n .. 'h'
+  end
+  fields[#fields + 1] = 'x'
+  local meta = redis.call('HMGET', bkt, unpack(fields))
+  bxold = tonumber(meta[#meta])
+  bx = bxold
+  for j = 1, nsers do
+    local sr = sers[j]
+    local f = bucket(now - sr.w, sr.p)
+    sr.n, sr.f, sr.h = tonumber(meta[3 * j - 2]), tonumber(meta[3 * j - 1]), tonumber(meta[3 * j])
+    if not sr.n then
+      sr.n, sr.f, sr.h = 0, f, f - 1
+    elseif f > sr.f then
+      local last = math.min(f - 1, sr.h)
+      if last >= sr.f then
+        local dropped, names = 0, {}
+        if last - sr.f >= 64 and last - sr.f >= redis.call('HLEN', bkt) then
+          local all = redis.call('HGETALL', bkt)
+          local prefix = sr.name .. ':'
+          for k = 1, #all, 2 do
+            local name = all[k]
+            if string.sub(name, 1, #prefix) == prefix and tonumber(string.sub(name, #prefix + 1)) < f then
+              names[#names + 1] = name
+              dropped = dropped + tonumber(all[k + 1])
+            end
+          end
+        else
+          for b = sr.f, last do names[#names + 1] = sr.name .. ':' .. fmt(b) end
+          local got = redis.call('HMGET', bkt, unpack(names))
+          names = {}
+          for k = 1, #got do
+            if got[k] then
+              names[#names + 1] = sr.name .. ':' .. fmt(sr.f + k - 1)
+              dropped = dropped + tonumber(got[k])
+            end
+          end
+        end
+        for k = 1, #names, 500 do
+          redis.call('HDEL', bkt, unpack(names, k, math.min(k + 499, #names)))
+        end
+        sr.n = sr.n - dropped
+      end
+      sr.f, sr.dirty = f, true
+      if sr.h < f - 1 then sr.h = f - 1 end
+    end
+  end
+end
+
+-- brecord adds cost units at time t to every series whose window still
+-- counts t's bucket; it returns whether any did.
+local function brecord(t)
+  local any = false
+  for j = 1, nsers do
+    local sr = sers[j]
+    local b = bucket(t, sr.p)
+    if b >= sr.f then
+      redis.call('HINCRBY', bkt, sr.name .. ':' .. fmt(b), cost)
+      sr.n, sr.dirty, any = sr.n + cost, true, true
+      if b > sr.h then sr.h = b end
+    end
+  end
+  return any
+end
+
+-- bsave writes the series' sums and bounds back, and keeps the buckets
+-- until the newest one stops counting, moving the expiry a quarter of the
+-- window past it when it falls short, so that most calls set none.
+local function bsave()
+  local out, keep, span = {}, 0, 0
+  for j = 1, nsers do
+    local sr = sers[j]
+    if sr.dirty then
+      out[#out + 1], out[#out + 2] = sr.name .. 'n', fmt(sr.n)
+      out[#out + 1], out[#out + 2] = sr.name .. 'f', fmt(sr.f)
+      out[#out + 1], out[#out + 2] = sr.name .. 'h', fmt(sr.h)
+    end
+    local k = (sr.h + 1) * sr.p + sr.w
+    if k > keep then keep = k end
+    if sr.w > span then span = sr.w end
+  end
+  if #out == 0 then return end
+  if not bx or keep > bx then
+    bx = keep + math.floor(span / 4)
+    out[#out + 1], out[#out + 2] = 'x', fmt(bx)
+  end
+  redis.call('HSET', bkt, unpack(out))
+  if bx ~= bxold then redis.call('PEXPIRE', bkt, math.ceil((bx - now) / 1000) + 1) end
+end
+
+-- radd remembers this admission, at t, in recent, trimmed by age and
+-- size; it returns false when it was already there (a retry).
+local function radd(t)
+  if redis.call('ZADD', recent, 'NX', fmt(t), rmember) == 0 then return false end
+  redis.call('ZREMRANGEBYSCORE', recent, '-inf', fmt(now - RECENT_US))
+  redis.call('ZREMRANGEBYRANK', recent, 0, -RECENT - 1)
+  redis.call('PEXPIRE', recent, math.ceil(RECENT_US / 1000))
+  return true
+end
+
+-- rfind returns the member of this request in recent and its time, or
+-- nil: by its ID and cost, else by its ID whatever the cost.
+local function rfind()
+  local s = redis.call('ZSCORE', recent, rmember)
+  if s then return rmember, tonumber(s) end
+  local all = redis.call('ZRANGE', recent, 0, -1, 'WITHSCORES')
+  for k = 1, #all, 2 do
+    if string.sub(all[k], 1, #id) == id and (#all[k] == #id or tonumber(string.sub(all[k], #id + 1))) then
+      return all[k], tonumber(all[k + 1])
+    end
+  end
+  return nil
+end
+
+-- Refund: remove the entry and its cost from every window that counts it,
+-- and from the bucket it was counted in.
+if op == 'refund' then
+  local changed = 0
+  if nsers > 0 then
+    local m, t = rfind()
+    if m then
+      local c = cost
+      if #m == #id then c = 1 elseif m ~= rmember then c = tonumber(string.sub(m, #id + 1)) end
+      for j = 1, nsers do
+        local sr = sers[j]
+        local b = bucket(t, sr.p)
+        if b >= sr.f and b <= sr.h then
+          local left = redis.call('HINCRBY', bkt, sr.name .. ':' .. fmt(b), -c)
+          sr.n, sr.dirty = sr.n - c, true
+          if left <= 0 then
+            redis.call('HDEL', bkt, sr.name .. ':' .. fmt(b))
+            -- The newest bucket emptied: the newest one left is older.
+            while b == sr.h and sr.h >= sr.f do
+              local names = {}
+              for k = sr.h - 1, math.max(sr.f, sr.h - 100), -1 do names[#names + 1] = sr.name .. ':' .. fmt(k) end
+              local got = #names > 0 and redis.call('HMGET', bkt, unpack(names)) or {}
+              local found = nil
+              for k = 1, #got do
+                if got[k] then found = sr.h - k break end
+              end
+              if found then
+                sr.h = found
+              else
+                sr.h = math.max(sr.f - 1, sr.h - 1 - #names)
+                b = sr.h
+              end
+            end
+          end
+        end
+      end
+      redis.call('ZREM', recent, m)
+      changed = 1
+    end
+    bsave()
+  end
+  local s = redis.call('ZSCORE', log, id)
+  if not s then return {changed, now} end
+  s = tonumber(s)
+  local c = tonumber(redis.call('HGET', costs, id)) or 1
+  local raw = redis.call('HGETALL', state)
+  local args = {}
+  for i = 1, #raw, 2 do
+    local f = raw[i]
+    if string.sub(f, 1, 1) == 'c' and s > tonumber(raw[i + 1]) then
+      local w = string.sub(f, 2)
+      for j = 1, #raw, 2 do
+        if raw[j] == 's' .. w then
+          args[#args + 1] = 's' .. w
+          args[#args + 1] = fmt(tonumber(raw[j + 1]) - c)
+        end
+      end
+    end
+  end
+  if #args > 0 then redis.call('HSET', state, unpack(args)) end
+  redis.call('ZREM', log, id)
+  redis.call('HDEL', costs, id)
+  return {1, now}
+end
+
+-- The exact log (skipped when every policy is bucketed).
+local weighted, retention, out = false, longest, {}
+local st, counts, sums, cuts, was_empty = {}, {}, {}, {}, false
 
 -- units returns the sum of the costs of the entries stamped in (lo, hi].
 local function units(lo, hi)
@@ -78,189 +304,215 @@ local function units(lo, hi)
   return total
 end
 
-local replay = redis.call('ZSCORE', log, id)
+if nexact > 0 then
+  local raw = redis.call('HGETALL', state)
+  for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+  -- Entries of cost 1 have no field in costs. Until an entry of another
+  -- cost is recorded ('k'), a window's sum is its number of entries: ZCARD
+  -- and ZCOUNT give it, as fast as for a log without costs.
+  weighted = st['k'] ~= nil
 
--- Refund: remove the entry and its cost from every window that counts it.
-if op == 'refund' then
-  if not replay then return {0, now} end
-  local s = tonumber(replay)
-  local c = tonumber(redis.call('HGET', costs, id)) or 1
-  local args = {}
-  for f, v in pairs(st) do
-    if string.sub(f, 1, 1) == 'c' and s > tonumber(v) then
-      local w = string.sub(f, 2)
-      args[#args + 1] = 's' .. w
-      args[#args + 1] = fmt(tonumber(st['s' .. w]) - c)
-    end
+  -- 1. Retention follows the longest window of any limiter on this log:
+  --    one with a longer window than ours keeps its entries for as long as
+  --    it was last seen within its window (and a quarter more, so that its
+  --    mark is not rewritten on every call).
+  local r, ru = tonumber(st['r']), tonumber(st['ru'])
+  if r and ru and ru > now and r > longest then
+    retention = r
+  elseif r ~= longest or not ru or ru < now + longest then
+    out[#out + 1], out[#out + 2] = 'r', fmt(longest)
+    out[#out + 1], out[#out + 2] = 'ru', fmt(now + longest + math.floor(longest / 4))
   end
-  if #args > 0 then redis.call('HSET', state, unpack(args)) end
-  redis.call('ZREM', log, id)
-  redis.call('HDEL', costs, id)
-  return {1, now}
-end
 
--- 1. Retention follows the longest window of any limiter on this log: one
---    with a longer window than ours keeps its entries for as long as it
---    was last seen within its window (and a quarter more, so that its
---    mark is not rewritten on every call).
-local retention = longest
-local r, ru = tonumber(st['r']), tonumber(st['ru'])
-local out = {}
-if r and ru and ru > now and r > longest then
-  retention = r
-elseif r ~= longest or not ru or ru < now + longest then
-  out[#out + 1], out[#out + 2] = 'r', fmt(longest)
-  out[#out + 1], out[#out + 2] = 'ru', fmt(now + longest + math.floor(longest / 4))
-end
-
--- 2. With costs: move every window's cut-point to now - W, subtracting
---    the entries it passes. Each entry is passed once per window, so this
---    is amortised O(1) per admission whatever the cost. A window longer
---    than the retention has lost entries: drop it (it is rebuilt when
---    next used).
-local sums, cuts = {}, {}
-local function build(i)
-  local w = wkeys[i]
-  if not sums[w] then
-    cuts[w] = now - windows[i]
-    sums[w] = units(fmt(cuts[w]), '+inf')
-  end
-end
-if weighted then
-  for f, v in pairs(st) do
-    if string.sub(f, 1, 1) == 'c' then
-      local w = string.sub(f, 2)
-      local W = tonumber(w)
-      if W > retention then
-        redis.call('HDEL', state, 'c' .. w, 's' .. w)
-      else
-        local c, s = tonumber(v), tonumber(st['s' .. w])
-        if now - W > c then
-          s = s - units(fmt(c), fmt(now - W))
-          c = now - W
+  -- 2. With costs: move every window's cut-point to now - W, subtracting
+  --    the entries it passes. Each entry is passed once per window, so this
+  --    is amortised O(1) per admission whatever the cost. A window longer
+  --    than the retention has lost entries: drop it (it is rebuilt when
+  --    next used).
+  if weighted then
+    for f, v in pairs(st) do
+      if string.sub(f, 1, 1) == 'c' then
+        local w = string.sub(f, 2)
+        local W = tonumber(w)
+        if W > retention then
+          redis.call('HDEL', state, 'c' .. w, 's' .. w)
+        else
+          local c, s = tonumber(v), tonumber(st['s' .. w])
+          if now - W > c then
+            s = s - units(fmt(c), fmt(now - W))
+            c = now - W
+          end
+          sums[w], cuts[w] = s, c
         end
-        sums[w], cuts[w] = s, c
+      end
+    end
+    for i = 1, npolicies do
+      local w = wkeys[i]
+      if w and not sums[w] then
+        cuts[w] = now - windows[i]
+        sums[w] = units(fmt(cuts[w]), '+inf')
       end
     end
   end
-  for i = 1, npolicies do build(i) end
-end
 
--- 3. Evict what left the retention. An entry stamped s counts in a window
---    while s > now - W, so it frees its units exactly at s + W.
-local horizon = fmt(now - retention)
-if weighted then
-  local old = redis.call('ZRANGEBYSCORE', log, '-inf', horizon)
-  for i = 1, #old, 500 do
-    redis.call('HDEL', costs, unpack(old, i, math.min(i + 499, #old)))
-  end
-end
-redis.call('ZREMRANGEBYSCORE', log, '-inf', horizon)
-
--- 4. Count every policy's window: its sum, or without costs its entries
---    (after step 3 the log holds exactly the retention, which ZCARD counts).
-local counts, card = {}, nil
-for i = 1, npolicies do
+  -- 3. Evict what left the retention. An entry stamped s counts in a
+  --    window while s > now - W, so it frees its units exactly at s + W.
+  local horizon = fmt(now - retention)
   if weighted then
-    counts[i] = sums[wkeys[i]]
-  elseif windows[i] == retention then
-    card = card or redis.call('ZCARD', log)
-    counts[i] = card
+    local old = redis.call('ZRANGEBYSCORE', log, '-inf', horizon)
+    for i = 1, #old, 500 do
+      redis.call('HDEL', costs, unpack(old, i, math.min(i + 499, #old)))
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', horizon)
+
+  -- 4. Count every exact policy's window: its sum, or without costs its
+  --    entries (after step 3 the log holds exactly the retention, which
+  --    ZCARD counts).
+  local card = nil
+  for i = 1, npolicies do
+    if not wkeys[i] then
+      -- bucketed
+    elseif weighted then
+      counts[i] = sums[wkeys[i]]
+    elseif windows[i] == retention then
+      card = card or redis.call('ZCARD', log)
+      counts[i] = card
+    else
+      counts[i] = redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf')
+    end
+  end
+  -- A log with no entry may have been deleted: the entry that recreates
+  -- it needs an expiry.
+  if weighted then
+    was_empty = true
+    for _, s in pairs(sums) do
+      if s ~= 0 then was_empty = false end
+    end
   else
-    counts[i] = redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf')
+    card = card or redis.call('ZCARD', log)
+    was_empty = card == 0
   end
 end
--- A log with no entry may have been deleted: the entry that recreates it
--- needs an expiry.
-local was_empty
-if weighted then
-  was_empty = true
-  for _, s in pairs(sums) do
-    if s ~= 0 then was_empty = false end
-  end
-else
-  card = card or redis.call('ZCARD', log)
-  was_empty = card == 0
+for i = 1, npolicies do
+  if series[i] then counts[i] = series[i].n end
 end
 
 -- add records an entry of cost stamped t in the log and in every window
--- whose cut-point it is after. The first entry of a cost other than 1
--- starts the running sums, from the counts of entries so far.
+-- whose cut-point it is after; it returns false when the log already
+-- holds this ID (a retry of a call that was recorded), recording nothing.
+-- The first entry of a cost other than 1 starts the running sums, from
+-- the counts of entries so far.
 local function add(t)
+  if redis.call('ZADD', log, 'NX', fmt(t), id) == 0 then return false end
   if cost ~= 1 and not weighted then
     for i = 1, npolicies do
       local w = wkeys[i]
-      cuts[w], sums[w] = now - windows[i], redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf')
+      if w then
+        -- The count already holds this entry when t is in the window.
+        local n = redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf')
+        if t > now - windows[i] then n = n - 1 end
+        cuts[w], sums[w] = now - windows[i], n
+      end
     end
     weighted = true
     out[#out + 1], out[#out + 2] = 'k', '1'
   end
-  redis.call('ZADD', log, fmt(t), id)
   if cost ~= 1 then redis.call('HSET', costs, id, fmt(cost)) end
   for w, c in pairs(cuts) do
     if t > c then sums[w] = sums[w] + cost end
   end
   for i = 1, npolicies do
-    if t > now - windows[i] then counts[i] = counts[i] + cost end
+    if wkeys[i] and t > now - windows[i] then counts[i] = counts[i] + cost end
   end
+  return true
 end
 
--- 5. Decide (take) or record without a check (record). A retry of a call
---    that was already recorded (its ID is in the log) reports it again and
---    records nothing.
-local allowed, keep = 1, now + retention
+-- replayed reports whether this call's ID was already recorded: a retry
+-- of a call that ran (go-redis resends a command after a timeout or EOF).
+local function replayed()
+  if nexact > 0 then return redis.call('ZSCORE', log, id) ~= false end
+  return redis.call('ZSCORE', recent, rmember) ~= false
+end
+
+-- 5. Decide (take) or record without a check (record). Recording is
+--    ZADD NX, so the first send of an ID costs no lookup: a retry of a
+--    call that was recorded finds its ID and records nothing (and is
+--    reported admitted again). Only a denial looks the ID up.
+local allowed, added, keep = 1, false, now + retention
 if op == 'record' then
   allowed = 0
-  if not replay and at > now - longest then
-    add(at)
-    allowed = 1
-    if at + longest > keep then keep = at + longest end
-  end
-else
-  if not replay then
-    for i = 1, npolicies do
-      if counts[i] + cost > limits[i] then allowed = 0 end
+  local fresh = true
+  if nexact > 0 then
+    if at > now - longest then
+      fresh = add(at)
+      added = fresh
+      if at + longest > keep then keep = at + longest end
+    elseif nsers > 0 then
+      fresh = not replayed()
     end
-    if allowed == 1 then add(now) end
+  end
+  if fresh and nsers > 0 and radd(at) then
+    if brecord(at) then added = true end
+  end
+  if added then allowed = 1 end
+else
+  for i = 1, npolicies do
+    if counts[i] + cost > limits[i] then allowed = 0 end
+  end
+  if allowed == 1 then
+    local fresh = true
+    if nexact > 0 then
+      fresh = add(now)
+      added = fresh
+    end
+    if fresh and nsers > 0 and (radd(now) or nexact > 0) then
+      brecord(now)
+      added = true
+    end
+  elseif replayed() then
+    allowed = 1
   end
 end
+if nsers > 0 then bsave() end
 
 -- 6. Save the windows and keep every key for as long as an entry may
 --    count: until x, which moves a quarter of the retention past what is
 --    needed when it falls short, so that most calls set no expiry. A log
 --    that was empty, or a costs hash written to (it may have emptied),
 --    gets x as well.
-if weighted then
-  for w, s in pairs(sums) do
-    out[#out + 1], out[#out + 2] = 's' .. w, fmt(s)
-    out[#out + 1], out[#out + 2] = 'c' .. w, fmt(cuts[w])
+if nexact > 0 then
+  if weighted then
+    for w, s in pairs(sums) do
+      out[#out + 1], out[#out + 2] = 's' .. w, fmt(s)
+      out[#out + 1], out[#out + 2] = 'c' .. w, fmt(cuts[w])
+    end
   end
-end
-local x, renew = tonumber(st['x']), false
-if not x or keep > x then
-  x = keep + math.floor(retention / 4)
-  renew = true
-  out[#out + 1], out[#out + 2] = 'x', fmt(x)
-end
-if #out > 0 then redis.call('HSET', state, unpack(out)) end
-local ttl = math.ceil((x - now) / 1000) + 1
-if renew then
-  redis.call('PEXPIRE', log, ttl)
-  redis.call('PEXPIRE', state, ttl)
-  if weighted then redis.call('PEXPIRE', costs, ttl) end
-elseif allowed == 1 and not replay then
-  if was_empty then redis.call('PEXPIRE', log, ttl) end
-  if cost ~= 1 then redis.call('PEXPIRE', costs, ttl) end
+  local x, renew = tonumber(st['x']), false
+  if not x or keep > x then
+    x = keep + math.floor(retention / 4)
+    renew = true
+    out[#out + 1], out[#out + 2] = 'x', fmt(x)
+  end
+  if #out > 0 then redis.call('HSET', state, unpack(out)) end
+  local ttl = math.ceil((x - now) / 1000) + 1
+  if renew then
+    redis.call('PEXPIRE', log, ttl)
+    redis.call('PEXPIRE', state, ttl)
+    if weighted then redis.call('PEXPIRE', costs, ttl) end
+  elseif added then
+    if was_empty then redis.call('PEXPIRE', log, ttl) end
+    if cost ~= 1 then redis.call('PEXPIRE', costs, ttl) end
+  end
 end
 
 if op == 'record' then return {allowed, now} end
 
 -- 7. Remaining, retry-after and reset-after for every policy.
-local admitted = allowed == 1 and not replay
 local newest_at = nil
-if admitted then
+if added then
   newest_at = now
-else
+elseif nexact > 0 then
   local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
   newest_at = newest[2] and tonumber(newest[2]) or nil
 end
@@ -288,26 +540,63 @@ local function unit_at(cut, k)
   end
 end
 
+-- bucket_walk returns, for series sr, the first bucket that holds units
+-- and the bucket holding the k-th oldest unit (nil when k is 0 or more
+-- than the series holds), reading the buckets oldest first.
+local function bucket_walk(sr, k)
+  local first, acc = nil, 0
+  local b = sr.f
+  while b <= sr.h do
+    local names = {}
+    for j = b, math.min(b + 99, sr.h) do names[#names + 1] = sr.name .. ':' .. fmt(j) end
+    local got = redis.call('HMGET', bkt, unpack(names))
+    for j = 1, #got do
+      if got[j] then
+        first = first or b + j - 1
+        acc = acc + tonumber(got[j])
+        if k > 0 and acc >= k then return first, b + j - 1 end
+      end
+    end
+    if k <= 0 and first then return first, nil end
+    b = b + 100
+  end
+  return first, nil
+end
+
 local reply = {allowed, now, 0}
 local steady = 0
 for i = 1, npolicies do
-  local limit, window = limits[i], windows[i]
+  local limit, window, sr = limits[i], windows[i], series[i]
   local count = counts[i]
-  local retry = 0
-  if allowed == 0 then
-    local cut = fmt(cuts[wkeys[i]] or now - window)
-    local first = redis.call('ZRANGEBYSCORE', log, '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    if first[2] then
-      local leave = tonumber(first[2]) + window - now
-      if steady == 0 or leave < steady then steady = leave end
+  local retry, reset = 0, 0
+  if sr then
+    count = sr.n
+    local need = 0
+    if count + cost > limit then need = count + cost - limit end
+    if allowed == 0 then
+      local first, last = bucket_walk(sr, need)
+      if first then
+        local leave = (first + 1) * sr.p + window - now
+        if steady == 0 or leave < steady then steady = leave end
+      end
+      if last then retry = (last + 1) * sr.p + window - now end
     end
-    if count + cost > limit then
-      local s = unit_at(cut, count + cost - limit)
-      if s then retry = s + window - now end
+    if sr.n > 0 then reset = (sr.h + 1) * sr.p + window - now end
+  else
+    if allowed == 0 then
+      local cut = fmt(cuts[wkeys[i]] or now - window)
+      local first = redis.call('ZRANGEBYSCORE', log, '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if first[2] then
+        local leave = tonumber(first[2]) + window - now
+        if steady == 0 or leave < steady then steady = leave end
+      end
+      if count + cost > limit then
+        local s = unit_at(cut, count + cost - limit)
+        if s then retry = s + window - now end
+      end
     end
+    if newest_at and newest_at + window > now then reset = newest_at + window - now end
   end
-  local reset = 0
-  if newest_at and newest_at + window > now then reset = newest_at + window - now end
   local remaining = limit - count
   if remaining < 0 then remaining = 0 end
   reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = remaining, retry, reset

@@ -79,10 +79,11 @@ const (
 )
 
 // logKeys returns the keys the script works on for the log at key: the
-// log itself, the costs of its entries and its per-window state. They
+// log itself, the costs of its entries, its per-window state, the buckets
+// of policies with a precision and the recent admissions into them. They
 // share key's hash tag, so they live in one Cluster slot.
 func logKeys(key string) []string {
-	return []string{key, key + ":c", key + ":s"}
+	return []string{key, key + ":c", key + ":s", key + ":b", key + ":r"}
 }
 
 // DefaultKeyPrefix is the prefix of every Redis key unless WithKeyPrefix
@@ -317,7 +318,9 @@ func (s *Store) Clock() func() time.Time { return s.clock }
 // Key returns the Redis key that holds the log of identity in namespace
 // (slidelog.Request.Namespace: a limiter's name). The
 // costs of the log's entries and its per-window sums live beside it, in
-// Key + ":c" and Key + ":s", in the same hash slot. The HMAC reads
+// Key + ":c" and Key + ":s", and the buckets of policies with a precision
+// and their latest admissions in Key + ":b" and Key + ":r", in the same
+// hash slot. The HMAC reads
 // the namespace's length as a uvarint, the namespace, then the identity,
 // so no two (namespace, identity) pairs share a key.
 func (s *Store) Key(namespace, identity string) string {
@@ -394,10 +397,10 @@ func (s *Store) route(ctx context.Context, req slidelog.Request) route {
 // args are the script's arguments for op on req; at is the time of a
 // recorded admission in microseconds (0 for the other operations).
 func (s *Store) args(op string, req slidelog.Request, at int64) []any {
-	args := make([]any, 0, 5+2*len(req.Policies))
+	args := make([]any, 0, 5+3*len(req.Policies))
 	args = append(args, op, s.nowArg(), member(req.ID), req.Cost, at)
 	for _, p := range req.Policies {
-		args = append(args, p.Limit, p.Window.Microseconds())
+		args = append(args, p.Limit, p.Window.Microseconds(), p.Precision.Microseconds())
 	}
 	return args
 }
@@ -410,11 +413,15 @@ func (s *Store) script() *redis.Script {
 	return script
 }
 
-// Refund implements slidelog.Store with one run of the script: it removes the
-// request's entry and subtracts the cost recorded with it (whatever
-// req.Cost says) from every window that counts it.
+// Refund implements slidelog.Store with one run of the script: it removes
+// the request's entry and subtracts the cost recorded with it (whatever
+// req.Cost says) from every window that counts it. For the policies of
+// req with a precision it subtracts the cost from the bucket the request
+// was counted in, if the request is among the latest admissions the
+// script remembers (see docs/algorithm.md); otherwise it changes nothing
+// there, which can only over-count.
 func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
-	req.Cost, req.Policies = 1, nil
+	req.Cost = max(req.Cost, 1)
 	err := s.script().Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), s.args(opRefund, req, 0)...).Err()
 	if err != nil {
 		return s.failed(ctx, err)

@@ -4,6 +4,7 @@
 //
 //	slidebench run    [flags]   measure, write results JSON
 //	slidebench report [flags]   render the markdown and charts from it
+//	slidebench rediscpu [flags] Redis CPU per decision (INFO commandstats)
 //
 // The Redis servers come from SLIDELOG_REDIS_ADDR (host:port) and
 // SLIDELOG_CLUSTER_ADDRS (comma-separated seeds). Every key written starts
@@ -27,6 +28,8 @@ func main() {
 		err = runMain(os.Args[2:])
 	case "report":
 		err = reportMain(os.Args[2:])
+	case "rediscpu":
+		err = rediscpuMain(os.Args[2:])
 	default:
 		usage()
 	}
@@ -37,7 +40,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: slidebench run|report [flags]; -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: slidebench run|report|rediscpu [flags]; -h for flags")
 	os.Exit(2)
 }
 
