@@ -4,6 +4,7 @@
 //
 //	slidebench run    [flags]   measure, write results JSON
 //	slidebench report [flags]   render the markdown and charts from it
+//	slidebench scaling [flags]  decisions/s against Redis Cluster masters (docs/scaling.md)
 //
 // The Redis servers come from SLIDELOG_REDIS_ADDR (host:port) and
 // SLIDELOG_CLUSTER_ADDRS (comma-separated seeds). Every key written starts
@@ -27,6 +28,8 @@ func main() {
 		err = runMain(os.Args[2:])
 	case "report":
 		err = reportMain(os.Args[2:])
+	case "scaling":
+		err = scalingMain(os.Args[2:])
 	default:
 		usage()
 	}
@@ -37,7 +40,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: slidebench run|report [flags]; -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: slidebench run|report|scaling [flags]; -h for flags")
 	os.Exit(2)
 }
 
