@@ -116,9 +116,10 @@ func intList(s string) ([]int, error) {
 
 // ScalingResults is what `slidebench scaling` measured.
 type ScalingResults struct {
-	Env    ScalingEnv      `json:"env"`
-	Cells  []ScalingCell   `json:"cells"`
-	Memory []ScalingMemory `json:"memory"`
+	Env     ScalingEnv       `json:"env"`
+	Cells   []ScalingCell    `json:"cells"`
+	Memory  []ScalingMemory  `json:"memory"`
+	Migrate []ScalingMigrate `json:"migrate"`
 }
 
 // ScalingEnv describes the run.
@@ -169,7 +170,10 @@ type ScalingCell struct {
 	// ScriptCalls counts the script calls (EVALSHA, EVAL) per decision,
 	// InnerCalls the commands those scripts ran per decision.
 	ScriptCalls float64 `json:"script_calls_per_decision"`
-	InnerCalls  float64 `json:"script_inner_calls_per_decision"`
+	// PerRoundTrip is decisions per round trip (single commands and
+	// pipelines the Cluster client's node clients sent).
+	PerRoundTrip float64 `json:"decisions_per_round_trip"`
+	InnerCalls   float64 `json:"script_inner_calls_per_decision"`
 }
 
 // ScalingMemory is the Redis memory of one full key.
@@ -201,24 +205,26 @@ func runScaling(ctx context.Context, cfg scalingConfig) (*ScalingResults, error)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cells, mem, err := scalingCluster(ctx, cfg, cfg.base+10*i, n, i == 0, &res.Env)
+		cells, err := scalingCluster(ctx, cfg, cfg.base+10*i, n, res)
 		if err != nil {
 			return nil, fmt.Errorf("%d masters: %w", n, err)
 		}
 		res.Cells = append(res.Cells, cells...)
-		res.Memory = append(res.Memory, mem...)
 	}
 	res.Env.LoadEnd = loadAverage()
 	return res, nil
 }
 
 // scalingCluster starts a cluster of n masters, measures every contender
-// on it (and, when memory is set, the bytes of full keys), and stops it.
-func scalingCluster(ctx context.Context, cfg scalingConfig, base, n int, memory bool, env *ScalingEnv) (_ []ScalingCell, _ []ScalingMemory, err error) {
+// on it, and stops it. On the first cluster it also measures the bytes of
+// full keys, and on the first of two masters or more the MIGRATE of full
+// keys, into res.
+func scalingCluster(ctx context.Context, cfg scalingConfig, base, n int, res *ScalingResults) (_ []ScalingCell, err error) {
+	env := &res.Env
 	fmt.Printf("starting a cluster of %d masters on ports %d-%d\n", n, base, base+n-1)
 	cl, err := startCluster(ctx, base, n)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer func() { err = errors.Join(err, cl.stop()) }()
 	if env.RedisVersion == "" {
@@ -226,19 +232,21 @@ func scalingCluster(ctx context.Context, cfg scalingConfig, base, n int, memory 
 			env.RedisVersion = infoField(info, "redis_version")
 		}
 	}
-	// A plain go-redis Cluster client, as a user writes it.
+	// A plain go-redis Cluster client, as a user writes it, with a hook
+	// on each node's client counting commands and round trips.
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.seeds()})
+	cmds, trips := new(atomic.Int64), new(atomic.Int64)
+	client.OnNewNode(func(node *redis.Client) { node.AddHook(commandCounter{cmds, trips}) })
 	defer func() { err = errors.Join(err, client.Close()) }()
 	if err := waitFor(ctx, 10*time.Second, func() error {
 		return client.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
 	}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 
-	var mem []ScalingMemory
-	if memory {
-		if mem, err = measureScalingMemory(ctx, client, cl.nodes, cfg.memFill); err != nil {
-			return nil, nil, fmt.Errorf("memory: %w", err)
+	if res.Memory == nil {
+		if res.Memory, err = measureScalingMemory(ctx, client, cl.nodes, cfg.memFill); err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
 		}
 	}
 
@@ -258,7 +266,7 @@ func scalingCluster(ctx context.Context, cfg scalingConfig, base, n int, memory 
 			limiters[i], err = contender.NewRedis(ctx, name, client, "", cfg.limit, time.Minute)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	// Every turn draws from its own 10,000 keys, so that no key reaches
@@ -284,11 +292,11 @@ func scalingCluster(ctx context.Context, cfg scalingConfig, base, n int, memory 
 	for r := range cfg.rounds {
 		for k := range names {
 			if err := ctx.Err(); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			i := (k + r) % len(names)
-			if err := acc[i].turn(ctx, cl.nodes, limiters[i], cfg.callers, keyset(), cfg.cell/time.Duration(cfg.rounds)); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", names[i], err)
+			if err := acc[i].turn(ctx, cl.nodes, limiters[i], cfg.callers, keyset(), cfg.cell/time.Duration(cfg.rounds), trips); err != nil {
+				return nil, fmt.Errorf("%s: %w", names[i], err)
 			}
 		}
 	}
@@ -296,11 +304,16 @@ func scalingCluster(ctx context.Context, cfg scalingConfig, base, n int, memory 
 	for i, name := range names {
 		cells[i] = acc[i].cell(n, name)
 		c := cells[i]
-		fmt.Printf("%d masters  %-16s %9.0f/s  p50 %7.1fµs  p99 %8.1fµs  Redis %5.1f µs/decision in scripts, %5.1f µs CPU; Redis %.2f cores (busiest master %.2f), client %.2f cores; %.2f script calls/decision (%.1f commands inside), allowed %.1f%%, %d errors\n",
-			n, name, c.PerSec, c.P50, c.P99, c.CommandUsec, c.CPUUsec, c.RedisCores, c.BusiestCore, c.ClientCores, c.ScriptCalls, c.InnerCalls,
+		fmt.Printf("%d masters  %-16s %9.0f/s  p50 %7.1fµs  p99 %8.1fµs  Redis %5.1f µs/decision in scripts, %5.1f µs CPU; Redis %.2f cores (busiest master %.2f), client %.2f cores; %.2f script calls/decision (%.1f commands inside), %.1f decisions/round trip, allowed %.1f%%, %d errors\n",
+			n, name, c.PerSec, c.P50, c.P99, c.CommandUsec, c.CPUUsec, c.RedisCores, c.BusiestCore, c.ClientCores, c.ScriptCalls, c.InnerCalls, c.PerRoundTrip,
 			100*float64(c.Allowed)/float64(max(c.Decisions, 1)), c.Errors)
 	}
-	return cells, mem, nil
+	if res.Migrate == nil && n >= 2 {
+		if res.Migrate, err = measureMigrate(ctx, client, cl.nodes, cl.ports, cfg.memFill); err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+	}
+	return cells, nil
 }
 
 // newDefaultSlidelog is slidelog as its package doc sets it up, with no
@@ -343,11 +356,12 @@ type scalingAcc struct {
 	cpu        float64
 	perMaster  []float64
 	client     float64
+	trips      int64
 }
 
 // turn measures one turn: CONFIG RESETSTAT and INFO cpu on every master,
 // the callers for d, then INFO commandstats and INFO cpu again.
-func (a *scalingAcc) turn(ctx context.Context, nodes []*redis.Client, l contender.Limiter, callers int, keyOf func(int) func() string, d time.Duration) error {
+func (a *scalingAcc) turn(ctx context.Context, nodes []*redis.Client, l contender.Limiter, callers int, keyOf func(int) func() string, d time.Duration, trips *atomic.Int64) error {
 	cpu0 := make([]float64, len(nodes))
 	for i, n := range nodes {
 		if err := n.ConfigResetStat(ctx).Err(); err != nil {
@@ -358,9 +372,10 @@ func (a *scalingAcc) turn(ctx context.Context, nodes []*redis.Client, l contende
 			return err
 		}
 	}
-	self0 := selfCPU()
+	self0, trips0 := selfCPU(), trips.Load()
 	st, elapsed := run(ctx, l, callers, keyOf, d, true)
 	a.client += selfCPU() - self0
+	a.trips += trips.Load() - trips0
 	if a.perMaster == nil {
 		a.perMaster = make([]float64, len(nodes))
 	}
@@ -394,7 +409,8 @@ func (a *scalingAcc) cell(masters int, name string) ScalingCell {
 		P50: st.hist.quantile(0.50) / 1e3, P99: st.hist.quantile(0.99) / 1e3,
 		CommandUsec: a.cmdUsec / d, CPUUsec: a.cpu * 1e6 / d,
 		ScriptCalls: float64(a.cmdCalls) / d, InnerCalls: float64(a.innerCalls) / d,
-		RedisCores: a.cpu / secs, BusiestCore: slices.Max(a.perMaster) / secs, ClientCores: a.client / secs,
+		PerRoundTrip: d / float64(max(a.trips, 1)),
+		RedisCores:   a.cpu / secs, BusiestCore: slices.Max(a.perMaster) / secs, ClientCores: a.client / secs,
 	}
 	if st.firstErr != nil {
 		c.FirstErr = st.firstErr.Error()
@@ -437,17 +453,7 @@ func commandStats(info string) (scripts int64, usec float64, inner int64) {
 			continue
 		}
 		base, _, _ := strings.Cut(name, "|")
-		var calls int64
-		var us float64
-		for kv := range strings.SplitSeq(v, ",") {
-			field, val, _ := strings.Cut(kv, "=")
-			switch field {
-			case "calls":
-				calls, _ = strconv.ParseInt(val, 10, 64)
-			case "usec":
-				us, _ = strconv.ParseFloat(val, 64)
-			}
-		}
+		calls, us := statFields(v)
 		switch {
 		case slices.Contains(scriptCommands, base):
 			scripts += calls
@@ -457,6 +463,21 @@ func commandStats(info string) (scripts int64, usec float64, inner int64) {
 		}
 	}
 	return scripts, usec, inner
+}
+
+// statFields reads calls and usec from one INFO commandstats value,
+// "calls=3,usec=120,usec_per_call=40.00,...".
+func statFields(v string) (calls int64, usec float64) {
+	for kv := range strings.SplitSeq(v, ",") {
+		field, val, _ := strings.Cut(kv, "=")
+		switch field {
+		case "calls":
+			calls, _ = strconv.ParseInt(val, 10, 64)
+		case "usec":
+			usec, _ = strconv.ParseFloat(val, 64)
+		}
+	}
+	return calls, usec
 }
 
 // measureScalingMemory fills one slidelog key to each limit (window one

@@ -53,6 +53,7 @@ var scalingSections = []struct {
 	{"scaling-run", scalingRunTable},
 	{"scaling-memory", scalingMemoryTable},
 	{"scaling-sizing", scalingSizingTable},
+	{"scaling-migrate", scalingMigrateTable},
 }
 
 // writeScalingDoc replaces, in the markdown file path, the text between
@@ -96,16 +97,16 @@ func scalingRunTable(res *ScalingResults) string {
 	e := res.Env
 	fmt.Fprintf(&b, "%s\n\n%d callers over %d keys (each turn fresh keys, so every decision is an admission made by Redis), limit %d per minute, %v measured per row in %d interleaved turns; masters only, all on this machine's %d cores together with the callers.\n\n",
 		scalingEnvLine(e), e.Callers, e.Keys, e.Limit, e.Cell, e.Rounds, e.NumCPU)
-	b.WriteString("| masters | contender | decisions/s | vs 1 master | p50 | p99 | Redis µs/decision in the script | Redis CPU µs/decision | Redis cores busy (busiest master) | client cores | script calls (commands inside) per decision | errors |\n")
+	b.WriteString("| masters | contender | decisions/s | vs 1 master | p50 | p99 | Redis µs/decision in the script | Redis CPU µs/decision | Redis cores busy (busiest master) | client cores | decisions per round trip | errors |\n")
 	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	first := map[string]float64{}
 	for _, c := range res.Cells {
 		if _, ok := first[c.Contender]; !ok {
 			first[c.Contender] = c.PerSec
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %.2fx | %s | %s | %.1f | %.1f | %.2f (%.2f) | %.2f | %.2f (%.1f) | %d |\n",
+		fmt.Fprintf(&b, "| %d | %s | %s | %.2fx | %s | %s | %.1f | %.1f | %.2f (%.2f) | %.2f | %.1f | %d |\n",
 			c.Masters, c.Contender, fmtRate(c.PerSec), c.PerSec/first[c.Contender], fmtMicros(c.P50), fmtMicros(c.P99),
-			c.CommandUsec, c.CPUUsec, c.RedisCores, c.BusiestCore, c.ClientCores, c.ScriptCalls, c.InnerCalls, c.Errors)
+			c.CommandUsec, c.CPUUsec, c.RedisCores, c.BusiestCore, c.ClientCores, c.PerRoundTrip, c.Errors)
 	}
 	b.WriteString("\n**Extrapolated**, not measured: with one core per master and clients on other machines, a master saturates at about 1,000,000 / (Redis CPU µs per decision) decisions/s, so n masters give n times that while the slots spread the keys evenly:\n\n")
 	b.WriteString("| contender | Redis CPU µs/decision (1 master, measured) | decisions/s per master core | 2 masters | 3 masters | 6 masters |\n|---|---:|---:|---:|---:|---:|\n")
@@ -136,6 +137,18 @@ func scalingMemoryTable(res *ScalingResults) string {
 			limit, perEntry = "any", "-"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d B | %s | %s | %s |\n", m.Contender, limit, m.Entries, m.Bytes, perEntry, m.Encoding, used)
+	}
+	return b.String()
+}
+
+// scalingMigrateTable is what moving one full key to another master cost.
+func scalingMigrateTable(res *ScalingResults) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", scalingEnvLine(res.Env))
+	b.WriteString("| limit | key bytes (MEMORY USAGE) | MIGRATE, wall | MIGRATE on the source master | RESTORE on the target master |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|\n")
+	for _, m := range res.Migrate {
+		fmt.Fprintf(&b, "| %d | %d B | %.2f ms | %.2f ms | %.2f ms |\n", m.Limit, m.Bytes, m.WallMs, m.SourceMs, m.TargetMs)
 	}
 	return b.String()
 }

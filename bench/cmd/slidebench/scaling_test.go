@@ -32,16 +32,18 @@ func TestReplaceSections(t *testing.T) {
 			{Masters: 1, Contender: "slidelog", PerSec: 1000, CPUUsec: 40},
 			{Masters: 2, Contender: "slidelog", PerSec: 1500, CPUUsec: 40},
 		},
-		Memory: []ScalingMemory{{Contender: "slidelog", Limit: 100, Entries: 100, Bytes: 2300, PerEntry: 23, Keys: 10, UsedPerKey: 2400}},
+		Migrate: []ScalingMigrate{{Limit: 1000, Bytes: 94000, WallMs: 1.5}},
+		Memory:  []ScalingMemory{{Contender: "slidelog", Limit: 100, Entries: 100, Bytes: 2300, PerEntry: 23, Keys: 10, UsedPerKey: 2400}},
 	}
 	doc := "intro\n<!-- scaling-run:begin (generated) -->\nold run\n<!-- scaling-run:end -->\nmiddle\n" +
 		"<!-- scaling-memory:begin -->\nold memory\n<!-- scaling-memory:end -->\n" +
-		"<!-- scaling-sizing:begin -->\n<!-- scaling-sizing:end -->\noutro\n"
+		"<!-- scaling-sizing:begin -->\n<!-- scaling-sizing:end -->\n" +
+		"<!-- scaling-migrate:begin -->\n<!-- scaling-migrate:end -->\noutro\n"
 	got, err := replaceSections(doc, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"intro\n<!-- scaling-run:begin (generated) -->\n", "| 2 | slidelog | 1.50k | 1.50x |", "middle\n", "| slidelog | 100 | 100 | 2300 B | 23.0 |", "| 100k | 100 per minute |", "outro\n"} {
+	for _, want := range []string{"intro\n<!-- scaling-run:begin (generated) -->\n", "| 2 | slidelog | 1.50k | 1.50x |", "middle\n", "| slidelog | 100 | 100 | 2300 B | 23.0 |", "| 100k | 100 per minute |", "| 1000 | 94000 B | 1.50 ms |", "outro\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("rewritten doc lacks %q:\n%s", want, got)
 		}
