@@ -20,7 +20,7 @@ endef
 
 INSTALLCHECK_VERSION ?= v0.0.0-installcheck
 
-.PHONY: help build vet lint tidy-check install-check test faults cluster-up cluster-down demo bench bench-report
+.PHONY: help build vet lint tidy-check install-check test faults cluster-up cluster-down demo bench bench-report bench-scaling
 
 help: ## list targets
 	@echo "slidelog make targets (modules: $(MODULES))"
@@ -91,3 +91,6 @@ bench: ## run the benchmarks (scripts/bench.sh)
 
 bench-report: ## write the benchmark report (scripts/bench.sh report)
 	@if [ -f scripts/bench.sh ]; then bash scripts/bench.sh report; else echo "scripts/bench.sh is not there yet"; fi
+
+bench-scaling: ## decisions/s against 1, 2, 3 and 6 Redis Cluster masters; writes docs/scaling.md's tables (scripts/scaling.sh)
+	scripts/scaling.sh

@@ -5,6 +5,7 @@
 //	slidebench run    [flags]   measure, write results JSON
 //	slidebench report [flags]   render the markdown and charts from it
 //	slidebench rediscpu [flags] Redis CPU per decision (INFO commandstats)
+//	slidebench scaling [flags]  decisions/s against Redis Cluster masters (docs/scaling.md)
 //
 // The Redis servers come from SLIDELOG_REDIS_ADDR (host:port) and
 // SLIDELOG_CLUSTER_ADDRS (comma-separated seeds). Every key written starts
@@ -30,6 +31,8 @@ func main() {
 		err = reportMain(os.Args[2:])
 	case "rediscpu":
 		err = rediscpuMain(os.Args[2:])
+	case "scaling":
+		err = scalingMain(os.Args[2:])
 	default:
 		usage()
 	}
@@ -40,7 +43,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: slidebench run|report|rediscpu [flags]; -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: slidebench run|report|rediscpu|scaling [flags]; -h for flags")
 	os.Exit(2)
 }
 

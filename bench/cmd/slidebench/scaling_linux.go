@@ -1,0 +1,19 @@
+package main
+
+import "syscall"
+
+// childProcAttr makes the kernel kill a started redis-server when this
+// process dies, so that a killed run leaves no servers behind.
+func childProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// selfCPU returns the CPU time (user + system) this process has used, in
+// seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
