@@ -4,7 +4,7 @@
 //
 //	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
 //	r := chi.NewRouter()
-//	r.Use(slidechi.Middleware(l, slidechi.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+//	r.Use(slidechi.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Middleware returns func(http.Handler) http.Handler, so it also wraps a
 // plain http.ServeMux or any handler.
@@ -18,7 +18,7 @@
 //
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (r.With(slidechi.Middleware(searchLimiter)).Get(...),
-// r.Group, r.Route), key by route with slidelog.ByRoute (chi's route
+// r.Group, r.Route), key by route with httplimit.ByRoute (chi's route
 // pattern, such as "/users/{id}", found even for middleware added with
 // r.Use), or choose a limiter per request with WithLimiterFunc.
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	slidechi "github.com/slidelog/slidelog/adapters/chi"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
@@ -22,7 +23,7 @@ func Example() {
 	defer l.Close()
 
 	r := chi.NewRouter()
-	r.Use(slidechi.Middleware(l, slidechi.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	r.Use(slidechi.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	r.Get("/hello", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 
@@ -46,7 +47,7 @@ func Example_perRoute() {
 	defer l.Close()
 
 	r := chi.NewRouter()
-	r.Use(slidechi.Middleware(l, slidechi.WithKeyFunc(slidelog.Composite(slidelog.ByRoute(), slidelog.ByClientIP()))))
+	r.Use(slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.Composite(httplimit.ByRoute(), httplimit.ByClientIP()))))
 	r.Get("/users/{id}", func(w http.ResponseWriter, _ *http.Request) {})
 	r.Get("/teams/{id}", func(w http.ResponseWriter, _ *http.Request) {})
 

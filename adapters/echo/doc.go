@@ -3,7 +3,7 @@
 //
 //	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
 //	e := echo.New()
-//	e.Use(slideecho.Middleware(l, slideecho.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+//	e.Use(slideecho.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -14,7 +14,7 @@
 //
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (e.GET("/search", h,
-// slideecho.Middleware(searchLimiter))), key by route with slidelog.ByRoute
+// slideecho.Middleware(searchLimiter))), key by route with httplimit.ByRoute
 // (echo's route pattern, c.Path()), or choose a limiter per request with
 // WithLimiterFunc.
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	slideecho "github.com/slidelog/slidelog/adapters/echo"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
@@ -22,7 +23,7 @@ func Example() {
 	defer l.Close()
 
 	e := echo.New()
-	e.Use(slideecho.Middleware(l, slideecho.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	e.Use(slideecho.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, "hello") })
 	e.GET("/healthz", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
 
@@ -48,7 +49,7 @@ func Example_trustedProxy() {
 	_, lb, _ := net.ParseCIDR("10.0.0.0/8")
 	e := echo.New()
 	e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustIPRange(lb))
-	e.Use(slideecho.Middleware(l, slideecho.WithTrustedProxies("10.0.0.0/8"), slideecho.WithClientIPHeader("X-Forwarded-For")))
+	e.Use(slideecho.Middleware(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For")))
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
 
 	req := httptest.NewRequest(http.MethodGet, "/hello", nil)

@@ -4,7 +4,7 @@
 //
 //	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
 //	e := echo.New()
-//	e.Use(slideechov5.Middleware(l, slideechov5.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+//	e.Use(slideechov5.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -15,7 +15,7 @@
 //
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (e.GET("/search", h,
-// slideechov5.Middleware(searchLimiter))), key by route with slidelog.ByRoute
+// slideechov5.Middleware(searchLimiter))), key by route with httplimit.ByRoute
 // (echo's route pattern, c.Path()), or choose a limiter per request with
 // WithLimiterFunc.
 //

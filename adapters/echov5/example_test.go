@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v5"
 	slideechov5 "github.com/slidelog/slidelog/adapters/echov5"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
@@ -22,7 +23,7 @@ func Example() {
 	defer l.Close()
 
 	e := echo.New()
-	e.Use(slideechov5.Middleware(l, slideechov5.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	e.Use(slideechov5.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	e.GET("/hello", func(c *echo.Context) error { return c.String(http.StatusOK, "hello") })
 	e.GET("/healthz", func(c *echo.Context) error { return c.NoContent(http.StatusNoContent) })
 
@@ -48,7 +49,7 @@ func Example_trustedProxy() {
 	_, lb, _ := net.ParseCIDR("10.0.0.0/8")
 	e := echo.New()
 	e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustIPRange(lb))
-	e.Use(slideechov5.Middleware(l, slideechov5.WithTrustedProxies("10.0.0.0/8"), slideechov5.WithClientIPHeader("X-Forwarded-For")))
+	e.Use(slideechov5.Middleware(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For")))
 	e.GET("/hello", func(c *echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
 
 	req := httptest.NewRequest(http.MethodGet, "/hello", nil)

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v5"
 	slideechov5 "github.com/slidelog/slidelog/adapters/echov5"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -26,7 +27,7 @@ func TestRefundByStatusCoder(t *testing.T) {
 	store := slidelogtest.NewCountingStore(mem)
 	l := newLimiter(t, store, 2)
 	r := echo.New()
-	r.Use(slideechov5.Middleware(l, slideechov5.WithRefundOnServerError()))
+	r.Use(slideechov5.Middleware(l, httplimit.WithRefundOnServerError()))
 	r.GET("/unavailable", func(*echo.Context) error { return statusError(http.StatusServiceUnavailable) })
 	r.GET("/conflict", func(*echo.Context) error { return statusError(http.StatusConflict) })
 	r.GET("/written", func(c *echo.Context) error {

@@ -3,7 +3,7 @@
 //
 //	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
 //	app := fiber.New()
-//	app.Use(slidefiber.Middleware(l, slidefiber.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+//	app.Use(slidefiber.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -15,7 +15,7 @@
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (app.Get("/search",
 // slidefiber.Middleware(searchLimiter), h)), or choose a limiter per
-// request with WithLimiterFunc. slidelog.ByRoute sees the path the
+// request with WithLimiterFunc. httplimit.ByRoute sees the path the
 // middleware was registered with: register it on the route (or the group)
 // to key by route pattern; under app.Use every request has the Use prefix
 // as its route, because fiber has not matched the final route yet.

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	slidefiber "github.com/slidelog/slidelog/adapters/fiber"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
@@ -20,7 +21,7 @@ func Example() {
 	defer l.Close()
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(slidefiber.Middleware(l, slidefiber.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	app.Use(slidefiber.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello") })
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusNoContent) })
 
@@ -45,7 +46,7 @@ func Example_cost() {
 	defer l.Close()
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Get("/export", slidefiber.Middleware(l, slidefiber.WithCost(5)), func(c *fiber.Ctx) error { return c.SendString("csv") })
+	app.Get("/export", slidefiber.Middleware(l, httplimit.WithCost(5)), func(c *fiber.Ctx) error { return c.SendString("csv") })
 
 	for range 3 {
 		resp, _ := app.Test(httptest.NewRequest(fiber.MethodGet, "/export", nil))

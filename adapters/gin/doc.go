@@ -3,7 +3,7 @@
 //
 //	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
 //	r := gin.New()
-//	r.Use(slidegin.Middleware(l, slidegin.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+//	r.Use(slidegin.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -14,7 +14,7 @@
 //
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (r.GET("/search", slidegin.Middleware(searchLimiter),
-// h)), key by route with slidelog.ByRoute, or choose a limiter per request
+// h)), key by route with httplimit.ByRoute, or choose a limiter per request
 // with WithLimiterFunc.
 //
 // # Client IP and gin's trusted proxies

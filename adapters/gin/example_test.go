@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 	slidegin "github.com/slidelog/slidelog/adapters/gin"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
@@ -22,7 +23,7 @@ func Example() {
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(slidegin.Middleware(l, slidegin.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	r.Use(slidegin.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello") })
 	r.GET("/healthz", func(c *gin.Context) { c.Status(http.StatusNoContent) })
 
@@ -49,11 +50,11 @@ func Example_perRoute() {
 	search, _ := slidelog.New(store, slidelog.Policy{Name: "search", Limit: 20, Window: time.Minute})
 
 	type accountKey struct{} // set by your auth middleware after verifying the token
-	byAccount := slidelog.FirstOf(slidelog.ByContextValue(accountKey{}), slidelog.ByClientIP())
+	byAccount := httplimit.FirstOf(httplimit.ByContextValue(accountKey{}), httplimit.ByClientIP())
 
 	r := gin.New()
-	v1 := r.Group("/v1", slidegin.Middleware(api, slidegin.WithKeyFunc(byAccount)))
-	v1.GET("/search", slidegin.Middleware(search, slidegin.WithCost(5)), func(c *gin.Context) { c.String(http.StatusOK, "results") })
+	v1 := r.Group("/v1", slidegin.Middleware(api, httplimit.WithKeyFunc(byAccount)))
+	v1.GET("/search", slidegin.Middleware(search, httplimit.WithCost(5)), func(c *gin.Context) { c.String(http.StatusOK, "results") })
 
 	req := httptest.NewRequest(http.MethodGet, "/v1/search", nil)
 	rec := httptest.NewRecorder()

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	slidegin "github.com/slidelog/slidelog/adapters/gin"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -29,8 +30,8 @@ func newReportsAPI(l *slidelog.Limiter) *gin.Engine {
 		}
 		c.Next()
 	})
-	r.Use(slidegin.Middleware(l, slidegin.WithKeyFunc(
-		slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP()))))
+	r.Use(slidegin.Middleware(l, httplimit.WithKeyFunc(
+		httplimit.FirstOf(httplimit.ByContextValue("user"), httplimit.ByClientIP()))))
 	r.GET("/reports", func(c *gin.Context) { c.String(http.StatusOK, "reports") })
 	return r
 }

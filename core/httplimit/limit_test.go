@@ -282,6 +282,14 @@ func TestHandlers(t *testing.T) {
 			t.Errorf("%s handler of another type: got %v, want ErrInvalidOption", name, err)
 		}
 	}
+	var nilDenied deniedFunc
+	e, err = httplimit.New(l, httplimit.WithDeniedHandler(nilDenied), httplimit.WithErrorHandler(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, h, err := httplimit.Handlers[deniedFunc, errorFunc](e); d != nil || h != nil || err != nil {
+		t.Errorf("nil handlers: got %v, %v, %v, want nil, nil, nil (the defaults)", d != nil, h != nil, err)
+	}
 	if e, _ := httplimit.New(l); e.RefundsOnServerError() {
 		t.Error("RefundsOnServerError without the option: got true")
 	}

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -245,10 +246,11 @@ func WithIPv6Prefix(bits int) Option {
 // the adapter's own type, such as func(*gin.Context, slidelog.Result) for
 // slidegin. Use the adapter's WithDeniedHandler, whose signature names the
 // type, rather than this; an adapter's Middleware panics at start-up on a
-// handler of another type. nil keeps the adapter's default.
+// handler of another type. nil, or a nil function, keeps the adapter's
+// default.
 func WithDeniedHandler(h any) Option {
 	return optionFunc(func(c *config) error {
-		c.denied = h
+		c.denied = nilIfNilFunc(h)
 		return nil
 	})
 }
@@ -259,9 +261,17 @@ func WithDeniedHandler(h any) Option {
 // WithErrorHandler rather than this, as for WithDeniedHandler.
 func WithErrorHandler(h any) Option {
 	return optionFunc(func(c *config) error {
-		c.onError = h
+		c.onError = nilIfNilFunc(h)
 		return nil
 	})
+}
+
+// nilIfNilFunc returns nil for a nil function, and h otherwise.
+func nilIfNilFunc(h any) any {
+	if v := reflect.ValueOf(h); v.Kind() == reflect.Func && v.IsNil() {
+		return nil
+	}
+	return h
 }
 
 // validHeaderName reports whether name is an RFC 9110 token.
