@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 // Environment variables the examples read.
@@ -63,7 +64,7 @@ type App struct {
 
 // Skip is the skip function of every example: health checks and metrics
 // scrapes are never limited.
-var Skip = slidelog.SkipPaths(PathHealthz, PathMetrics)
+var Skip = httplimit.SkipPaths(PathHealthz, PathMetrics)
 
 // Start parses the flags -addr, -limit and -window, opens the store
 // EnvRedisAddrs names and returns the app; it exits the process on a bad
