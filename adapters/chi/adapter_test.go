@@ -11,6 +11,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	slidechi "github.com/slidelog/slidelog/adapters/chi"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -36,7 +38,7 @@ type userKey struct{}
 
 // A value an auth middleware put in the request context is the identity.
 func TestKeyByContextValue(t *testing.T) {
-	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	store := slidelogtest.NewCountingStore(memstore.New())
 	l := newLimiter(t, store, 1)
 	r := chi.NewRouter()
 	r.Use(func(next http.Handler) http.Handler {
@@ -47,7 +49,7 @@ func TestKeyByContextValue(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	r.Use(slidechi.Middleware(l, slidechi.WithKeyFunc(slidelog.FirstOf(slidelog.ByContextValue(userKey{}), slidelog.ByClientIP()))))
+	r.Use(slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByContextValue(userKey{}), httplimit.ByClientIP()))))
 	r.Get("/", func(w http.ResponseWriter, _ *http.Request) {})
 	for _, tt := range []struct {
 		give string
@@ -68,10 +70,10 @@ func TestKeyByContextValue(t *testing.T) {
 // Under r.Use, before chi has routed, ByRoute still sees the full
 // pattern, through mounted sub-routers too.
 func TestKeyByRouteGlobal(t *testing.T) {
-	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	store := slidelogtest.NewCountingStore(memstore.New())
 	l := newLimiter(t, store, 1)
 	r := chi.NewRouter()
-	r.Use(slidechi.Middleware(l, slidechi.WithKeyFunc(slidelog.ByRoute())))
+	r.Use(slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.Get("/users/{id}", func(http.ResponseWriter, *http.Request) {})
 	r.Route("/api", func(r chi.Router) {
 		r.Get("/teams/{id}", func(http.ResponseWriter, *http.Request) {})
@@ -93,14 +95,14 @@ func TestKeyByRouteGlobal(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
-	for name, opt := range map[string]slidechi.Option{
-		"cidr":        slidechi.WithTrustedProxies("10.0.0.0/33"),
-		"trust all":   slidechi.WithTrustedProxies("0.0.0.0/0"),
-		"no header":   slidechi.WithTrustedProxies("10.0.0.0/8"),
-		"header name": slidechi.WithClientIPHeader("X Real IP"),
-		"ipv6 prefix": slidechi.WithIPv6Prefix(0),
-		"cost":        slidechi.WithCost(0),
+	l := newLimiter(t, memstore.New(), 1)
+	for name, opt := range map[string]httplimit.Option{
+		"cidr":        httplimit.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   httplimit.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   httplimit.WithTrustedProxies("10.0.0.0/8"),
+		"header name": httplimit.WithClientIPHeader("X Real IP"),
+		"ipv6 prefix": httplimit.WithIPv6Prefix(0),
+		"cost":        httplimit.WithCost(0),
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -124,11 +126,46 @@ func TestInvalidOptionPanics(t *testing.T) {
 // A nil next handler is refused when the middleware wraps it, not on the
 // first request.
 func TestNilNextPanicsAtWrap(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	l := newLimiter(t, memstore.New(), 1)
 	defer func() {
 		if p, _ := recover().(string); !strings.Contains(p, "nil next handler") {
 			t.Errorf("panic: got %q, want one naming the nil next handler", p)
 		}
 	}()
 	slidechi.Middleware(l)(nil)
+}
+
+// LimitByIP limits each client IP in memory, in one statement.
+func TestLimitByIP(t *testing.T) {
+	r := chi.NewRouter()
+	r.Use(slidechi.LimitByIP(slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute}))
+	r.Get("/", func(http.ResponseWriter, *http.Request) {})
+	for _, tt := range []struct {
+		remote string
+		want   int
+	}{
+		{"192.0.2.1:1", 200}, {"192.0.2.1:2", 429}, {"192.0.2.2:1", 200}, {"[2001:db8::1]:1", 200}, {"[2001:db8::2]:1", 429},
+	} {
+		if got := serve(r, "/", tt.remote); got.Code != tt.want {
+			t.Errorf("GET / from %s: got %d, want %d", tt.remote, got.Code, tt.want)
+		}
+	}
+}
+
+// An invalid policy, or an option of another adapter, panics at start-up.
+func TestLimitByIPPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"policy":          func() { slidechi.LimitByIP(slidelog.PerMinute(0)) },
+		"option":          func() { slidechi.LimitByIP(slidelog.PerMinute(1), httplimit.WithIPv6Prefix(0)) },
+		"foreign handler": func() { slidechi.LimitByIP(slidelog.PerMinute(1), httplimit.WithDeniedHandler(func(error) {})) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("LimitByIP did not panic")
+				}
+			}()
+			f()
+		})
+	}
 }

@@ -2,9 +2,19 @@
 // slidelog.Limiter: a strict sliding-window log on Redis, Redis Cluster or
 // memory.
 //
-//	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
-//	r := chi.NewRouter()
-//	r.Use(slidechi.Middleware(l, slidechi.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+// The common case, 100 requests per rolling minute per client IP counted
+// in process memory, is one statement:
+//
+//	r.Use(slidechi.LimitByIP(slidelog.PerMinute(100)))
+//
+// Middleware takes any limiter (on Redis, shared by every instance) and
+// the options of package httplimit, the same in every adapter; only the
+// framework-typed WithDeniedHandler and WithErrorHandler are this
+// package's:
+//
+//	r.Use(slidechi.Middleware(l,
+//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
+//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Middleware returns func(http.Handler) http.Handler, so it also wraps a
 // plain http.ServeMux or any handler.
@@ -18,9 +28,9 @@
 //
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (r.With(slidechi.Middleware(searchLimiter)).Get(...),
-// r.Group, r.Route), key by route with slidelog.ByRoute (chi's route
+// r.Group, r.Route), key by route with httplimit.ByRoute (chi's route
 // pattern, such as "/users/{id}", found even for middleware added with
-// r.Use), or choose a limiter per request with WithLimiterFunc.
+// r.Use), or choose a limiter per request with httplimit.WithLimiterFunc.
 //
 // # Client IP and chi's RealIP
 //
@@ -28,8 +38,8 @@
 // ignores X-Forwarded-For, X-Real-IP and Forwarded. Do not put chi's
 // middleware.RealIP in front of it unless every request comes through a
 // proxy that overwrites those headers: RealIP copies a client-supplied
-// header into r.RemoteAddr. Behind a proxy, list it with WithTrustedProxies
-// and name the one header it writes with WithClientIPHeader instead: the
+// header into r.RemoteAddr. Behind a proxy, list it with httplimit.WithTrustedProxies
+// and name the one header it writes with httplimit.WithClientIPHeader instead: the
 // client is then the rightmost forwarded address that is not a trusted
 // proxy.
 package slidechi

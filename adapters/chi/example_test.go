@@ -10,19 +10,21 @@ import (
 	"github.com/go-chi/chi/v5"
 	slidechi "github.com/slidelog/slidelog/adapters/chi"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
 // never limited.
 func Example() {
-	l, err := slidelog.New(slidelog.NewMemoryStore(), slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
+	l, err := slidelog.New(memstore.New(), slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
 	if err != nil {
 		panic(err)
 	}
 	defer l.Close()
 
 	r := chi.NewRouter()
-	r.Use(slidechi.Middleware(l, slidechi.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	r.Use(slidechi.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	r.Get("/hello", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 
@@ -42,11 +44,11 @@ func Example() {
 // A per-client limit on each route: ByRoute keys by chi's pattern, so
 // /users/1 and /users/2 share one budget, even with r.Use.
 func Example_perRoute() {
-	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.Policy{Name: "route", Limit: 1, Window: time.Minute})
+	l, _ := slidelog.New(memstore.New(), slidelog.Policy{Name: "route", Limit: 1, Window: time.Minute})
 	defer l.Close()
 
 	r := chi.NewRouter()
-	r.Use(slidechi.Middleware(l, slidechi.WithKeyFunc(slidelog.Composite(slidelog.ByRoute(), slidelog.ByClientIP()))))
+	r.Use(slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.Composite(httplimit.ByRoute(), httplimit.ByClientIP()))))
 	r.Get("/users/{id}", func(w http.ResponseWriter, _ *http.Request) {})
 	r.Get("/teams/{id}", func(w http.ResponseWriter, _ *http.Request) {})
 
@@ -64,7 +66,7 @@ func Example_perRoute() {
 
 // Any net/http handler.
 func ExampleMiddleware_netHTTP() {
-	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerSecond(10))
+	l, _ := slidelog.New(memstore.New(), slidelog.PerSecond(10))
 	defer l.Close()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })

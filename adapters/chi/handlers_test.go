@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	slidechi "github.com/slidelog/slidelog/adapters/chi"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -33,7 +34,7 @@ func newOrdersAPI(l *slidelog.Limiter) http.Handler {
 func TestOrdersRateLimit(t *testing.T) {
 	// A clock the test moves by hand: the window passes without sleeping.
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	store := memstore.New(memstore.WithClock(clock.Now))
 	t.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.Policy{Name: "orders", Limit: 2, Window: time.Minute})
 	if err != nil {

@@ -7,29 +7,56 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
-// Middleware returns net/http middleware that rate-limits requests with l,
-// or with the limiter WithLimiterFunc chooses (l may then be nil). Use it
-// with chi's r.Use, r.With, r.Group or r.Route, or wrap any http.Handler;
-// different limiters on different routes and groups give per-route
-// limits.
+// LimitByIP returns middleware that limits each client IP address to the
+// policy p, counted in process memory: the common case in one statement,
+//
+//	r.Use(slidechi.LimitByIP(slidelog.PerMinute(100)))
+//
+// It is Middleware with a limiter of p on a memory store of its own,
+// which lives as long as the program; opts are Middleware's. The client
+// is the socket peer unless WithTrustedProxies and WithClientIPHeader say
+// otherwise, as for Middleware. For limits shared between instances, use
+// Middleware with a limiter on a Redis store.
+//
+// Like regexp.MustCompile, it panics when p is invalid, so that a
+// constant policy that cannot work shows at start-up; it also panics when
+// an option is invalid.
+func LimitByIP(p slidelog.Policy, opts ...httplimit.Option) func(http.Handler) http.Handler {
+	return Middleware(memoryLimiter(p), opts...)
+}
+
+// memoryLimiter returns a limiter of p on a new memory store, or panics.
+func memoryLimiter(p slidelog.Policy) *slidelog.Limiter {
+	l, err := slidelog.New(memstore.New(), p)
+	if err != nil {
+		panic("slidechi: LimitByIP: " + err.Error())
+	}
+	return l
+}
+
+// Middleware returns net/http middleware that rate-limits requests with
+// l, or with the limiter httplimit.WithLimiterFunc chooses (l may then be
+// nil). Use it with chi's r.Use, r.With, r.Group or r.Route, or wrap any
+// http.Handler; different limiters on different routes and groups give
+// per-route limits. The options are httplimit's, with this package's
+// WithDeniedHandler and WithErrorHandler.
 //
 // It panics when an option is invalid (such as a malformed CIDR), and the
 // middleware panics when given a nil next handler, so that a
 // misconfiguration shows at start-up, never per request.
-func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Handler {
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	hl, err := slidelog.NewHTTPLimiter(l, cfg.core...)
+func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler) http.Handler {
+	e, err := httplimit.New(l, opts...)
 	if err != nil {
 		panic("slidechi: " + err.Error())
 	}
-	denied, onError := cfg.denied, cfg.onError
+	denied, onError, err := httplimit.Handlers[deniedFunc, errorFunc](e)
+	if err != nil {
+		panic("slidechi: " + err.Error())
+	}
 	if denied == nil {
 		denied = defaultDenied
 	}
@@ -41,7 +68,7 @@ func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Han
 			panic("slidechi: Middleware(...)(nil): nil next handler")
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d := hl.Check(&request{r: r})
+			d := e.Check(&request{r: r})
 			h := w.Header()
 			for _, f := range d.Header {
 				if f.Append {
@@ -51,10 +78,10 @@ func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Han
 				}
 			}
 			switch d.Outcome {
-			case slidelog.OutcomeDenied:
+			case httplimit.OutcomeDenied:
 				denied(w, r, d.Result)
 				return
-			case slidelog.OutcomeError:
+			case httplimit.OutcomeError:
 				onError(w, r, d.Err)
 				return
 			}
@@ -71,15 +98,15 @@ func Middleware(l *slidelog.Limiter, opts ...Option) func(http.Handler) http.Han
 }
 
 func defaultDenied(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
-	writeProblem(w, slidelog.DeniedProblem(res))
+	writeProblem(w, httplimit.DeniedProblem(res))
 }
 
 func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
-	writeProblem(w, slidelog.ErrorProblem(err))
+	writeProblem(w, httplimit.ErrorProblem(err))
 }
 
-func writeProblem(w http.ResponseWriter, p slidelog.Problem) {
-	w.Header().Set("Content-Type", slidelog.ProblemContentType)
+func writeProblem(w http.ResponseWriter, p httplimit.Problem) {
+	w.Header().Set("Content-Type", httplimit.ProblemContentType)
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(p.JSON())
 }
@@ -95,7 +122,7 @@ func (r *request) Context() context.Context    { return r.r.Context() }
 func (r *request) Method() string              { return r.r.Method }
 func (r *request) RemoteAddr() string          { return r.r.RemoteAddr }
 func (r *request) Native() any                 { return r.r }
-func (r *request) Header(name string) []string { return slidelog.HeaderValues(r.r.Header, name) }
+func (r *request) Header(name string) []string { return httplimit.HeaderValues(r.r.Header, name) }
 func (r *request) Value(key any) any           { return r.r.Context().Value(key) }
 
 // Path is the path chi routes on: the route context's RoutePath when a

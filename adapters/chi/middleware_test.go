@@ -8,7 +8,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	slidechi "github.com/slidelog/slidelog/adapters/chi"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 func TestHTTPSuiteMemory(t *testing.T) {
@@ -16,7 +18,7 @@ func TestHTTPSuiteMemory(t *testing.T) {
 }
 
 func TestHTTPSuiteCluster(t *testing.T) {
-	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+	slidelogtest.RunHTTPSuite(t, redistest.ClusterStores(t), newServer)
 }
 
 // newServer builds app with chi: the suite's factory.
@@ -49,39 +51,10 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 	return slidelogtest.ServeHandler(r)
 }
 
-// middleware maps the suite's neutral description to slidechi's options.
+// middleware installs the suite's middleware: its options as they are,
+// and slidechi's own handlers for DeniedBody and ErrorBody.
 func middleware(m *slidelogtest.HTTPMiddleware) func(http.Handler) http.Handler {
-	opts := []slidechi.Option{slidechi.WithHeaders(m.Headers)}
-	if m.KeyFunc != nil {
-		opts = append(opts, slidechi.WithKeyFunc(m.KeyFunc))
-	}
-	if m.SkipFunc != nil {
-		opts = append(opts, slidechi.WithSkipFunc(m.SkipFunc))
-	}
-	if m.Cost != 0 {
-		opts = append(opts, slidechi.WithCost(m.Cost))
-	}
-	if m.CostFunc != nil {
-		opts = append(opts, slidechi.WithCostFunc(m.CostFunc))
-	}
-	if m.LimiterFunc != nil {
-		opts = append(opts, slidechi.WithLimiterFunc(m.LimiterFunc))
-	}
-	if m.ShadowMode {
-		opts = append(opts, slidechi.WithShadowMode(m.ShadowReport))
-	}
-	if m.RefundOnServerError {
-		opts = append(opts, slidechi.WithRefundOnServerError())
-	}
-	if len(m.TrustedProxies) > 0 {
-		opts = append(opts, slidechi.WithTrustedProxies(m.TrustedProxies...))
-	}
-	if m.ClientIPHeader != "" {
-		opts = append(opts, slidechi.WithClientIPHeader(m.ClientIPHeader))
-	}
-	if m.IPv6Prefix != 0 {
-		opts = append(opts, slidechi.WithIPv6Prefix(m.IPv6Prefix))
-	}
+	opts := append([]httplimit.Option(nil), m.Options...)
 	if m.DeniedBody != "" {
 		opts = append(opts, slidechi.WithDeniedHandler(func(w http.ResponseWriter, _ *http.Request, _ slidelog.Result) {
 			w.WriteHeader(http.StatusTooManyRequests)

@@ -11,6 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 	slideecho "github.com/slidelog/slidelog/adapters/echo"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -34,13 +36,13 @@ func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
 
 // A value set with c.Set by an auth middleware is the identity.
 func TestKeyByContextValue(t *testing.T) {
-	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	store := slidelogtest.NewCountingStore(memstore.New())
 	l := newLimiter(t, store, 1)
 	r := echo.New()
 	r.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error { c.Set("user", c.QueryParam("u")); return next(c) }
 	})
-	r.Use(slideecho.Middleware(l, slideecho.WithKeyFunc(slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP()))))
+	r.Use(slideecho.Middleware(l, httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByContextValue("user"), httplimit.ByClientIP()))))
 	r.GET("/", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	for _, tt := range []struct {
 		give string
@@ -60,9 +62,9 @@ func TestKeyByContextValue(t *testing.T) {
 
 // Under e.Use, ByRoute sees echo's route pattern.
 func TestKeyByRouteGlobal(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	l := newLimiter(t, memstore.New(), 1)
 	r := echo.New()
-	r.Use(slideecho.Middleware(l, slideecho.WithKeyFunc(slidelog.ByRoute())))
+	r.Use(slideecho.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.GET("/users/:id", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	r.GET("/teams/:id", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	for _, tt := range []struct {
@@ -78,14 +80,14 @@ func TestKeyByRouteGlobal(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
-	for name, opt := range map[string]slideecho.Option{
-		"cidr":        slideecho.WithTrustedProxies("10.0.0.0/33"),
-		"trust all":   slideecho.WithTrustedProxies("0.0.0.0/0"),
-		"no header":   slideecho.WithTrustedProxies("10.0.0.0/8"),
-		"header name": slideecho.WithClientIPHeader("X Real IP"),
-		"ipv6 prefix": slideecho.WithIPv6Prefix(0),
-		"cost":        slideecho.WithCost(0),
+	l := newLimiter(t, memstore.New(), 1)
+	for name, opt := range map[string]httplimit.Option{
+		"cidr":        httplimit.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   httplimit.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   httplimit.WithTrustedProxies("10.0.0.0/8"),
+		"header name": httplimit.WithClientIPHeader("X Real IP"),
+		"ipv6 prefix": httplimit.WithIPv6Prefix(0),
+		"cost":        httplimit.WithCost(0),
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -108,10 +110,10 @@ func TestInvalidOptionPanics(t *testing.T) {
 
 // A handler that returns an error echo turns into a 5xx is refunded.
 func TestRefundOnReturnedError(t *testing.T) {
-	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	store := slidelogtest.NewCountingStore(memstore.New())
 	l := newLimiter(t, store, 1)
 	r := echo.New()
-	r.Use(slideecho.Middleware(l, slideecho.WithRefundOnServerError()))
+	r.Use(slideecho.Middleware(l, httplimit.WithRefundOnServerError()))
 	r.GET("/http-error", func(echo.Context) error { return echo.NewHTTPError(http.StatusBadGateway) })
 	r.GET("/plain-error", func(echo.Context) error { return errors.New("boom") })
 	r.GET("/not-found", func(echo.Context) error { return echo.ErrNotFound })
@@ -133,11 +135,46 @@ func TestRefundOnReturnedError(t *testing.T) {
 // A nil next handler is refused when the middleware wraps it, not on the
 // first request.
 func TestNilNextPanicsAtWrap(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	l := newLimiter(t, memstore.New(), 1)
 	defer func() {
 		if p, _ := recover().(string); !strings.Contains(p, "nil next handler") {
 			t.Errorf("panic: got %q, want one naming the nil next handler", p)
 		}
 	}()
 	slideecho.Middleware(l)(nil)
+}
+
+// LimitByIP limits each client IP in memory, in one statement.
+func TestLimitByIP(t *testing.T) {
+	r := echo.New()
+	r.Use(slideecho.LimitByIP(slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute}))
+	r.GET("/", func(echo.Context) error { return nil })
+	for _, tt := range []struct {
+		remote string
+		want   int
+	}{
+		{"192.0.2.1:1", 200}, {"192.0.2.1:2", 429}, {"192.0.2.2:1", 200}, {"[2001:db8::1]:1", 200}, {"[2001:db8::2]:1", 429},
+	} {
+		if got := serve(r, "/", tt.remote); got.Code != tt.want {
+			t.Errorf("GET / from %s: got %d, want %d", tt.remote, got.Code, tt.want)
+		}
+	}
+}
+
+// An invalid policy, or an option of another adapter, panics at start-up.
+func TestLimitByIPPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"policy":          func() { slideecho.LimitByIP(slidelog.PerMinute(0)) },
+		"option":          func() { slideecho.LimitByIP(slidelog.PerMinute(1), httplimit.WithIPv6Prefix(0)) },
+		"foreign handler": func() { slideecho.LimitByIP(slidelog.PerMinute(1), httplimit.WithErrorHandler(func(error) {})) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("LimitByIP did not panic")
+				}
+			}()
+			f()
+		})
+	}
 }

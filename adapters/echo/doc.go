@@ -1,9 +1,19 @@
 // Package slideecho rate-limits echo requests with a slidelog.Limiter: a
 // strict sliding-window log on Redis, Redis Cluster or memory.
 //
-//	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
-//	e := echo.New()
-//	e.Use(slideecho.Middleware(l, slideecho.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+// The common case, 100 requests per rolling minute per client IP counted
+// in process memory, is one statement:
+//
+//	e.Use(slideecho.LimitByIP(slidelog.PerMinute(100)))
+//
+// Middleware takes any limiter (on Redis, shared by every instance) and
+// the options of package httplimit, the same in every adapter; only the
+// framework-typed WithDeniedHandler and WithErrorHandler are this
+// package's:
+//
+//	e.Use(slideecho.Middleware(l,
+//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
+//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -14,9 +24,9 @@
 //
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (e.GET("/search", h,
-// slideecho.Middleware(searchLimiter))), key by route with slidelog.ByRoute
+// slideecho.Middleware(searchLimiter))), key by route with httplimit.ByRoute
 // (echo's route pattern, c.Path()), or choose a limiter per request with
-// WithLimiterFunc.
+// httplimit.WithLimiterFunc.
 //
 // # Client IP and echo's IPExtractor
 //
@@ -24,8 +34,8 @@
 // address (c.Request().RemoteAddr), whatever X-Forwarded-For, X-Real-IP or
 // Forwarded headers say, so it is safe even though echo v4 without an
 // IPExtractor reads the leftmost X-Forwarded-For value. Behind a proxy,
-// list it with WithTrustedProxies and name the one header it writes with
-// WithClientIPHeader: the client is then the rightmost forwarded address
+// list it with httplimit.WithTrustedProxies and name the one header it writes with
+// httplimit.WithClientIPHeader: the client is then the rightmost forwarded address
 // that is not a trusted proxy. Set e.IPExtractor to
 // echo.ExtractIPFromXFFHeader(echo.TrustIPRange(...)) with the same ranges
 // so that c.RealIP() in your handlers agrees with the limiter, or to

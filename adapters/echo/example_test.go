@@ -10,19 +10,21 @@ import (
 	"github.com/labstack/echo/v4"
 	slideecho "github.com/slidelog/slidelog/adapters/echo"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
 // never limited.
 func Example() {
-	l, err := slidelog.New(slidelog.NewMemoryStore(), slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
+	l, err := slidelog.New(memstore.New(), slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
 	if err != nil {
 		panic(err)
 	}
 	defer l.Close()
 
 	e := echo.New()
-	e.Use(slideecho.Middleware(l, slideecho.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	e.Use(slideecho.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, "hello") })
 	e.GET("/healthz", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) })
 
@@ -42,13 +44,13 @@ func Example() {
 // Behind a load balancer at 10.0.0.0/8: trust its X-Forwarded-For, and
 // give echo the same range so that c.RealIP() agrees with the limiter.
 func Example_trustedProxy() {
-	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
+	l, _ := slidelog.New(memstore.New(), slidelog.PerMinute(100))
 	defer l.Close()
 
 	_, lb, _ := net.ParseCIDR("10.0.0.0/8")
 	e := echo.New()
 	e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustIPRange(lb))
-	e.Use(slideecho.Middleware(l, slideecho.WithTrustedProxies("10.0.0.0/8"), slideecho.WithClientIPHeader("X-Forwarded-For")))
+	e.Use(slideecho.Middleware(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For")))
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
 
 	req := httptest.NewRequest(http.MethodGet, "/hello", nil)

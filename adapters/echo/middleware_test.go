@@ -7,7 +7,9 @@ import (
 	"github.com/labstack/echo/v4"
 	slideecho "github.com/slidelog/slidelog/adapters/echo"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 func TestHTTPSuiteMemory(t *testing.T) {
@@ -15,7 +17,7 @@ func TestHTTPSuiteMemory(t *testing.T) {
 }
 
 func TestHTTPSuiteCluster(t *testing.T) {
-	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+	slidelogtest.RunHTTPSuite(t, redistest.ClusterStores(t), newServer)
 }
 
 // newServer builds app with echo: the suite's factory.
@@ -46,39 +48,10 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 	return slidelogtest.ServeHandler(e)
 }
 
-// middleware maps the suite's neutral description to slideecho's options.
+// middleware installs the suite's middleware: its options as they are,
+// and slideecho's own handlers for DeniedBody and ErrorBody.
 func middleware(m *slidelogtest.HTTPMiddleware) echo.MiddlewareFunc {
-	opts := []slideecho.Option{slideecho.WithHeaders(m.Headers)}
-	if m.KeyFunc != nil {
-		opts = append(opts, slideecho.WithKeyFunc(m.KeyFunc))
-	}
-	if m.SkipFunc != nil {
-		opts = append(opts, slideecho.WithSkipFunc(m.SkipFunc))
-	}
-	if m.Cost != 0 {
-		opts = append(opts, slideecho.WithCost(m.Cost))
-	}
-	if m.CostFunc != nil {
-		opts = append(opts, slideecho.WithCostFunc(m.CostFunc))
-	}
-	if m.LimiterFunc != nil {
-		opts = append(opts, slideecho.WithLimiterFunc(m.LimiterFunc))
-	}
-	if m.ShadowMode {
-		opts = append(opts, slideecho.WithShadowMode(m.ShadowReport))
-	}
-	if m.RefundOnServerError {
-		opts = append(opts, slideecho.WithRefundOnServerError())
-	}
-	if len(m.TrustedProxies) > 0 {
-		opts = append(opts, slideecho.WithTrustedProxies(m.TrustedProxies...))
-	}
-	if m.ClientIPHeader != "" {
-		opts = append(opts, slideecho.WithClientIPHeader(m.ClientIPHeader))
-	}
-	if m.IPv6Prefix != 0 {
-		opts = append(opts, slideecho.WithIPv6Prefix(m.IPv6Prefix))
-	}
+	opts := append([]httplimit.Option(nil), m.Options...)
 	if m.DeniedBody != "" {
 		opts = append(opts, slideecho.WithDeniedHandler(func(c echo.Context, _ slidelog.Result) error {
 			return c.String(http.StatusTooManyRequests, m.DeniedBody)

@@ -2,9 +2,19 @@
 // requests with a slidelog.Limiter: a
 // strict sliding-window log on Redis, Redis Cluster or memory.
 //
-//	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
-//	e := echo.New()
-//	e.Use(slideechov5.Middleware(l, slideechov5.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+// The common case, 100 requests per rolling minute per client IP counted
+// in process memory, is one statement:
+//
+//	e.Use(slideechov5.LimitByIP(slidelog.PerMinute(100)))
+//
+// Middleware takes any limiter (on Redis, shared by every instance) and
+// the options of package httplimit, the same in every adapter; only the
+// framework-typed WithDeniedHandler and WithErrorHandler are this
+// package's:
+//
+//	e.Use(slideechov5.Middleware(l,
+//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
+//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -15,17 +25,17 @@
 //
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (e.GET("/search", h,
-// slideechov5.Middleware(searchLimiter))), key by route with slidelog.ByRoute
+// slideechov5.Middleware(searchLimiter))), key by route with httplimit.ByRoute
 // (echo's route pattern, c.Path()), or choose a limiter per request with
-// WithLimiterFunc.
+// httplimit.WithLimiterFunc.
 //
 // # Client IP and echo's IPExtractor
 //
 // The middleware never uses c.RealIP(). By default it keys by the socket
 // address (c.Request().RemoteAddr), whatever X-Forwarded-For, X-Real-IP or
 // Forwarded headers say, as echo v5 without an IPExtractor does. Behind a
-// proxy, list it with WithTrustedProxies and name the one header it writes
-// with WithClientIPHeader: the client is then the rightmost forwarded
+// proxy, list it with httplimit.WithTrustedProxies and name the one header it writes
+// with httplimit.WithClientIPHeader: the client is then the rightmost forwarded
 // address that is not a trusted proxy. Set e.IPExtractor to
 // echo.ExtractIPFromXFFHeader(echo.TrustIPRange(...)) with the same ranges
 // so that c.RealIP() in your handlers agrees with the limiter.

@@ -5,28 +5,56 @@ import (
 
 	"github.com/labstack/echo/v5"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
+// LimitByIP returns middleware that limits each client IP address to the
+// policy p, counted in process memory: the common case in one statement,
+//
+//	e.Use(slideechov5.LimitByIP(slidelog.PerMinute(100)))
+//
+// It is Middleware with a limiter of p on a memory store of its own,
+// which lives as long as the program; opts are Middleware's. The client
+// is the socket peer unless WithTrustedProxies and WithClientIPHeader say
+// otherwise, as for Middleware. For limits shared between instances, use
+// Middleware with a limiter on a Redis store.
+//
+// Like regexp.MustCompile, it panics when p is invalid, so that a
+// constant policy that cannot work shows at start-up; it also panics when
+// an option is invalid.
+func LimitByIP(p slidelog.Policy, opts ...httplimit.Option) echo.MiddlewareFunc {
+	return Middleware(memoryLimiter(p), opts...)
+}
+
+// memoryLimiter returns a limiter of p on a new memory store, or panics.
+func memoryLimiter(p slidelog.Policy) *slidelog.Limiter {
+	l, err := slidelog.New(memstore.New(), p)
+	if err != nil {
+		panic("slideechov5: LimitByIP: " + err.Error())
+	}
+	return l
+}
+
 // Middleware returns echo v5 middleware that rate-limits requests with l, or
-// with the limiter WithLimiterFunc chooses (l may then be nil). Use it
+// with the limiter httplimit.WithLimiterFunc chooses (l may then be nil). Use it
 // with e.Use, on a group, or on one route; different limiters on
-// different routes and groups give per-route limits.
+// different routes and groups give per-route limits. The options are
+// httplimit's, with this package's WithDeniedHandler and
+// WithErrorHandler.
 //
 // It panics when an option is invalid (such as a malformed CIDR), and the
 // middleware panics when given a nil next handler, so that a
 // misconfiguration shows at start-up, never per request.
-func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	hl, err := slidelog.NewHTTPLimiter(l, cfg.core...)
+func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
+	e, err := httplimit.New(l, opts...)
 	if err != nil {
 		panic("slideechov5: " + err.Error())
 	}
-	denied, onError := cfg.denied, cfg.onError
+	denied, onError, err := httplimit.Handlers[deniedFunc, errorFunc](e)
+	if err != nil {
+		panic("slideechov5: " + err.Error())
+	}
 	if denied == nil {
 		denied = defaultDenied
 	}
@@ -38,7 +66,7 @@ func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
 			panic("slideechov5: Middleware(...)(nil): nil next handler")
 		}
 		return func(c *echo.Context) error {
-			d := hl.Check(request{c})
+			d := e.Check(request{c})
 			h := c.Response().Header()
 			for _, f := range d.Header {
 				if f.Append {
@@ -48,9 +76,9 @@ func Middleware(l *slidelog.Limiter, opts ...Option) echo.MiddlewareFunc {
 				}
 			}
 			switch d.Outcome {
-			case slidelog.OutcomeDenied:
+			case httplimit.OutcomeDenied:
 				return denied(c, d.Result)
-			case slidelog.OutcomeError:
+			case httplimit.OutcomeError:
 				return onError(c, d.Err)
 			}
 			err := next(c)
@@ -68,13 +96,13 @@ func status(c *echo.Context, err error) int {
 }
 
 func defaultDenied(c *echo.Context, res slidelog.Result) error {
-	p := slidelog.DeniedProblem(res)
-	return c.Blob(p.Status, slidelog.ProblemContentType, p.JSON())
+	p := httplimit.DeniedProblem(res)
+	return c.Blob(p.Status, httplimit.ProblemContentType, p.JSON())
 }
 
 func defaultError(c *echo.Context, err error) error {
-	p := slidelog.ErrorProblem(err)
-	return c.Blob(p.Status, slidelog.ProblemContentType, p.JSON())
+	p := httplimit.ErrorProblem(err)
+	return c.Blob(p.Status, httplimit.ProblemContentType, p.JSON())
 }
 
 // request presents an echo request to slidelog.
@@ -97,7 +125,7 @@ func (r request) Path() string {
 }
 
 func (r request) Header(name string) []string {
-	return slidelog.HeaderValues(r.c.Request().Header, name)
+	return httplimit.HeaderValues(r.c.Request().Header, name)
 }
 
 func (r request) Value(key any) any {

@@ -7,7 +7,9 @@ import (
 	"github.com/labstack/echo/v5"
 	slideechov5 "github.com/slidelog/slidelog/adapters/echov5"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 func TestHTTPSuiteMemory(t *testing.T) {
@@ -15,7 +17,7 @@ func TestHTTPSuiteMemory(t *testing.T) {
 }
 
 func TestHTTPSuiteCluster(t *testing.T) {
-	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+	slidelogtest.RunHTTPSuite(t, redistest.ClusterStores(t), newServer)
 }
 
 // newServer builds app with echo: the suite's factory.
@@ -46,39 +48,10 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 	return slidelogtest.ServeHandler(e)
 }
 
-// middleware maps the suite's neutral description to slideechov5's options.
+// middleware installs the suite's middleware: its options as they are,
+// and slideechov5's own handlers for DeniedBody and ErrorBody.
 func middleware(m *slidelogtest.HTTPMiddleware) echo.MiddlewareFunc {
-	opts := []slideechov5.Option{slideechov5.WithHeaders(m.Headers)}
-	if m.KeyFunc != nil {
-		opts = append(opts, slideechov5.WithKeyFunc(m.KeyFunc))
-	}
-	if m.SkipFunc != nil {
-		opts = append(opts, slideechov5.WithSkipFunc(m.SkipFunc))
-	}
-	if m.Cost != 0 {
-		opts = append(opts, slideechov5.WithCost(m.Cost))
-	}
-	if m.CostFunc != nil {
-		opts = append(opts, slideechov5.WithCostFunc(m.CostFunc))
-	}
-	if m.LimiterFunc != nil {
-		opts = append(opts, slideechov5.WithLimiterFunc(m.LimiterFunc))
-	}
-	if m.ShadowMode {
-		opts = append(opts, slideechov5.WithShadowMode(m.ShadowReport))
-	}
-	if m.RefundOnServerError {
-		opts = append(opts, slideechov5.WithRefundOnServerError())
-	}
-	if len(m.TrustedProxies) > 0 {
-		opts = append(opts, slideechov5.WithTrustedProxies(m.TrustedProxies...))
-	}
-	if m.ClientIPHeader != "" {
-		opts = append(opts, slideechov5.WithClientIPHeader(m.ClientIPHeader))
-	}
-	if m.IPv6Prefix != 0 {
-		opts = append(opts, slideechov5.WithIPv6Prefix(m.IPv6Prefix))
-	}
+	opts := append([]httplimit.Option(nil), m.Options...)
 	if m.DeniedBody != "" {
 		opts = append(opts, slideechov5.WithDeniedHandler(func(c *echo.Context, _ slidelog.Result) error {
 			return c.String(http.StatusTooManyRequests, m.DeniedBody)

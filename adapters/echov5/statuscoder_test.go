@@ -6,7 +6,8 @@ import (
 
 	"github.com/labstack/echo/v5"
 	slideechov5 "github.com/slidelog/slidelog/adapters/echov5"
-	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -21,12 +22,12 @@ func (e statusError) StatusCode() int { return int(e) }
 // v5) counts with that status: refunded when 5xx, kept otherwise; a
 // response the handler already wrote keeps its status whatever it returns.
 func TestRefundByStatusCoder(t *testing.T) {
-	mem := slidelog.NewMemoryStore()
+	mem := memstore.New()
 	t.Cleanup(func() { _ = mem.Close() })
 	store := slidelogtest.NewCountingStore(mem)
 	l := newLimiter(t, store, 2)
 	r := echo.New()
-	r.Use(slideechov5.Middleware(l, slideechov5.WithRefundOnServerError()))
+	r.Use(slideechov5.Middleware(l, httplimit.WithRefundOnServerError()))
 	r.GET("/unavailable", func(*echo.Context) error { return statusError(http.StatusServiceUnavailable) })
 	r.GET("/conflict", func(*echo.Context) error { return statusError(http.StatusConflict) })
 	r.GET("/written", func(c *echo.Context) error {

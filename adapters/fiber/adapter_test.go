@@ -10,6 +10,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	slidefiber "github.com/slidelog/slidelog/adapters/fiber"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -37,11 +39,11 @@ func serveApp(t *testing.T, app *fiber.App, path string) recorded {
 
 // A value set with c.Set by an auth middleware is the identity.
 func TestKeyByContextValue(t *testing.T) {
-	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	store := slidelogtest.NewCountingStore(memstore.New())
 	l := newLimiter(t, store, 1)
 	r := fiber.New()
 	r.Use(func(c *fiber.Ctx) error { c.Locals("user", c.Query("u")); return c.Next() })
-	r.Use(slidefiber.Middleware(l, slidefiber.WithKeyFunc(slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP()))))
+	r.Use(slidefiber.Middleware(l, httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByContextValue("user"), httplimit.ByClientIP()))))
 	r.Get("/", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
 	for _, tt := range []struct {
 		give string
@@ -63,9 +65,9 @@ func TestKeyByContextValue(t *testing.T) {
 // identity (stricter, never looser); on a group it sees the group's
 // prefix, and on a route its pattern.
 func TestKeyByRouteUse(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	l := newLimiter(t, memstore.New(), 1)
 	r := fiber.New()
-	r.Use(slidefiber.Middleware(l, slidefiber.WithKeyFunc(slidelog.ByRoute())))
+	r.Use(slidefiber.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.Get("/users/:id", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
 	r.Get("/teams/:id", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
 	for _, tt := range []struct {
@@ -81,14 +83,14 @@ func TestKeyByRouteUse(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
-	for name, opt := range map[string]slidefiber.Option{
-		"cidr":        slidefiber.WithTrustedProxies("10.0.0.0/33"),
-		"trust all":   slidefiber.WithTrustedProxies("0.0.0.0/0"),
-		"no header":   slidefiber.WithTrustedProxies("10.0.0.0/8"),
-		"header name": slidefiber.WithClientIPHeader("X Real IP"),
-		"ipv6 prefix": slidefiber.WithIPv6Prefix(0),
-		"cost":        slidefiber.WithCost(0),
+	l := newLimiter(t, memstore.New(), 1)
+	for name, opt := range map[string]httplimit.Option{
+		"cidr":        httplimit.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   httplimit.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   httplimit.WithTrustedProxies("10.0.0.0/8"),
+		"header name": httplimit.WithClientIPHeader("X Real IP"),
+		"ipv6 prefix": httplimit.WithIPv6Prefix(0),
+		"cost":        httplimit.WithCost(0),
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -111,10 +113,10 @@ func TestInvalidOptionPanics(t *testing.T) {
 
 // A handler that returns an error fiber turns into a 5xx is refunded.
 func TestRefundOnReturnedError(t *testing.T) {
-	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	store := slidelogtest.NewCountingStore(memstore.New())
 	l := newLimiter(t, store, 1)
 	r := fiber.New()
-	r.Use(slidefiber.Middleware(l, slidefiber.WithRefundOnServerError()))
+	r.Use(slidefiber.Middleware(l, httplimit.WithRefundOnServerError()))
 	r.Get("/fiber-error", func(*fiber.Ctx) error { return fiber.ErrBadGateway })
 	r.Get("/plain-error", func(*fiber.Ctx) error { return errors.New("boom") })
 	r.Get("/not-found", func(*fiber.Ctx) error { return fiber.ErrNotFound })
@@ -130,5 +132,45 @@ func TestRefundOnReturnedError(t *testing.T) {
 	}
 	if n := store.Refunds(); n != 3 {
 		t.Errorf("refunds: got %d, want 3", n)
+	}
+}
+
+// LimitByIP limits each client IP in memory, in one statement.
+func TestLimitByIP(t *testing.T) {
+	app := fiber.New()
+	app.Use(slidefiber.LimitByIP(slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute}))
+	app.Get("/", func(*fiber.Ctx) error { return nil })
+	send := serve(t, app)
+	for _, tt := range []struct {
+		remote string
+		want   int
+	}{
+		{"192.0.2.1:1", 200}, {"192.0.2.1:2", 429}, {"192.0.2.2:1", 200}, {"[2001:db8::1]:1", 200}, {"[2001:db8::2]:1", 429},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = tt.remote
+		resp := send(req)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET / from %s: got %d, want %d", tt.remote, resp.StatusCode, tt.want)
+		}
+	}
+}
+
+// An invalid policy, or an option of another adapter, panics at start-up.
+func TestLimitByIPPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"policy":          func() { slidefiber.LimitByIP(slidelog.PerMinute(0)) },
+		"option":          func() { slidefiber.LimitByIP(slidelog.PerMinute(1), httplimit.WithIPv6Prefix(0)) },
+		"foreign handler": func() { slidefiber.LimitByIP(slidelog.PerMinute(1), httplimit.WithDeniedHandler(func(error) {})) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("LimitByIP did not panic")
+				}
+			}()
+			f()
+		})
 	}
 }

@@ -1,9 +1,19 @@
 // Package slidefiber rate-limits fiber v2 requests with a slidelog.Limiter:
 // a strict sliding-window log on Redis, Redis Cluster or memory.
 //
-//	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
-//	app := fiber.New()
-//	app.Use(slidefiber.Middleware(l, slidefiber.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+// The common case, 100 requests per rolling minute per client IP counted
+// in process memory, is one statement:
+//
+//	app.Use(slidefiber.LimitByIP(slidelog.PerMinute(100)))
+//
+// Middleware takes any limiter (on Redis, shared by every instance) and
+// the options of package httplimit, the same in every adapter; only the
+// framework-typed WithDeniedHandler and WithErrorHandler are this
+// package's:
+//
+//	app.Use(slidefiber.Middleware(l,
+//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
+//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -15,7 +25,7 @@
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (app.Get("/search",
 // slidefiber.Middleware(searchLimiter), h)), or choose a limiter per
-// request with WithLimiterFunc. slidelog.ByRoute sees the path the
+// request with httplimit.WithLimiterFunc. httplimit.ByRoute sees the path the
 // middleware was registered with: register it on the route (or the group)
 // to key by route pattern; under app.Use every request has the Use prefix
 // as its route, because fiber has not matched the final route yet.
@@ -27,8 +37,8 @@
 // X-Real-IP and Forwarded, so it is safe even when fiber.Config.ProxyHeader
 // is set without EnableTrustedProxyCheck (then c.IP() returns the raw,
 // client-chosen header: GHSA-3q5p-3558-364f). Behind a proxy, list it with
-// WithTrustedProxies and name the one header it writes with
-// WithClientIPHeader: the client is then the rightmost forwarded address
+// httplimit.WithTrustedProxies and name the one header it writes with
+// httplimit.WithClientIPHeader: the client is then the rightmost forwarded address
 // that is not a trusted proxy. If you also want c.IP() in your handlers to
 // agree, set ProxyHeader together with EnableTrustedProxyCheck and the same
 // TrustedProxies.

@@ -8,19 +8,21 @@ import (
 	"github.com/gofiber/fiber/v2"
 	slidefiber "github.com/slidelog/slidelog/adapters/fiber"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
 // never limited.
 func Example() {
-	l, err := slidelog.New(slidelog.NewMemoryStore(), slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
+	l, err := slidelog.New(memstore.New(), slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
 	if err != nil {
 		panic(err)
 	}
 	defer l.Close()
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(slidefiber.Middleware(l, slidefiber.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	app.Use(slidefiber.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello") })
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusNoContent) })
 
@@ -41,11 +43,11 @@ func Example() {
 // A heavy route costs 5 units of the same per-client budget, with the
 // middleware registered on the route.
 func Example_cost() {
-	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.Policy{Name: "units", Limit: 10, Window: time.Minute})
+	l, _ := slidelog.New(memstore.New(), slidelog.Policy{Name: "units", Limit: 10, Window: time.Minute})
 	defer l.Close()
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Get("/export", slidefiber.Middleware(l, slidefiber.WithCost(5)), func(c *fiber.Ctx) error { return c.SendString("csv") })
+	app.Get("/export", slidefiber.Middleware(l, httplimit.WithCost(5)), func(c *fiber.Ctx) error { return c.SendString("csv") })
 
 	for range 3 {
 		resp, _ := app.Test(httptest.NewRequest(fiber.MethodGet, "/export", nil))

@@ -8,27 +8,55 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
+// LimitByIP returns middleware that limits each client IP address to the
+// policy p, counted in process memory: the common case in one statement,
+//
+//	app.Use(slidefiber.LimitByIP(slidelog.PerMinute(100)))
+//
+// It is Middleware with a limiter of p on a memory store of its own,
+// which lives as long as the program; opts are Middleware's. The client
+// is the socket peer unless WithTrustedProxies and WithClientIPHeader say
+// otherwise, as for Middleware. For limits shared between instances, use
+// Middleware with a limiter on a Redis store.
+//
+// Like regexp.MustCompile, it panics when p is invalid, so that a
+// constant policy that cannot work shows at start-up; it also panics when
+// an option is invalid.
+func LimitByIP(p slidelog.Policy, opts ...httplimit.Option) fiber.Handler {
+	return Middleware(memoryLimiter(p), opts...)
+}
+
+// memoryLimiter returns a limiter of p on a new memory store, or panics.
+func memoryLimiter(p slidelog.Policy) *slidelog.Limiter {
+	l, err := slidelog.New(memstore.New(), p)
+	if err != nil {
+		panic("slidefiber: LimitByIP: " + err.Error())
+	}
+	return l
+}
+
 // Middleware returns fiber middleware that rate-limits requests with l, or
-// with the limiter WithLimiterFunc chooses (l may then be nil). Use it
+// with the limiter httplimit.WithLimiterFunc chooses (l may then be nil). Use it
 // with app.Use, on a group, or on one route; different limiters on
-// different routes and groups give per-route limits.
+// different routes and groups give per-route limits. The options are
+// httplimit's, with this package's WithDeniedHandler and
+// WithErrorHandler.
 //
 // It panics when an option is invalid (such as a malformed CIDR), so that
 // a misconfiguration shows at start-up, never per request.
-func Middleware(l *slidelog.Limiter, opts ...Option) fiber.Handler {
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	hl, err := slidelog.NewHTTPLimiter(l, cfg.core...)
+func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) fiber.Handler {
+	e, err := httplimit.New(l, opts...)
 	if err != nil {
 		panic("slidefiber: " + err.Error())
 	}
-	denied, onError := cfg.denied, cfg.onError
+	denied, onError, err := httplimit.Handlers[deniedFunc, errorFunc](e)
+	if err != nil {
+		panic("slidefiber: " + err.Error())
+	}
 	if denied == nil {
 		denied = defaultDenied
 	}
@@ -36,7 +64,7 @@ func Middleware(l *slidelog.Limiter, opts ...Option) fiber.Handler {
 		onError = defaultError
 	}
 	return func(c *fiber.Ctx) error {
-		d := hl.Check(&request{c: c})
+		d := e.Check(&request{c: c})
 		for _, f := range d.Header {
 			if f.Append {
 				c.Append(f.Name, f.Value)
@@ -45,9 +73,9 @@ func Middleware(l *slidelog.Limiter, opts ...Option) fiber.Handler {
 			}
 		}
 		switch d.Outcome {
-		case slidelog.OutcomeDenied:
+		case httplimit.OutcomeDenied:
 			return denied(c, d.Result)
-		case slidelog.OutcomeError:
+		case httplimit.OutcomeError:
 			return onError(c, d.Err)
 		}
 		err := c.Next()
@@ -70,14 +98,14 @@ func status(c *fiber.Ctx, err error) int {
 }
 
 func defaultDenied(c *fiber.Ctx, res slidelog.Result) error {
-	p := slidelog.DeniedProblem(res)
-	c.Set(fiber.HeaderContentType, slidelog.ProblemContentType)
+	p := httplimit.DeniedProblem(res)
+	c.Set(fiber.HeaderContentType, httplimit.ProblemContentType)
 	return c.Status(p.Status).Send(p.JSON())
 }
 
 func defaultError(c *fiber.Ctx, err error) error {
-	p := slidelog.ErrorProblem(err)
-	c.Set(fiber.HeaderContentType, slidelog.ProblemContentType)
+	p := httplimit.ErrorProblem(err)
+	c.Set(fiber.HeaderContentType, httplimit.ProblemContentType)
 	return c.Status(p.Status).Send(p.JSON())
 }
 

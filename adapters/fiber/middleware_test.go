@@ -12,7 +12,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	slidefiber "github.com/slidelog/slidelog/adapters/fiber"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/valyala/fasthttp"
 )
 
@@ -21,7 +23,7 @@ func TestHTTPSuiteMemory(t *testing.T) {
 }
 
 func TestHTTPSuiteCluster(t *testing.T) {
-	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+	slidelogtest.RunHTTPSuite(t, redistest.ClusterStores(t), newServer)
 }
 
 // newServer builds app with fiber: the suite's factory.
@@ -111,39 +113,10 @@ func (a rawAddr) String() string  { return string(a) }
 // context.
 type requestContext struct{}
 
-// middleware maps the suite's neutral description to slidefiber's options.
+// middleware installs the suite's middleware: its options as they are,
+// and slidefiber's own handlers for DeniedBody and ErrorBody.
 func middleware(m *slidelogtest.HTTPMiddleware) fiber.Handler {
-	opts := []slidefiber.Option{slidefiber.WithHeaders(m.Headers)}
-	if m.KeyFunc != nil {
-		opts = append(opts, slidefiber.WithKeyFunc(m.KeyFunc))
-	}
-	if m.SkipFunc != nil {
-		opts = append(opts, slidefiber.WithSkipFunc(m.SkipFunc))
-	}
-	if m.Cost != 0 {
-		opts = append(opts, slidefiber.WithCost(m.Cost))
-	}
-	if m.CostFunc != nil {
-		opts = append(opts, slidefiber.WithCostFunc(m.CostFunc))
-	}
-	if m.LimiterFunc != nil {
-		opts = append(opts, slidefiber.WithLimiterFunc(m.LimiterFunc))
-	}
-	if m.ShadowMode {
-		opts = append(opts, slidefiber.WithShadowMode(m.ShadowReport))
-	}
-	if m.RefundOnServerError {
-		opts = append(opts, slidefiber.WithRefundOnServerError())
-	}
-	if len(m.TrustedProxies) > 0 {
-		opts = append(opts, slidefiber.WithTrustedProxies(m.TrustedProxies...))
-	}
-	if m.ClientIPHeader != "" {
-		opts = append(opts, slidefiber.WithClientIPHeader(m.ClientIPHeader))
-	}
-	if m.IPv6Prefix != 0 {
-		opts = append(opts, slidefiber.WithIPv6Prefix(m.IPv6Prefix))
-	}
+	opts := append([]httplimit.Option(nil), m.Options...)
 	if m.DeniedBody != "" {
 		opts = append(opts, slidefiber.WithDeniedHandler(func(c *fiber.Ctx, _ slidelog.Result) error {
 			return c.Status(http.StatusTooManyRequests).SendString(m.DeniedBody)

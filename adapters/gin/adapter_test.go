@@ -9,6 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 	slidegin "github.com/slidelog/slidelog/adapters/gin"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -32,11 +34,11 @@ func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
 
 // A value set with c.Set by an auth middleware is the identity.
 func TestKeyByContextValue(t *testing.T) {
-	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	store := slidelogtest.NewCountingStore(memstore.New())
 	l := newLimiter(t, store, 1)
 	r := gin.New()
 	r.Use(func(c *gin.Context) { c.Set("user", c.Query("u")) })
-	r.Use(slidegin.Middleware(l, slidegin.WithKeyFunc(slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP()))))
+	r.Use(slidegin.Middleware(l, httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByContextValue("user"), httplimit.ByClientIP()))))
 	r.GET("/", func(c *gin.Context) { c.Status(http.StatusOK) })
 	for _, tt := range []struct {
 		give string
@@ -56,9 +58,9 @@ func TestKeyByContextValue(t *testing.T) {
 
 // Under engine.Use, ByRoute sees gin's full route pattern.
 func TestKeyByRouteGlobal(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
+	l := newLimiter(t, memstore.New(), 1)
 	r := gin.New()
-	r.Use(slidegin.Middleware(l, slidegin.WithKeyFunc(slidelog.ByRoute())))
+	r.Use(slidegin.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.GET("/users/:id", func(c *gin.Context) { c.Status(http.StatusOK) })
 	r.GET("/teams/:id", func(c *gin.Context) { c.Status(http.StatusOK) })
 	for _, tt := range []struct {
@@ -74,14 +76,14 @@ func TestKeyByRouteGlobal(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := newLimiter(t, slidelog.NewMemoryStore(), 1)
-	for name, opt := range map[string]slidegin.Option{
-		"cidr":        slidegin.WithTrustedProxies("10.0.0.0/33"),
-		"trust all":   slidegin.WithTrustedProxies("0.0.0.0/0"),
-		"no header":   slidegin.WithTrustedProxies("10.0.0.0/8"),
-		"header name": slidegin.WithClientIPHeader("X Real IP"),
-		"ipv6 prefix": slidegin.WithIPv6Prefix(0),
-		"cost":        slidegin.WithCost(0),
+	l := newLimiter(t, memstore.New(), 1)
+	for name, opt := range map[string]httplimit.Option{
+		"cidr":        httplimit.WithTrustedProxies("10.0.0.0/33"),
+		"trust all":   httplimit.WithTrustedProxies("0.0.0.0/0"),
+		"no header":   httplimit.WithTrustedProxies("10.0.0.0/8"),
+		"header name": httplimit.WithClientIPHeader("X Real IP"),
+		"ipv6 prefix": httplimit.WithIPv6Prefix(0),
+		"cost":        httplimit.WithCost(0),
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -100,4 +102,40 @@ func TestInvalidOptionPanics(t *testing.T) {
 		}()
 		slidegin.Middleware(nil)
 	})
+}
+
+// LimitByIP limits each client IP in memory, in one statement.
+func TestLimitByIP(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	r := gin.New()
+	r.Use(slidegin.LimitByIP(slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute}))
+	r.GET("/", func(*gin.Context) {})
+	for _, tt := range []struct {
+		remote string
+		want   int
+	}{
+		{"192.0.2.1:1", 200}, {"192.0.2.1:2", 429}, {"192.0.2.2:1", 200}, {"[2001:db8::1]:1", 200}, {"[2001:db8::2]:1", 429},
+	} {
+		if got := serve(r, "/", tt.remote); got.Code != tt.want {
+			t.Errorf("GET / from %s: got %d, want %d", tt.remote, got.Code, tt.want)
+		}
+	}
+}
+
+// An invalid policy, or an option of another adapter, panics at start-up.
+func TestLimitByIPPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"policy":          func() { slidegin.LimitByIP(slidelog.PerMinute(0)) },
+		"option":          func() { slidegin.LimitByIP(slidelog.PerMinute(1), httplimit.WithIPv6Prefix(0)) },
+		"foreign handler": func() { slidegin.LimitByIP(slidelog.PerMinute(1), httplimit.WithErrorHandler(func(error) {})) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("LimitByIP did not panic")
+				}
+			}()
+			f()
+		})
+	}
 }

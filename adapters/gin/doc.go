@@ -1,9 +1,19 @@
 // Package slidegin rate-limits gin requests with a slidelog.Limiter: a
 // strict sliding-window log on Redis, Redis Cluster or memory.
 //
-//	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
-//	r := gin.New()
-//	r.Use(slidegin.Middleware(l, slidegin.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+// The common case, 100 requests per rolling minute per client IP counted
+// in process memory, is one statement:
+//
+//	r.Use(slidegin.LimitByIP(slidelog.PerMinute(100)))
+//
+// Middleware takes any limiter (on Redis, shared by every instance) and
+// the options of package httplimit, the same in every adapter; only the
+// framework-typed WithDeniedHandler and WithErrorHandler are this
+// package's:
+//
+//	r.Use(slidegin.Middleware(l,
+//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
+//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -14,8 +24,8 @@
 //
 // Per-route limits: pass different limiters to Middleware on different
 // routes and groups (r.GET("/search", slidegin.Middleware(searchLimiter),
-// h)), key by route with slidelog.ByRoute, or choose a limiter per request
-// with WithLimiterFunc.
+// h)), key by route with httplimit.ByRoute, or choose a limiter per request
+// with httplimit.WithLimiterFunc.
 //
 // # Client IP and gin's trusted proxies
 //
@@ -23,8 +33,8 @@
 // address (c.Request.RemoteAddr), whatever X-Forwarded-For, X-Real-IP or
 // Forwarded headers say, so it is safe even though gin trusts every proxy
 // unless SetTrustedProxies is called (CVE-2020-28483). Behind a proxy, list
-// it with WithTrustedProxies and name the one header it writes with
-// WithClientIPHeader: the client is then the rightmost forwarded address
+// it with httplimit.WithTrustedProxies and name the one header it writes with
+// httplimit.WithClientIPHeader: the client is then the rightmost forwarded address
 // that is not a trusted proxy. Give gin's SetTrustedProxies the same list
 // so that c.ClientIP() in your handlers agrees with the limiter; calling
 // engine.SetTrustedProxies(nil) is a good default when there is no proxy.

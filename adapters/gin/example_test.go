@@ -9,12 +9,14 @@ import (
 	"github.com/gin-gonic/gin"
 	slidegin "github.com/slidelog/slidelog/adapters/gin"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // Limit GET /hello to 2 requests per minute per client IP; /healthz is
 // never limited.
 func Example() {
-	l, err := slidelog.New(slidelog.NewMemoryStore(), slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
+	l, err := slidelog.New(memstore.New(), slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
 	if err != nil {
 		panic(err)
 	}
@@ -22,7 +24,7 @@ func Example() {
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(slidegin.Middleware(l, slidegin.WithSkipFunc(slidelog.SkipPaths("/healthz"))))
+	r.Use(slidegin.Middleware(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
 	r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello") })
 	r.GET("/healthz", func(c *gin.Context) { c.Status(http.StatusNoContent) })
 
@@ -43,17 +45,17 @@ func Example() {
 // and a per-account limit for signed-in users that falls back to the
 // client IP.
 func Example_perRoute() {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	api, _ := slidelog.New(store, slidelog.PerMinute(100))
 	search, _ := slidelog.New(store, slidelog.Policy{Name: "search", Limit: 20, Window: time.Minute})
 
 	type accountKey struct{} // set by your auth middleware after verifying the token
-	byAccount := slidelog.FirstOf(slidelog.ByContextValue(accountKey{}), slidelog.ByClientIP())
+	byAccount := httplimit.FirstOf(httplimit.ByContextValue(accountKey{}), httplimit.ByClientIP())
 
 	r := gin.New()
-	v1 := r.Group("/v1", slidegin.Middleware(api, slidegin.WithKeyFunc(byAccount)))
-	v1.GET("/search", slidegin.Middleware(search, slidegin.WithCost(5)), func(c *gin.Context) { c.String(http.StatusOK, "results") })
+	v1 := r.Group("/v1", slidegin.Middleware(api, httplimit.WithKeyFunc(byAccount)))
+	v1.GET("/search", slidegin.Middleware(search, httplimit.WithCost(5)), func(c *gin.Context) { c.String(http.StatusOK, "results") })
 
 	req := httptest.NewRequest(http.MethodGet, "/v1/search", nil)
 	rec := httptest.NewRecorder()

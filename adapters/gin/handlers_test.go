@@ -11,6 +11,8 @@ import (
 	"github.com/gin-gonic/gin"
 	slidegin "github.com/slidelog/slidelog/adapters/gin"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
@@ -29,15 +31,15 @@ func newReportsAPI(l *slidelog.Limiter) *gin.Engine {
 		}
 		c.Next()
 	})
-	r.Use(slidegin.Middleware(l, slidegin.WithKeyFunc(
-		slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP()))))
+	r.Use(slidegin.Middleware(l, httplimit.WithKeyFunc(
+		httplimit.FirstOf(httplimit.ByContextValue("user"), httplimit.ByClientIP()))))
 	r.GET("/reports", func(c *gin.Context) { c.String(http.StatusOK, "reports") })
 	return r
 }
 
 func TestReportsRateLimit(t *testing.T) {
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	store := slidelog.NewMemoryStore(slidelog.WithClock(clock.Now))
+	store := memstore.New(memstore.WithClock(clock.Now))
 	t.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.Policy{Name: "reports", Limit: 1, Window: 10 * time.Second})
 	if err != nil {

@@ -6,27 +6,55 @@ import (
 
 	"github.com/gin-gonic/gin"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
+// LimitByIP returns middleware that limits each client IP address to the
+// policy p, counted in process memory: the common case in one statement,
+//
+//	engine.Use(slidegin.LimitByIP(slidelog.PerMinute(100)))
+//
+// It is Middleware with a limiter of p on a memory store of its own,
+// which lives as long as the program; opts are Middleware's. The client
+// is the socket peer unless WithTrustedProxies and WithClientIPHeader say
+// otherwise, as for Middleware. For limits shared between instances, use
+// Middleware with a limiter on a Redis store.
+//
+// Like regexp.MustCompile, it panics when p is invalid, so that a
+// constant policy that cannot work shows at start-up; it also panics when
+// an option is invalid.
+func LimitByIP(p slidelog.Policy, opts ...httplimit.Option) gin.HandlerFunc {
+	return Middleware(memoryLimiter(p), opts...)
+}
+
+// memoryLimiter returns a limiter of p on a new memory store, or panics.
+func memoryLimiter(p slidelog.Policy) *slidelog.Limiter {
+	l, err := slidelog.New(memstore.New(), p)
+	if err != nil {
+		panic("slidegin: LimitByIP: " + err.Error())
+	}
+	return l
+}
+
 // Middleware returns gin middleware that rate-limits requests with l, or
-// with the limiter WithLimiterFunc chooses (l may then be nil). Use it
+// with the limiter httplimit.WithLimiterFunc chooses (l may then be nil). Use it
 // with engine.Use, on a group, or on one route; different limiters on
-// different routes and groups give per-route limits.
+// different routes and groups give per-route limits. The options are
+// httplimit's, with this package's WithDeniedHandler and
+// WithErrorHandler.
 //
 // It panics when an option is invalid (such as a malformed CIDR), so that
 // a misconfiguration shows at start-up, never per request.
-func Middleware(l *slidelog.Limiter, opts ...Option) gin.HandlerFunc {
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	hl, err := slidelog.NewHTTPLimiter(l, cfg.core...)
+func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
+	e, err := httplimit.New(l, opts...)
 	if err != nil {
 		panic("slidegin: " + err.Error())
 	}
-	denied, onError := cfg.denied, cfg.onError
+	denied, onError, err := httplimit.Handlers[deniedFunc, errorFunc](e)
+	if err != nil {
+		panic("slidegin: " + err.Error())
+	}
 	if denied == nil {
 		denied = defaultDenied
 	}
@@ -34,7 +62,7 @@ func Middleware(l *slidelog.Limiter, opts ...Option) gin.HandlerFunc {
 		onError = defaultError
 	}
 	return func(c *gin.Context) {
-		d := hl.Check(request{c})
+		d := e.Check(request{c})
 		h := c.Writer.Header()
 		for _, f := range d.Header {
 			if f.Append {
@@ -44,10 +72,10 @@ func Middleware(l *slidelog.Limiter, opts ...Option) gin.HandlerFunc {
 			}
 		}
 		switch d.Outcome {
-		case slidelog.OutcomeDenied:
+		case httplimit.OutcomeDenied:
 			denied(c, d.Result)
 			c.Abort()
-		case slidelog.OutcomeError:
+		case httplimit.OutcomeError:
 			onError(c, d.Err)
 			c.Abort()
 		default:
@@ -58,13 +86,13 @@ func Middleware(l *slidelog.Limiter, opts ...Option) gin.HandlerFunc {
 }
 
 func defaultDenied(c *gin.Context, res slidelog.Result) {
-	p := slidelog.DeniedProblem(res)
-	c.Data(p.Status, slidelog.ProblemContentType, p.JSON())
+	p := httplimit.DeniedProblem(res)
+	c.Data(p.Status, httplimit.ProblemContentType, p.JSON())
 }
 
 func defaultError(c *gin.Context, err error) {
-	p := slidelog.ErrorProblem(err)
-	c.Data(p.Status, slidelog.ProblemContentType, p.JSON())
+	p := httplimit.ErrorProblem(err)
+	c.Data(p.Status, httplimit.ProblemContentType, p.JSON())
 }
 
 // request presents a gin request to slidelog.
@@ -90,7 +118,7 @@ func (r request) Path() string {
 }
 
 func (r request) Header(name string) []string {
-	return slidelog.HeaderValues(r.c.Request.Header, name)
+	return httplimit.HeaderValues(r.c.Request.Header, name)
 }
 
 func (r request) Value(key any) any {

@@ -7,7 +7,9 @@ import (
 	"github.com/gin-gonic/gin"
 	slidegin "github.com/slidelog/slidelog/adapters/gin"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 func TestHTTPSuiteMemory(t *testing.T) {
@@ -15,7 +17,7 @@ func TestHTTPSuiteMemory(t *testing.T) {
 }
 
 func TestHTTPSuiteCluster(t *testing.T) {
-	slidelogtest.RunHTTPSuite(t, slidelogtest.ClusterStores(t), newServer)
+	slidelogtest.RunHTTPSuite(t, redistest.ClusterStores(t), newServer)
 }
 
 // newServer builds app with gin: the suite's factory.
@@ -47,39 +49,10 @@ func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 	return slidelogtest.ServeHandler(r)
 }
 
-// middleware maps the suite's neutral description to slidegin's options.
+// middleware installs the suite's middleware: its options as they are,
+// and slidegin's own handlers for DeniedBody and ErrorBody.
 func middleware(m *slidelogtest.HTTPMiddleware) gin.HandlerFunc {
-	opts := []slidegin.Option{slidegin.WithHeaders(m.Headers)}
-	if m.KeyFunc != nil {
-		opts = append(opts, slidegin.WithKeyFunc(m.KeyFunc))
-	}
-	if m.SkipFunc != nil {
-		opts = append(opts, slidegin.WithSkipFunc(m.SkipFunc))
-	}
-	if m.Cost != 0 {
-		opts = append(opts, slidegin.WithCost(m.Cost))
-	}
-	if m.CostFunc != nil {
-		opts = append(opts, slidegin.WithCostFunc(m.CostFunc))
-	}
-	if m.LimiterFunc != nil {
-		opts = append(opts, slidegin.WithLimiterFunc(m.LimiterFunc))
-	}
-	if m.ShadowMode {
-		opts = append(opts, slidegin.WithShadowMode(m.ShadowReport))
-	}
-	if m.RefundOnServerError {
-		opts = append(opts, slidegin.WithRefundOnServerError())
-	}
-	if len(m.TrustedProxies) > 0 {
-		opts = append(opts, slidegin.WithTrustedProxies(m.TrustedProxies...))
-	}
-	if m.ClientIPHeader != "" {
-		opts = append(opts, slidegin.WithClientIPHeader(m.ClientIPHeader))
-	}
-	if m.IPv6Prefix != 0 {
-		opts = append(opts, slidegin.WithIPv6Prefix(m.IPv6Prefix))
-	}
+	opts := append([]httplimit.Option(nil), m.Options...)
 	if m.DeniedBody != "" {
 		opts = append(opts, slidegin.WithDeniedHandler(func(c *gin.Context, _ slidelog.Result) {
 			c.String(http.StatusTooManyRequests, m.DeniedBody)

@@ -1,7 +1,7 @@
 // Package slidegrpc rate-limits gRPC calls with a slidelog.Limiter: a
 // strict sliding-window log on Redis, Redis Cluster or memory.
 //
-//	l, _ := slidelog.New(slidelog.NewMemoryStore(), slidelog.PerMinute(100))
+//	l, _ := slidelog.New(memstore.New(), slidelog.PerMinute(100))
 //	srv := grpc.NewServer(
 //		grpc.ChainUnaryInterceptor(slidegrpc.UnaryServerInterceptor(l)),
 //		grpc.ChainStreamInterceptor(slidegrpc.StreamServerInterceptor(l)),
@@ -17,12 +17,12 @@
 // Unavailable (Internal when the server is misconfigured), never with the
 // error's text.
 //
-// The options are the HTTP adapters', read for gRPC: a call's path and
+// The options are package httplimit's, the HTTP adapters', read for gRPC: a call's path and
 // route are its full method ("/package.Service/Method"), its headers its
-// incoming metadata, its remote address its peer. So slidelog.ByRoute
-// keys by full method, slidelog.ByHeader("x-api-key") by a metadata
-// value, slidelog.SkipPaths skips full methods, and WithTrustedProxies
-// with WithClientIPHeader("x-forwarded-for") believes the one metadata
+// incoming metadata, its remote address its peer. So httplimit.ByRoute
+// keys by full method, httplimit.ByHeader("x-api-key") by a metadata
+// value, httplimit.SkipPaths skips full methods, and httplimit.WithTrustedProxies
+// with httplimit.WithClientIPHeader("x-forwarded-for") believes the one metadata
 // key that trusted proxies write. WithMethodLimiters and WithMethodCosts
 // set per-method policies and costs.
 //

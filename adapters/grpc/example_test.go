@@ -8,6 +8,7 @@ import (
 
 	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,7 +22,7 @@ import (
 // Limit every method to 2 calls per minute per client address, on a real
 // server; the third call fails with ResourceExhausted and a RetryInfo.
 func Example() {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	l, err := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 2, Window: time.Minute})
 	if err != nil {
@@ -68,7 +69,7 @@ func Example() {
 // Per-method costs and limiters: Search costs 5 units of the shared
 // budget of 100 per minute; Pay has its own, tighter policy.
 func ExampleWithMethodLimiters() {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	defer store.Close()
 	shared, _ := slidelog.New(store, slidelog.PerMinute(100))
 	defer shared.Close()

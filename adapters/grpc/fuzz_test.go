@@ -11,6 +11,8 @@ import (
 
 	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -28,7 +30,7 @@ func FuzzMiddleware(f *testing.F) {
 	f.Add("garbage,,, 10.0.0.1", "", "")
 	f.Add("[2001:db8::1]:443", "\x00\x7f", "/a/b/c")
 	f.Add(strings.Repeat("10.0.0.1,", 100), strings.Repeat("k", 5000), "/x")
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	f.Cleanup(func() { _ = store.Close() })
 	counting := newFuzzStore(store)
 	l, err := slidelog.New(counting, slidelog.Policy{Name: "fuzz", Limit: 1000, Window: time.Minute})
@@ -36,8 +38,8 @@ func FuzzMiddleware(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = l.Close() })
-	byIP := slidegrpc.UnaryServerInterceptor(l, slidegrpc.WithTrustedProxies("10.0.0.0/8"), slidegrpc.WithClientIPHeader("x-forwarded-for"))
-	byKey := slidegrpc.UnaryServerInterceptor(l, slidegrpc.WithKeyFunc(slidelog.Composite(slidelog.ByRoute(), slidelog.ByHeader("x-api-key"))))
+	byIP := slidegrpc.UnaryServerInterceptor(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("x-forwarded-for"))
+	byKey := slidegrpc.UnaryServerInterceptor(l, httplimit.WithKeyFunc(httplimit.Composite(httplimit.ByRoute(), httplimit.ByHeader("x-api-key"))))
 	handler := func(context.Context, any) (any, error) { return nil, nil }
 
 	f.Fuzz(func(t *testing.T, forwarded, apiKey, method string) {
@@ -75,12 +77,8 @@ func FuzzMiddleware(f *testing.F) {
 			case "trusted":
 				allowed := map[string]bool{"ip:10.1.2.3": true}
 				for entry := range strings.SplitSeq(forwarded, ",") {
-					if a, err := slidelog.ParseIP(strings.TrimSpace(entry)); err == nil {
-						if p := slidelog.IPPrefix(a, slidelog.DefaultIPv6Prefix); p.Addr().Is4() {
-							allowed["ip:"+p.Addr().String()] = true
-						} else {
-							allowed["ip:"+p.String()] = true
-						}
+					if id, ok := peerIdentity(entry); ok {
+						allowed[id] = true
 					}
 				}
 				if !allowed[id] {
@@ -110,3 +108,27 @@ func (s *fuzzStore) Take(ctx context.Context, req slidelog.Request) (slidelog.Re
 func (s *fuzzStore) reset() { s.mu.Lock(); s.last = ""; s.mu.Unlock() }
 
 func (s *fuzzStore) lastKey() string { s.mu.Lock(); defer s.mu.Unlock(); return s.last }
+
+// peerIdentity returns the identity httplimit.ByClientIP gives a peer at
+// addr: how the engine reads an address from a forwarding header.
+func peerIdentity(addr string) (id string, ok bool) {
+	var err error
+	e, _ := httplimit.New(nil, httplimit.WithLimiterFunc(func(r *httplimit.Request) *slidelog.Limiter {
+		id, err = httplimit.ByClientIP()(r)
+		return nil // no limiter: the engine stops here
+	}))
+	e.Check(peerSource(strings.TrimSpace(addr)))
+	return id, err == nil
+}
+
+// peerSource is a request from the socket address it holds.
+type peerSource string
+
+func (s peerSource) Context() context.Context { return context.Background() }
+func (s peerSource) Method() string           { return "POST" }
+func (s peerSource) Path() string             { return "" }
+func (s peerSource) Route() string            { return "" }
+func (s peerSource) Header(string) []string   { return nil }
+func (s peerSource) RemoteAddr() string       { return string(s) }
+func (s peerSource) Value(any) any            { return nil }
+func (s peerSource) Native() any              { return nil }

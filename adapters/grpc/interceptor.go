@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,7 +20,10 @@ import (
 
 // UnaryServerInterceptor returns a unary server interceptor that
 // rate-limits calls with l, or with the limiter WithMethodLimiters or
-// WithLimiterFunc chooses (l may then be nil for the methods they cover).
+// httplimit.WithLimiterFunc chooses (l may then be nil for the methods
+// they cover). The options are httplimit's, read for gRPC (see the
+// package comment), with this package's WithMethodCosts and
+// WithMethodLimiters.
 //
 // Each call is keyed (by default by peer address), checked, and given the
 // rate-limit response header metadata. A denied call fails with
@@ -29,10 +34,10 @@ import (
 //
 // It panics when an option is invalid, so that a misconfiguration shows
 // at start-up, never per call.
-func UnaryServerInterceptor(l *slidelog.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
-	hl, _ := build("UnaryServerInterceptor", l, opts)
+func UnaryServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc.UnaryServerInterceptor {
+	e := build("UnaryServerInterceptor", l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		d := hl.Check(&call{ctx: ctx, method: info.FullMethod})
+		d := e.Check(&call{ctx: ctx, method: info.FullMethod})
 		if md := headerMetadata(d.Header); md != nil {
 			_ = grpc.SetHeader(ctx, md) // fails only when the call has already ended
 		}
@@ -50,10 +55,10 @@ func UnaryServerInterceptor(l *slidelog.Limiter, opts ...Option) grpc.UnaryServe
 // calls: one decision per stream, however many messages it carries.
 //
 // It panics when an option is invalid.
-func StreamServerInterceptor(l *slidelog.Limiter, opts ...Option) grpc.StreamServerInterceptor {
-	hl, _ := build("StreamServerInterceptor", l, opts)
+func StreamServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc.StreamServerInterceptor {
+	e := build("StreamServerInterceptor", l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		d := hl.Check(&call{ctx: ss.Context(), method: info.FullMethod})
+		d := e.Check(&call{ctx: ss.Context(), method: info.FullMethod})
 		if md := headerMetadata(d.Header); md != nil {
 			_ = ss.SetHeader(md)
 		}
@@ -72,7 +77,7 @@ func StreamServerInterceptor(l *slidelog.Limiter, opts ...Option) grpc.StreamSer
 // exact delay and a QuotaFailure detail naming the violated policies. It
 // is for applications that call the limiter themselves.
 func DeniedStatus(res slidelog.Result) *status.Status {
-	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+slidelog.RetryAfterSeconds(res.RetryAfter)+" seconds")
+	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+retryAfterSeconds(res.RetryAfter)+" seconds")
 	quota := &errdetails.QuotaFailure{}
 	for _, name := range res.Violated() {
 		quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{
@@ -97,7 +102,7 @@ func DeniedStatus(res slidelog.Result) *status.Status {
 // was unavailable, the call's context ended, the limiter was closed).
 func ErrorStatus(err error) *status.Status {
 	switch {
-	case errors.Is(err, slidelog.ErrIdentityTooLong):
+	case errors.Is(err, httplimit.ErrIdentityTooLong):
 		return status.New(codes.InvalidArgument, "client identity too long")
 	case errors.Is(err, slidelog.ErrInvalidKey):
 		return status.New(codes.InvalidArgument, "no valid client identity in this call")
@@ -109,11 +114,11 @@ func ErrorStatus(err error) *status.Status {
 
 // rejection returns the error a call fails with, or nil to call the
 // handler.
-func rejection(d *slidelog.HTTPDecision) error {
+func rejection(d *httplimit.Decision) error {
 	switch d.Outcome {
-	case slidelog.OutcomeDenied:
+	case httplimit.OutcomeDenied:
 		return DeniedStatus(d.Result).Err()
-	case slidelog.OutcomeError:
+	case httplimit.OutcomeError:
 		return ErrorStatus(d.Err).Err()
 	}
 	return nil
@@ -121,7 +126,7 @@ func rejection(d *slidelog.HTTPDecision) error {
 
 // headerMetadata returns the decision's header fields as gRPC metadata
 // (lower-case keys), or nil when there are none.
-func headerMetadata(fields []slidelog.HeaderField) metadata.MD {
+func headerMetadata(fields []httplimit.HeaderField) metadata.MD {
 	if len(fields) == 0 {
 		return nil
 	}
@@ -137,8 +142,8 @@ func headerMetadata(fields []slidelog.HeaderField) metadata.MD {
 }
 
 // finishStatus maps a handler's error to the HTTP status class
-// HTTPDecision.Finish understands: 500 for a server-side code, so that
-// WithRefundOnServerError refunds the call.
+// httplimit.Decision.Finish understands: 500 for a server-side code, so that
+// httplimit.WithRefundOnServerError refunds the call.
 func finishStatus(err error) int {
 	switch status.Code(err) {
 	case codes.Unknown, codes.Internal, codes.Unavailable, codes.DataLoss:
@@ -171,4 +176,14 @@ func (c *call) RemoteAddr() string {
 		return p.Addr.String()
 	}
 	return ""
+}
+
+// retryAfterSeconds formats d as whole seconds, rounded up, as the
+// retry-after metadata does.
+func retryAfterSeconds(d time.Duration) string {
+	s := int64(0)
+	if d > 0 {
+		s = int64((d + time.Second - 1) / time.Second)
+	}
+	return strconv.FormatInt(s, 10)
 }

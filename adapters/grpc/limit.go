@@ -4,6 +4,7 @@ import (
 	"context"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
@@ -22,19 +23,20 @@ import (
 // and an unavailable limiter, use UnaryServerInterceptor and
 // StreamServerInterceptor instead.
 type MiddlewareLimiter struct {
-	hl *slidelog.HTTPLimiter
+	e *httplimit.Engine
 }
 
 // NewMiddlewareLimiter returns a MiddlewareLimiter that asks l, or the
-// limiter WithMethodLimiters or WithLimiterFunc chooses. It panics when an
-// option is invalid, and on WithRefundOnServerError: go-grpc-middleware
+// limiter WithMethodLimiters or httplimit.WithLimiterFunc chooses. It
+// panics when an option is invalid, and on
+// httplimit.WithRefundOnServerError: go-grpc-middleware
 // never tells a Limiter how the handler answered.
-func NewMiddlewareLimiter(l *slidelog.Limiter, opts ...Option) *MiddlewareLimiter {
-	hl, cfg := build("NewMiddlewareLimiter", l, opts)
-	if cfg.refund {
+func NewMiddlewareLimiter(l *slidelog.Limiter, opts ...httplimit.Option) *MiddlewareLimiter {
+	e := build("NewMiddlewareLimiter", l, opts)
+	if e.RefundsOnServerError() {
 		panic("slidegrpc: NewMiddlewareLimiter: WithRefundOnServerError needs the handler's status, which go-grpc-middleware's ratelimit interceptors do not report; use UnaryServerInterceptor")
 	}
-	return &MiddlewareLimiter{hl: hl}
+	return &MiddlewareLimiter{e: e}
 }
 
 // Limit decides the call whose server context ctx is: its full method
@@ -44,7 +46,7 @@ func NewMiddlewareLimiter(l *slidelog.Limiter, opts ...Option) *MiddlewareLimite
 // whose GRPCStatus method returns that status, details included.
 func (m *MiddlewareLimiter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	d := m.hl.Check(&call{ctx: ctx, method: method})
+	d := m.e.Check(&call{ctx: ctx, method: method})
 	if md := headerMetadata(d.Header); md != nil {
 		_ = grpc.SetHeader(ctx, md) // fails outside a server call: nothing to send then
 	}

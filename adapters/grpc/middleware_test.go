@@ -7,7 +7,8 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
-	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -25,7 +26,7 @@ func TestMiddlewareLimiter(t *testing.T) {
 	for name, ns := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			store := newStore(t, ns)
-			lim := slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "mw", 1), slidegrpc.WithKeyFunc(slidelog.ByRoute()))
+			lim := slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "mw", 1), httplimit.WithKeyFunc(httplimit.ByRoute()))
 			client, svc := serve(t,
 				grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(lim)),
 				grpc.ChainStreamInterceptor(ratelimit.StreamServerInterceptor(lim)))
@@ -65,9 +66,9 @@ func TestMiddlewareLimiter(t *testing.T) {
 // that use it outside go-grpc-middleware; outside a server call it needs
 // no transport stream.
 func TestMiddlewareLimiterLimit(t *testing.T) {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	lim := slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "limit", 1), slidegrpc.WithKeyFunc(slidelog.ByHeader("x-api-key")))
+	lim := slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "limit", 1), httplimit.WithKeyFunc(httplimit.ByHeader("x-api-key")))
 	ctx := metadata.NewIncomingContext(t.Context(), metadata.Pairs("x-api-key", "k1"))
 	if err := lim.Limit(ctx); err != nil {
 		t.Fatalf("first: %v", err)
@@ -84,5 +85,5 @@ func TestMiddlewareLimiterLimit(t *testing.T) {
 			t.Error("NewMiddlewareLimiter with WithRefundOnServerError did not panic")
 		}
 	}()
-	slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "refund", 1), slidegrpc.WithRefundOnServerError())
+	slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "refund", 1), httplimit.WithRefundOnServerError())
 }

@@ -9,7 +9,10 @@ import (
 
 	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -98,7 +101,7 @@ func serve(t *testing.T, opts ...grpc.ServerOption) (testgrpc.TestServiceClient,
 }
 
 // interceptors returns the server options that install both interceptors.
-func interceptors(l *slidelog.Limiter, opts ...slidegrpc.Option) []grpc.ServerOption {
+func interceptors(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(slidegrpc.UnaryServerInterceptor(l, opts...)),
 		grpc.ChainStreamInterceptor(slidegrpc.StreamServerInterceptor(l, opts...)),
@@ -110,7 +113,7 @@ func interceptors(l *slidelog.Limiter, opts ...slidegrpc.Option) []grpc.ServerOp
 func stores(t *testing.T) map[string]slidelogtest.NewStoreFunc {
 	return map[string]slidelogtest.NewStoreFunc{
 		"memory":  slidelogtest.MemoryStores(),
-		"cluster": slidelogtest.ClusterStores(t),
+		"cluster": redistest.ClusterStores(t),
 	}
 }
 
@@ -163,7 +166,7 @@ func assertDenied(t *testing.T, err error, header metadata.MD) {
 	if delay <= 0 || delay > time.Minute {
 		t.Errorf("RetryInfo delay: got %v, want in (0, 1m]", delay)
 	}
-	if got, want := first(header, "retry-after"), slidelog.RetryAfterSeconds(delay); got != want {
+	if got, want := first(header, "retry-after"), slidegrpc.RetryAfterSeconds(delay); got != want {
 		t.Errorf("retry-after: got %q, want %q", got, want)
 	}
 }
@@ -249,22 +252,22 @@ func TestDenial(t *testing.T) {
 func TestKeyByPeer(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		opts []slidegrpc.Option
+		opts []httplimit.Option
 		want string
 	}{
 		{"default ignores forwarding", nil, "ip:127.0.0.1"},
-		{"trusted peer, named key", []slidegrpc.Option{
-			slidegrpc.WithTrustedProxies("127.0.0.1"), slidegrpc.WithClientIPHeader("X-Forwarded-For"),
+		{"trusted peer, named key", []httplimit.Option{
+			httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For"),
 		}, "ip:198.51.100.7"},
-		{"trusted peer, other key named", []slidegrpc.Option{
-			slidegrpc.WithTrustedProxies("127.0.0.0/8"), slidegrpc.WithClientIPHeader("cf-connecting-ip"),
+		{"trusted peer, other key named", []httplimit.Option{
+			httplimit.WithTrustedProxies("127.0.0.0/8"), httplimit.WithClientIPHeader("cf-connecting-ip"),
 		}, "ip:127.0.0.1"},
-		{"untrusted peer", []slidegrpc.Option{
-			slidegrpc.WithTrustedProxies("10.0.0.0/8"), slidegrpc.WithClientIPHeader("x-forwarded-for"),
+		{"untrusted peer", []httplimit.Option{
+			httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("x-forwarded-for"),
 		}, "ip:127.0.0.1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+			store := slidelogtest.NewCountingStore(memstore.New())
 			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
 			client, _ := serve(t, interceptors(newLimiter(t, store, "peer", 10), tt.opts...)...)
 			ctx := metadata.AppendToOutgoingContext(t.Context(),
@@ -279,14 +282,14 @@ func TestKeyByPeer(t *testing.T) {
 	}
 }
 
-// slidelog.ByHeader keys by a metadata value; a call without it fails
-// with InvalidArgument before any store call. slidelog.ByRoute keys by
+// httplimit.ByHeader keys by a metadata value; a call without it fails
+// with InvalidArgument before any store call. httplimit.ByRoute keys by
 // full method.
 func TestKeyByMetadataAndMethod(t *testing.T) {
 	t.Run("metadata", func(t *testing.T) {
-		store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+		store := slidelogtest.NewCountingStore(memstore.New())
 		t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-		client, svc := serve(t, interceptors(newLimiter(t, store, "key", 1), slidegrpc.WithKeyFunc(slidelog.ByHeader("x-api-key")))...)
+		client, svc := serve(t, interceptors(newLimiter(t, store, "key", 1), httplimit.WithKeyFunc(httplimit.ByHeader("x-api-key")))...)
 		for _, tt := range []struct {
 			give string
 			want codes.Code
@@ -311,9 +314,9 @@ func TestKeyByMetadataAndMethod(t *testing.T) {
 		}
 	})
 	t.Run("full method", func(t *testing.T) {
-		store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+		store := slidelogtest.NewCountingStore(memstore.New())
 		t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-		client, _ := serve(t, interceptors(newLimiter(t, store, "method", 1), slidegrpc.WithKeyFunc(slidelog.ByRoute()))...)
+		client, _ := serve(t, interceptors(newLimiter(t, store, "method", 1), httplimit.WithKeyFunc(httplimit.ByRoute()))...)
 		if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
 			t.Fatal(err)
 		}
@@ -332,14 +335,14 @@ func TestKeyByMetadataAndMethod(t *testing.T) {
 // WithMethodCosts charges listed methods more; WithMethodLimiters gives a
 // method its own policy and budget; SkipPaths skips full methods.
 func TestPerMethod(t *testing.T) {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	shared := newLimiter(t, store, "shared", 3)
 	streams := newLimiter(t, store, "streams", 1)
 	client, _ := serve(t, interceptors(shared,
 		slidegrpc.WithMethodCosts(map[string]int{unaryCall: 2}),
 		slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{streamCall: streams}),
-		slidegrpc.WithSkipFunc(slidelog.SkipPaths("/grpc.testing.TestService/CacheableUnaryCall")),
+		httplimit.WithSkipFunc(httplimit.SkipPaths("/grpc.testing.TestService/CacheableUnaryCall")),
 	)...)
 	var header metadata.MD
 	if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Header(&header)); err != nil {
@@ -382,7 +385,7 @@ func TestPerMethod(t *testing.T) {
 // A limiter that cannot decide fails the call with Unavailable and a
 // generic message.
 func TestUnavailable(t *testing.T) {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	l := newLimiter(t, store, "closed", 10)
 	client, svc := serve(t, interceptors(l)...)
@@ -402,9 +405,9 @@ func TestUnavailable(t *testing.T) {
 // WithRefundOnServerError refunds calls whose handler failed with a
 // server-side code.
 func TestRefundOnServerError(t *testing.T) {
-	store := slidelogtest.NewCountingStore(slidelog.NewMemoryStore())
+	store := slidelogtest.NewCountingStore(memstore.New())
 	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-	client, _ := serve(t, interceptors(newLimiter(t, store, "refund", 1), slidegrpc.WithRefundOnServerError())...)
+	client, _ := serve(t, interceptors(newLimiter(t, store, "refund", 1), httplimit.WithRefundOnServerError())...)
 	failing := metadata.AppendToOutgoingContext(t.Context(), "fail", "1")
 	for i, tt := range []struct {
 		ctx  context.Context
@@ -420,20 +423,39 @@ func TestRefundOnServerError(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	store := slidelog.NewMemoryStore()
+	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
 	l := newLimiter(t, store, "opts", 1)
-	for name, opts := range map[string][]slidegrpc.Option{
-		"cidr":              {slidegrpc.WithTrustedProxies("10.0.0.0/33")},
-		"no header":         {slidegrpc.WithTrustedProxies("10.0.0.0/8")},
-		"header, no proxy":  {slidegrpc.WithClientIPHeader("x-forwarded-for")},
-		"cost":              {slidegrpc.WithCost(0)},
-		"method cost":       {slidegrpc.WithMethodCosts(map[string]int{emptyCall: 0})},
-		"method name":       {slidegrpc.WithMethodCosts(map[string]int{"EmptyCall": 2})},
-		"nil method limit":  {slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{emptyCall: nil})},
-		"cost func and map": {slidegrpc.WithCostFunc(func(*slidelog.HTTPRequest) int { return 1 }), slidegrpc.WithMethodCosts(map[string]int{emptyCall: 2})},
-		"limiter func and map": {slidegrpc.WithLimiterFunc(func(*slidelog.HTTPRequest) *slidelog.Limiter { return nil }),
-			slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{emptyCall: l})},
+	for name, opts := range map[string]func() []httplimit.Option{
+		"cidr":             func() []httplimit.Option { return []httplimit.Option{httplimit.WithTrustedProxies("10.0.0.0/33")} },
+		"no header":        func() []httplimit.Option { return []httplimit.Option{httplimit.WithTrustedProxies("10.0.0.0/8")} },
+		"header, no proxy": func() []httplimit.Option { return []httplimit.Option{httplimit.WithClientIPHeader("x-forwarded-for")} },
+		"cost":             func() []httplimit.Option { return []httplimit.Option{httplimit.WithCost(0)} },
+		"method cost": func() []httplimit.Option {
+			return []httplimit.Option{slidegrpc.WithMethodCosts(map[string]int{emptyCall: 0})}
+		},
+		"method name": func() []httplimit.Option {
+			return []httplimit.Option{slidegrpc.WithMethodCosts(map[string]int{"EmptyCall": 2})}
+		},
+		"limiter method name": func() []httplimit.Option {
+			return []httplimit.Option{slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{"/a/b/c": l})}
+		},
+		"nil method limit": func() []httplimit.Option {
+			return []httplimit.Option{slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{emptyCall: nil})}
+		},
+		"cost func and map": func() []httplimit.Option {
+			return []httplimit.Option{httplimit.WithCostFunc(func(*httplimit.Request) int { return 1 }), slidegrpc.WithMethodCosts(map[string]int{emptyCall: 2})}
+		},
+		"cost and map": func() []httplimit.Option {
+			return []httplimit.Option{httplimit.WithCost(2), slidegrpc.WithMethodCosts(map[string]int{emptyCall: 2})}
+		},
+		"limiter func and map": func() []httplimit.Option {
+			return []httplimit.Option{httplimit.WithLimiterFunc(func(*httplimit.Request) *slidelog.Limiter { return nil }),
+				slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{emptyCall: l})}
+		},
+		"http handler": func() []httplimit.Option {
+			return []httplimit.Option{httplimit.WithDeniedHandler(func(error) {})}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert := func(build func()) {
@@ -445,9 +467,9 @@ func TestInvalidOptionPanics(t *testing.T) {
 				}()
 				build()
 			}
-			assert(func() { slidegrpc.UnaryServerInterceptor(l, opts...) })
-			assert(func() { slidegrpc.StreamServerInterceptor(l, opts...) })
-			assert(func() { slidegrpc.NewMiddlewareLimiter(l, opts...) })
+			assert(func() { slidegrpc.UnaryServerInterceptor(l, opts()...) })
+			assert(func() { slidegrpc.StreamServerInterceptor(l, opts()...) })
+			assert(func() { slidegrpc.NewMiddlewareLimiter(l, opts()...) })
 		})
 	}
 	t.Run("nil limiter", func(t *testing.T) {
@@ -465,8 +487,8 @@ func TestErrorStatus(t *testing.T) {
 		give error
 		want codes.Code
 	}{
-		{slidelog.ErrNoKey, codes.InvalidArgument},
-		{slidelog.ErrIdentityTooLong, codes.InvalidArgument},
+		{httplimit.ErrNoKey, codes.InvalidArgument},
+		{httplimit.ErrIdentityTooLong, codes.InvalidArgument},
 		{slidelog.ErrMisconfigured, codes.Internal},
 		{slidelog.ErrInvalidCost, codes.Internal},
 		{slidelog.ErrUnavailable, codes.Unavailable},

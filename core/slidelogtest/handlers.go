@@ -19,7 +19,7 @@ import (
 // SetClientIP makes req come from the client at ip (an IPv4 or IPv6
 // address without a port) by setting its socket peer, req.RemoteAddr, to
 // ip with port 1234, and returns req. The default key function,
-// slidelog.ByClientIP, keys by that address, so requests from different
+// httplimit.ByClientIP, keys by that address, so requests from different
 // addresses use different budgets.
 //
 // httptest.NewRequest gives every request the same peer (192.0.2.1:1234),
@@ -40,16 +40,16 @@ func SetClientIP(req *http.Request, ip string) *http.Request {
 }
 
 // RateLimitHeaders is what a response's rate-limit header fields say:
-// RateLimit-Policy and RateLimit (slidelog.HeadersIETF), or
+// RateLimit-Policy and RateLimit (httplimit.HeadersIETF), or
 // X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
-// (slidelog.HeadersLegacy), and Retry-After. ParseRateLimitHeaders
+// (httplimit.HeadersLegacy), and Retry-After. ParseRateLimitHeaders
 // returns it.
 type RateLimitHeaders struct {
 	// Policies holds one entry per member of RateLimit-Policy, in order
 	// (a request limited by two middlewares lists both limiters'
 	// policies), or the one binding policy of the X-RateLimit-* fields.
 	// Empty when the response carries no rate-limit fields (a skipped
-	// request, slidelog.HeadersNone).
+	// request, httplimit.HeadersNone).
 	Policies []PolicyHeaders
 	// RetryAfter is the Retry-After field, whole seconds; 0 when the
 	// response has none (only denials carry it).

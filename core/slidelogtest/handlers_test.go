@@ -10,6 +10,7 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/stretchr/testify/assert"
@@ -48,75 +49,27 @@ func TestSetClientIPSeparatesBudgets(t *testing.T) {
 	l, err := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 1, Window: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
-	h, err := slidelog.NewHTTPLimiter(l)
+	h, err := httplimit.New(l)
 	require.NoError(t, err)
 
 	bare, err := http.NewRequest(http.MethodGet, "/", nil)
 	require.NoError(t, err)
-	assert.Equal(t, slidelog.OutcomeError, h.Check(source{bare}).Outcome, "bare http.NewRequest")
+	assert.Equal(t, httplimit.OutcomeError, h.Check(source{bare}).Outcome, "bare http.NewRequest")
 
 	for _, tt := range []struct {
 		give string
-		want slidelog.Outcome
+		want httplimit.Outcome
 	}{
-		{"203.0.113.7", slidelog.OutcomeNext},
-		{"203.0.113.7", slidelog.OutcomeDenied},
-		{"203.0.113.8", slidelog.OutcomeNext},
-		{"2001:db8::1", slidelog.OutcomeNext},
+		{"203.0.113.7", httplimit.OutcomeNext},
+		{"203.0.113.7", httplimit.OutcomeDenied},
+		{"203.0.113.8", httplimit.OutcomeNext},
+		{"2001:db8::1", httplimit.OutcomeNext},
 	} {
 		req, err := http.NewRequest(http.MethodGet, "/", nil)
 		require.NoError(t, err)
 		d := h.Check(source{slidelogtest.SetClientIP(req, tt.give)})
 		assert.Equal(t, tt.want, d.Outcome, "request from %s", tt.give)
 	}
-}
-
-// The parser reads what the engine writes (slidelog.RateLimitHeaders and
-// Retry-After), in both styles.
-func TestParseRateLimitHeadersEngineOutput(t *testing.T) {
-	minute := slidelog.Policy{Name: "per-minute", Limit: 10, Window: time.Minute}
-	hour := slidelog.Policy{Name: `a "quoted", name`, Limit: 1000, Window: time.Hour}
-	res := slidelog.Result{
-		Allowed: true, Limit: 10, Remaining: 3, ResetAfter: 1500 * time.Millisecond,
-		Policies: []slidelog.PolicyResult{
-			{Policy: minute, Remaining: 3, ResetAfter: 1500 * time.Millisecond},
-			{Policy: hour, Remaining: 990, ResetAfter: 59 * time.Minute},
-		},
-	}
-	header := func(style slidelog.HeaderStyle, res slidelog.Result) http.Header {
-		h := http.Header{}
-		for _, f := range slidelog.RateLimitHeaders(style, res) {
-			h.Add(f.Name, f.Value)
-		}
-		return h
-	}
-
-	got, err := slidelogtest.ParseRateLimitHeaders(header(slidelog.HeadersIETF, res))
-	require.NoError(t, err)
-	assert.Equal(t, []slidelogtest.PolicyHeaders{
-		{Name: "per-minute", Limit: 10, Window: time.Minute, Known: true, Remaining: 3, Reset: 2 * time.Second},
-		{Name: `a "quoted", name`, Limit: 1000, Window: time.Hour, Known: true, Remaining: 990, Reset: 59 * time.Minute},
-	}, got.Policies)
-	remaining, ok := got.Remaining()
-	assert.True(t, ok)
-	assert.Equal(t, 3, remaining)
-
-	got, err = slidelogtest.ParseRateLimitHeaders(header(slidelog.HeadersLegacy, res))
-	require.NoError(t, err)
-	assert.Equal(t, []slidelogtest.PolicyHeaders{{Limit: 10, Known: true, Remaining: 3, Reset: 2 * time.Second}}, got.Policies)
-
-	open := res
-	open.Source = slidelog.SourceFailOpen
-	got, err = slidelogtest.ParseRateLimitHeaders(header(slidelog.HeadersIETF, open))
-	require.NoError(t, err)
-	require.Len(t, got.Policies, 2)
-	assert.False(t, got.Policies[0].Known || got.Policies[1].Known, "fail-open admission: got a known state, want none")
-	_, ok = got.Remaining()
-	assert.False(t, ok, "Remaining of a fail-open admission")
-
-	got, err = slidelogtest.ParseRateLimitHeaders(http.Header{})
-	require.NoError(t, err)
-	assert.Equal(t, slidelogtest.RateLimitHeaders{}, got)
 }
 
 // Two middlewares whose limiters name their policies alike: each state

@@ -11,46 +11,30 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 )
 
-// HTTPMiddleware describes one call of an adapter's Middleware in neutral
-// terms. A factory maps every set field to the adapter's option of the
-// same name, so the suite checks the options' wiring as well as the
-// behaviour behind them.
+// HTTPMiddleware describes one call of an adapter's Middleware:
+// Middleware(Limiter, Options...), plus the adapter's own denied and error
+// handlers when DeniedBody or ErrorBody is set. The options are
+// httplimit's, which every adapter takes as they are.
 type HTTPMiddleware struct {
 	// Limiter is Middleware's first argument.
 	Limiter *slidelog.Limiter
-	// KeyFunc, when not nil, is passed with WithKeyFunc.
-	KeyFunc slidelog.KeyFunc
-	// SkipFunc, when not nil, is passed with WithSkipFunc.
-	SkipFunc slidelog.SkipFunc
-	// Cost, when not 0, is passed with WithCost.
-	Cost int
-	// CostFunc, when not nil, is passed with WithCostFunc.
-	CostFunc slidelog.CostFunc
-	// LimiterFunc, when not nil, is passed with WithLimiterFunc.
-	LimiterFunc slidelog.LimiterFunc
-	// ShadowMode, when true, adds WithShadowMode(ShadowReport).
-	ShadowMode   bool
-	ShadowReport slidelog.ShadowFunc
-	// RefundOnServerError, when true, adds WithRefundOnServerError().
-	RefundOnServerError bool
-	// Headers is always passed with WithHeaders (its zero value is the
-	// default, HeadersIETF).
-	Headers slidelog.HeaderStyle
-	// TrustedProxies, when not empty, is passed with WithTrustedProxies.
-	TrustedProxies []string
-	// ClientIPHeader, when not empty, is passed with WithClientIPHeader.
-	ClientIPHeader string
-	// IPv6Prefix, when not 0, is passed with WithIPv6Prefix.
-	IPv6Prefix int
-	// DeniedBody, when not empty, installs WithDeniedHandler with a
-	// handler that answers 429 with this text/plain body.
+	// Options are passed to Middleware.
+	Options []httplimit.Option
+	// DeniedBody, when not empty, adds the adapter's WithDeniedHandler
+	// with a handler that answers 429 with this text/plain body.
 	DeniedBody string
-	// ErrorBody, when not empty, installs WithErrorHandler with a handler
-	// that answers 503 with this text/plain body.
+	// ErrorBody, when not empty, adds the adapter's WithErrorHandler with
+	// a handler that answers 503 with this text/plain body.
 	ErrorBody string
+}
+
+// mw describes Middleware(l, opts...).
+func mw(l *slidelog.Limiter, opts ...httplimit.Option) *HTTPMiddleware {
+	return &HTTPMiddleware{Limiter: l, Options: opts}
 }
 
 // HTTPRoute is one route of the server a factory builds. Its handler
@@ -88,7 +72,7 @@ type HTTPApp struct {
 
 // HTTPServe serves one request and returns the response. The request's
 // RemoteAddr is the socket address the server must see, and the values of
-// its context must reach the key functions (HTTPRequest.Value): as the
+// its context must reach the key functions (httplimit.Request.Value): as the
 // request context, or, for fiber, as the user context.
 type HTTPServe func(req *http.Request) *http.Response
 

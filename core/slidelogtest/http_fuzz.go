@@ -11,6 +11,7 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 )
 
@@ -49,11 +50,11 @@ func FuzzHTTP(f *testing.F, factory HTTPFactory) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	key := slidelog.FirstOf(
-		slidelog.ByContextValue("user"),
-		slidelog.Composite(slidelog.ByRoute(), slidelog.ByHeader("X-Api-Key")),
-		slidelog.ByClientIP())
-	cost := func(r *slidelog.HTTPRequest) int {
+	key := httplimit.FirstOf(
+		httplimit.ByContextValue("user"),
+		httplimit.Composite(httplimit.ByRoute(), httplimit.ByHeader("X-Api-Key")),
+		httplimit.ByClientIP())
+	cost := func(r *httplimit.Request) int {
 		n, err := strconv.Atoi(r.HeaderValue("X-Units"))
 		if err != nil {
 			return 1
@@ -77,18 +78,16 @@ func FuzzHTTP(f *testing.F, factory HTTPFactory) {
 		req.RemoteAddr = peer
 		serve := factory(t, HTTPApp{
 			RawHeaderNames: via%2 == 1,
-			Global: &HTTPMiddleware{
-				Limiter:             global,
-				KeyFunc:             key,
-				SkipFunc:            slidelog.SkipPaths("/healthz"),
-				TrustedProxies:      []string{"10.0.0.0/8", "2001:db8::/32"},
-				ClientIPHeader:      fuzzHeaders[int(via)%len(fuzzHeaders)],
-				RefundOnServerError: true,
-				IPv6Prefix:          48,
-			},
+			Global: mw(global,
+				httplimit.WithKeyFunc(key),
+				httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz")),
+				httplimit.WithTrustedProxies("10.0.0.0/8", "2001:db8::/32"),
+				httplimit.WithClientIPHeader(fuzzHeaders[int(via)%len(fuzzHeaders)]),
+				httplimit.WithRefundOnServerError(),
+				httplimit.WithIPv6Prefix(48)),
 			Routes: []HTTPRoute{
 				{Pattern: "/healthz"},
-				{Pattern: "/users/:id", Middleware: &HTTPMiddleware{Limiter: route, CostFunc: cost, Headers: slidelog.HeadersLegacy}},
+				{Pattern: "/users/:id", Middleware: mw(route, httplimit.WithCostFunc(cost), httplimit.WithHeaders(httplimit.HeadersLegacy))},
 				{Pattern: "/:page"},
 				{Method: http.MethodPost, Pattern: "/items"},
 			},

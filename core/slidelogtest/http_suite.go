@@ -16,6 +16,7 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 // RunHTTPSuite runs the HTTP conformance suite: every adapter must pass
@@ -139,8 +140,8 @@ func (r reply) wantNoRateLimitHeaders(t *testing.T) reply {
 func (r reply) wantProblem(t *testing.T, status int) map[string]any {
 	t.Helper()
 	r.wantStatus(t, status)
-	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, slidelog.ProblemContentType) {
-		t.Errorf("Content-Type: got %q, want %q", ct, slidelog.ProblemContentType)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, httplimit.ProblemContentType) {
+		t.Errorf("Content-Type: got %q, want %q", ct, httplimit.ProblemContentType)
 	}
 	var p map[string]any
 	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
@@ -213,7 +214,7 @@ var httpCases = []httpCase{
 
 func testAllowedThenDenied(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 3, Window: time.Minute})
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve := e.serve(t, HTTPApp{Global: mw(l), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 
 	const policy = `"hello";q=3;w=60`
 	for i, remaining := range []int{2, 1, 0} {
@@ -240,8 +241,8 @@ func testAllowedThenDenied(t *testing.T, e *httpEnv) {
 	if p["title"] != "Too Many Requests" {
 		t.Errorf("problem title: got %v, want %q", p["title"], "Too Many Requests")
 	}
-	if p["type"] != slidelog.ProblemTypeRateLimited {
-		t.Errorf("problem type: got %v, want %q", p["type"], slidelog.ProblemTypeRateLimited)
+	if p["type"] != httplimit.ProblemTypeRateLimited {
+		t.Errorf("problem type: got %v, want %q", p["type"], httplimit.ProblemTypeRateLimited)
 	}
 	if d, _ := p["detail"].(string); !strings.Contains(d, "35") {
 		t.Errorf("problem detail: got %q, want it to say 35 seconds", d)
@@ -265,7 +266,7 @@ func testAllowedThenDenied(t *testing.T, e *httpEnv) {
 
 func testRetryAfterRoundsUp(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "one", Limit: 1, Window: time.Minute})
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve := e.serve(t, HTTPApp{Global: mw(l), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK)
 	e.clock.Advance(500 * time.Millisecond)
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests).
@@ -282,7 +283,7 @@ func testRetryAfterRoundsUp(t *testing.T, e *httpEnv) {
 func testLegacyHeaders(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 2, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: l, Headers: slidelog.HeadersLegacy},
+		Global: mw(l, httplimit.WithHeaders(httplimit.HeadersLegacy)),
 		Routes: []HTTPRoute{{Pattern: "/hello"}},
 	})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
@@ -306,7 +307,7 @@ func testLegacyHeaders(t *testing.T, e *httpEnv) {
 func testNoHeaders(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: l, Headers: slidelog.HeadersNone},
+		Global: mw(l, httplimit.WithHeaders(httplimit.HeadersNone)),
 		Routes: []HTTPRoute{{Pattern: "/hello"}},
 	})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t)
@@ -321,7 +322,7 @@ func testNoHeaders(t *testing.T, e *httpEnv) {
 func testMultiplePolicies(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "burst", Limit: 2, Window: time.Second},
 		slidelog.WithPolicy(slidelog.Policy{Name: "hourly", Limit: 100, Window: time.Hour}))
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve := e.serve(t, HTTPApp{Global: mw(l), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	const policy = `"burst";q=2;w=1, "hourly";q=100;w=3600`
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
 		wantHeader(t, "RateLimit-Policy", policy).
@@ -356,7 +357,7 @@ func testDeniedHandler(t *testing.T, e *httpEnv) {
 func testSkip(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: l, SkipFunc: slidelog.SkipPaths("/healthz")},
+		Global: mw(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))),
 		Routes: []HTTPRoute{{Pattern: "/hello"}, {Pattern: "/healthz"}},
 	})
 	for range 5 {
@@ -373,12 +374,12 @@ func testSkip(t *testing.T, e *httpEnv) {
 func testCost(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "units", Limit: 10, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{Routes: []HTTPRoute{
-		{Pattern: "/heavy", Middleware: &HTTPMiddleware{Limiter: l, Cost: 5}},
-		{Pattern: "/light", Middleware: &HTTPMiddleware{Limiter: l}},
-		{Pattern: "/priced", Middleware: &HTTPMiddleware{Limiter: l, CostFunc: func(r *slidelog.HTTPRequest) int {
+		{Pattern: "/heavy", Middleware: mw(l, httplimit.WithCost(5))},
+		{Pattern: "/light", Middleware: mw(l)},
+		{Pattern: "/priced", Middleware: mw(l, httplimit.WithCostFunc(func(r *httplimit.Request) int {
 			n, _ := strconv.Atoi(r.HeaderValue("X-Units"))
 			return n
-		}}},
+		}))},
 	}})
 	get(t, serve, "/heavy", clientA).wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit", `"units";r=5;t=60`)
 	get(t, serve, "/priced", clientA, "X-Units", "3").wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit", `"units";r=2;t=60`)
@@ -397,10 +398,10 @@ func testPerRoutePolicies(t *testing.T, e *httpEnv) {
 	loose := e.limiter(t, slidelog.Policy{Name: "loose", Limit: 3, Window: time.Minute})
 	global := e.limiter(t, slidelog.Policy{Name: "global", Limit: 100, Window: time.Hour})
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: global, Headers: slidelog.HeadersNone},
+		Global: mw(global, httplimit.WithHeaders(httplimit.HeadersNone)),
 		Routes: []HTTPRoute{
-			{Pattern: "/strict", Middleware: &HTTPMiddleware{Limiter: strict, Headers: slidelog.HeadersLegacy}},
-			{Pattern: "/loose", Middleware: &HTTPMiddleware{Limiter: loose, Headers: slidelog.HeadersLegacy}},
+			{Pattern: "/strict", Middleware: mw(strict, httplimit.WithHeaders(httplimit.HeadersLegacy))},
+			{Pattern: "/loose", Middleware: mw(loose, httplimit.WithHeaders(httplimit.HeadersLegacy))},
 			{Pattern: "/open"},
 		},
 	})
@@ -423,8 +424,8 @@ func testNestedMiddlewares(t *testing.T, e *httpEnv) {
 	outer := e.limiter(t, slidelog.Policy{Name: "outer", Limit: 10, Window: time.Minute})
 	inner := e.limiter(t, slidelog.Policy{Name: "inner", Limit: 1, Window: time.Second})
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: outer},
-		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: &HTTPMiddleware{Limiter: inner}}},
+		Global: mw(outer),
+		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: mw(inner)}},
 	})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
 		wantHeader(t, "RateLimit-Policy", `"outer";q=10;w=60, "inner";q=1;w=1`).
@@ -439,10 +440,10 @@ func testNestedMiddlewares(t *testing.T, e *httpEnv) {
 
 func testKeyByRoute(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "route", Limit: 2, Window: time.Minute})
-	key := slidelog.Composite(slidelog.ByRoute(), slidelog.ByClientIP())
+	key := httplimit.Composite(httplimit.ByRoute(), httplimit.ByClientIP())
 	serve := e.serve(t, HTTPApp{Routes: []HTTPRoute{
-		{Pattern: "/items/:id", Middleware: &HTTPMiddleware{Limiter: l, KeyFunc: key}},
-		{Pattern: "/things/:id", Middleware: &HTTPMiddleware{Limiter: l, KeyFunc: key}},
+		{Pattern: "/items/:id", Middleware: mw(l, httplimit.WithKeyFunc(key))},
+		{Pattern: "/things/:id", Middleware: mw(l, httplimit.WithKeyFunc(key))},
 	}})
 	get(t, serve, "/items/1", clientA).wantStatus(t, http.StatusOK)
 	get(t, serve, "/items/2", clientA).wantStatus(t, http.StatusOK)
@@ -459,14 +460,14 @@ func testLimiterFunc(t *testing.T, e *httpEnv) {
 	pro := e.limiter(t, slidelog.Policy{Name: "pro", Limit: 3, Window: time.Minute})
 	// The plan would come from a verified claim; a header stands in for it
 	// here because the suite cannot set a framework's context values.
-	byPlan := func(r *slidelog.HTTPRequest) *slidelog.Limiter {
+	byPlan := func(r *httplimit.Request) *slidelog.Limiter {
 		if r.HeaderValue("X-Test-Plan") == "pro" {
 			return pro
 		}
 		return nil
 	}
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: free, LimiterFunc: byPlan},
+		Global: mw(free, httplimit.WithLimiterFunc(byPlan)),
 		Routes: []HTTPRoute{{Pattern: "/hello"}},
 	})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).wantHeader(t, "RateLimit-Policy", `"free";q=1;w=60`)
@@ -483,7 +484,7 @@ func testLimiterFunc(t *testing.T, e *httpEnv) {
 // forwarded addresses from one socket land in one bucket.
 func testSpoofedForwardedHeaders(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 10, Window: time.Minute})
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve := e.serve(t, HTTPApp{Global: mw(l), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	allowed := 0
 	for i := range 1000 {
 		fake := fmt.Sprintf("203.0.%d.%d", i/256, i%256)
@@ -539,7 +540,7 @@ func testTrustedProxies(t *testing.T, e *httpEnv) {
 			store := NewCountingStore(e.inner)
 			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 100, Window: time.Minute})
 			serve := e.serve(t, HTTPApp{
-				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: trusted, ClientIPHeader: tt.via},
+				Global: mw(l, httplimit.WithTrustedProxies(trusted...), httplimit.WithClientIPHeader(tt.via)),
 				Routes: []HTTPRoute{{Pattern: "/hello"}},
 			})
 			get(t, serve, "/hello", tt.remote, tt.header...).wantStatus(t, http.StatusOK)
@@ -562,7 +563,7 @@ func testOnlyTheProxysHeader(t *testing.T, e *httpEnv) {
 			store := NewCountingStore(e.inner)
 			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 3, Window: time.Minute})
 			serve := e.serve(t, HTTPApp{
-				Global: &HTTPMiddleware{Limiter: l, TrustedProxies: []string{"10.0.0.0/8"}, ClientIPHeader: via},
+				Global: mw(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader(via)),
 				Routes: []HTTPRoute{{Pattern: "/hello"}},
 			})
 			allowed := 0
@@ -602,7 +603,7 @@ func testOnlyTheProxysHeader(t *testing.T, e *httpEnv) {
 // testIPv6Prefix: 2^16 addresses of one /64 land in one bucket.
 func testIPv6Prefix(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 10, Window: time.Minute})
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve := e.serve(t, HTTPApp{Global: mw(l), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	const n = 1 << 16
 	var allowed, other atomic.Int64
 	var wg sync.WaitGroup
@@ -638,7 +639,7 @@ func testIPv6Prefix(t *testing.T, e *httpEnv) {
 
 	// A configured prefix groups more widely.
 	wide := e.limiter(t, slidelog.Policy{Name: "wide", Limit: 2, Window: time.Minute})
-	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: wide, IPv6Prefix: 48}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve = e.serve(t, HTTPApp{Global: mw(wide, httplimit.WithIPv6Prefix(48)), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	get(t, serve, "/hello", "[2001:db8:cc:1::1]:1000").wantStatus(t, http.StatusOK)
 	get(t, serve, "/hello", "[2001:db8:cc:ffff::2]:1000").wantStatus(t, http.StatusOK)
 	get(t, serve, "/hello", "[2001:db8:cc:1234:5678::3]:1000").wantStatus(t, http.StatusTooManyRequests)
@@ -646,7 +647,7 @@ func testIPv6Prefix(t *testing.T, e *httpEnv) {
 
 func testIPNormalisation(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 100, Window: time.Minute})
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve := e.serve(t, HTTPApp{Global: mw(l), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	for _, remote := range []string{"192.0.2.77:80", "192.0.2.77:81", "[::ffff:192.0.2.77]:82", "[::ffff:c000:24d]:83"} {
 		get(t, serve, "/hello", remote).wantStatus(t, http.StatusOK)
 	}
@@ -660,7 +661,7 @@ func testIPNormalisation(t *testing.T, e *httpEnv) {
 func testBadIdentityBeforeStore(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "key", Limit: 10, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: l, KeyFunc: slidelog.ByHeader("X-Api-Key")},
+		Global: mw(l, httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key"))),
 		Routes: []HTTPRoute{{Pattern: "/hello"}},
 	})
 	huge := strings.Repeat("k", 10<<10)
@@ -685,7 +686,7 @@ func testShadowMode(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "shadow", Limit: 2, Window: time.Minute})
 	var mu sync.Mutex
 	var reported []slidelog.Result
-	report := func(_ *slidelog.HTTPRequest, res slidelog.Result, err error) {
+	report := func(_ *httplimit.Request, res slidelog.Result, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -694,7 +695,7 @@ func testShadowMode(t *testing.T, e *httpEnv) {
 		reported = append(reported, res)
 	}
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: l, ShadowMode: true, ShadowReport: report},
+		Global: mw(l, httplimit.WithShadowMode(report)),
 		Routes: []HTTPRoute{{Pattern: "/hello"}},
 	})
 	for i := range 5 {
@@ -721,7 +722,7 @@ func testShadowMode(t *testing.T, e *httpEnv) {
 
 	// Shadow mode lets requests through when the limiter cannot decide.
 	failing := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 1, Window: time.Minute}, slidelog.WithFailureMode(slidelog.FailError))
-	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing, ShadowMode: true}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve = e.serve(t, HTTPApp{Global: mw(failing, httplimit.WithShadowMode(nil)), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t)
 }
 
@@ -729,11 +730,11 @@ func testRefundOnServerError(t *testing.T, e *httpEnv) {
 	refunded := e.limiter(t, slidelog.Policy{Name: "refunded", Limit: 2, Window: time.Minute})
 	counted := e.limiter(t, slidelog.Policy{Name: "counted", Limit: 2, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{Routes: []HTTPRoute{
-		{Pattern: "/fail", Status: http.StatusInternalServerError, Middleware: &HTTPMiddleware{Limiter: refunded, RefundOnServerError: true}},
-		{Pattern: "/unavailable", Status: http.StatusServiceUnavailable, Middleware: &HTTPMiddleware{Limiter: refunded, RefundOnServerError: true}},
-		{Pattern: "/teapot", Status: http.StatusTeapot, Middleware: &HTTPMiddleware{Limiter: refunded, RefundOnServerError: true}},
-		{Pattern: "/ok", Middleware: &HTTPMiddleware{Limiter: refunded, RefundOnServerError: true}},
-		{Pattern: "/fail-counted", Status: http.StatusInternalServerError, Middleware: &HTTPMiddleware{Limiter: counted}},
+		{Pattern: "/fail", Status: http.StatusInternalServerError, Middleware: mw(refunded, httplimit.WithRefundOnServerError())},
+		{Pattern: "/unavailable", Status: http.StatusServiceUnavailable, Middleware: mw(refunded, httplimit.WithRefundOnServerError())},
+		{Pattern: "/teapot", Status: http.StatusTeapot, Middleware: mw(refunded, httplimit.WithRefundOnServerError())},
+		{Pattern: "/ok", Middleware: mw(refunded, httplimit.WithRefundOnServerError())},
+		{Pattern: "/fail-counted", Status: http.StatusInternalServerError, Middleware: mw(counted)},
 	}})
 	for range 4 {
 		get(t, serve, "/fail", clientA).wantStatus(t, http.StatusInternalServerError)
@@ -770,13 +771,13 @@ func (failingStore) Close() error                                   { return nil
 
 func testLimiterError(t *testing.T, e *httpEnv) {
 	failing := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 1, Window: time.Minute}, slidelog.WithFailureMode(slidelog.FailError))
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve := e.serve(t, HTTPApp{Global: mw(failing), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	r := get(t, serve, "/hello", clientA)
 	p := r.wantProblem(t, http.StatusServiceUnavailable)
 	r.wantNoInternalText(t, "10.9.8.7", "dial", "refused", "slidelog:")
 	r.wantNoRateLimitHeaders(t)
-	if p["type"] != slidelog.ProblemTypeUnavailable {
-		t.Errorf("problem type: got %v, want %q", p["type"], slidelog.ProblemTypeUnavailable)
+	if p["type"] != httplimit.ProblemTypeUnavailable {
+		t.Errorf("problem type: got %v, want %q", p["type"], httplimit.ProblemTypeUnavailable)
 	}
 
 	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing, ErrorBody: "limiter down"}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
@@ -794,7 +795,7 @@ func testLimiterError(t *testing.T, e *httpEnv) {
 func testSkipBypass(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: l, SkipFunc: slidelog.SkipPaths("/healthz")},
+		Global: mw(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))),
 		Routes: []HTTPRoute{{Pattern: "/healthz"}, {Pattern: "/users/:id"}, {Pattern: "/:page"}},
 	})
 	attacks := []string{
@@ -840,7 +841,7 @@ func testHeaderNameCase(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
 		RawHeaderNames: true,
-		Global:         &HTTPMiddleware{Limiter: l, TrustedProxies: []string{"10.0.0.0/8"}, ClientIPHeader: "X-Forwarded-For"},
+		Global:         mw(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For")),
 		Routes:         []HTTPRoute{{Pattern: "/hello"}},
 	})
 	raw := func(path string, header ...string) *http.Request {
@@ -867,7 +868,7 @@ func testHeaderNameCase(t *testing.T, e *httpEnv) {
 	byKey := e.limiter(t, slidelog.Policy{Name: "key", Limit: 1, Window: time.Minute})
 	serve = e.serve(t, HTTPApp{
 		RawHeaderNames: true,
-		Global:         &HTTPMiddleware{Limiter: byKey, KeyFunc: slidelog.ByHeader("X-Api-Key")},
+		Global:         mw(byKey, httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key"))),
 		Routes:         []HTTPRoute{{Pattern: "/hello"}},
 	})
 	send(t, serve, raw("/hello", "x-api-key", "key-1")).wantStatus(t, http.StatusOK)
@@ -907,8 +908,8 @@ func withValues(t *testing.T, serve HTTPServe, path, remote string, kv ...any) r
 // misconfiguration (500), not an unavailable store (503).
 func testContextValues(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "user", Limit: 1, Window: time.Minute})
-	key := slidelog.FirstOf(slidelog.ByContextValue(userKey), slidelog.ByContextValue(orgKey), slidelog.ByClientIP())
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: l, KeyFunc: key}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	key := httplimit.FirstOf(httplimit.ByContextValue(userKey), httplimit.ByContextValue(orgKey), httplimit.ByClientIP())
+	serve := e.serve(t, HTTPApp{Global: mw(l, httplimit.WithKeyFunc(key)), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 
 	withValues(t, serve, "/hello", clientA, userKey, "7").wantStatus(t, http.StatusOK)
 	withValues(t, serve, "/hello", clientA, orgKey, "7").wantStatus(t, http.StatusOK) // not user 7's bucket
@@ -935,12 +936,12 @@ func testContextValues(t *testing.T, e *httpEnv) {
 // omits the state.
 func testFailOpenStateUnknown(t *testing.T, e *httpEnv) {
 	open := newLimiter(t, failingStore{}, slidelog.Policy{Name: "down", Limit: 5, Window: time.Minute}, slidelog.WithFailureMode(slidelog.FailOpen))
-	serve := e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: open}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve := e.serve(t, HTTPApp{Global: mw(open), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
 		wantHeader(t, "RateLimit-Policy", `"down";q=5;w=60`).
 		wantHeader(t, "RateLimit", "").
 		wantHeader(t, "Retry-After", "")
-	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: open, Headers: slidelog.HeadersLegacy}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve = e.serve(t, HTTPApp{Global: mw(open, httplimit.WithHeaders(httplimit.HeadersLegacy)), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
 		wantHeader(t, "X-RateLimit-Limit", "5").
 		wantHeader(t, "X-RateLimit-Remaining", "").
@@ -955,8 +956,8 @@ func testIPv6TwoLevels(t *testing.T, e *httpEnv) {
 	network := e.limiter(t, slidelog.Policy{Name: "per-48", Limit: 50, Window: time.Minute})
 	host := e.limiter(t, slidelog.Policy{Name: "per-64", Limit: 2, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
-		Global: &HTTPMiddleware{Limiter: network, IPv6Prefix: 48},
-		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: &HTTPMiddleware{Limiter: host}}},
+		Global: mw(network, httplimit.WithIPv6Prefix(48)),
+		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: mw(host)}},
 	})
 	allowed := 0
 	for i := range 400 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	slidechi "github.com/slidelog/slidelog/adapters/chi"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/examples/internal/setup"
 )
 
@@ -19,7 +20,7 @@ func main() {
 	app := setup.Start("chi")
 
 	r := chi.NewRouter()
-	r.Use(slidechi.Middleware(app.Limiter, slidechi.WithSkipFunc(setup.Skip)))
+	r.Use(slidechi.Middleware(app.Limiter, httplimit.WithSkipFunc(setup.Skip)))
 	r.Get(setup.PathHello, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("hello\n")) })
 	r.Get(setup.PathHealthz, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Method(http.MethodGet, setup.PathMetrics, app.Metrics)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	slideecho "github.com/slidelog/slidelog/adapters/echo"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/examples/internal/setup"
 )
 
@@ -20,7 +21,7 @@ func main() {
 
 	e := echo.New()
 	e.IPExtractor = echo.ExtractIPDirect() // no proxy: c.RealIP() is the socket address, as for the limiter
-	e.Use(slideecho.Middleware(app.Limiter, slideecho.WithSkipFunc(setup.Skip)))
+	e.Use(slideecho.Middleware(app.Limiter, httplimit.WithSkipFunc(setup.Skip)))
 	e.GET(setup.PathHello, func(c echo.Context) error { return c.String(http.StatusOK, "hello\n") })
 	e.GET(setup.PathHealthz, func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET(setup.PathMetrics, echo.WrapHandler(app.Metrics))

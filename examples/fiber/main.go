@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	slidefiber "github.com/slidelog/slidelog/adapters/fiber"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/examples/internal/setup"
 )
 
@@ -18,7 +19,7 @@ func main() {
 	app := setup.Start("fiber")
 
 	f := fiber.New(fiber.Config{DisableStartupMessage: true}) // no ProxyHeader: c.IP() is the socket address, as for the limiter
-	f.Use(slidefiber.Middleware(app.Limiter, slidefiber.WithSkipFunc(setup.Skip)))
+	f.Use(slidefiber.Middleware(app.Limiter, httplimit.WithSkipFunc(setup.Skip)))
 	f.Get(setup.PathHello, func(c *fiber.Ctx) error { return c.SendString("hello\n") })
 	f.Get(setup.PathHealthz, func(c *fiber.Ctx) error { return c.SendString("ok\n") })
 	f.Get(setup.PathMetrics, adaptor.HTTPHandler(app.Metrics))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	slidegin "github.com/slidelog/slidelog/adapters/gin"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/examples/internal/setup"
 )
 
@@ -21,7 +22,7 @@ func main() {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	_ = r.SetTrustedProxies(nil) // no proxy: c.ClientIP() is the socket address, as for the limiter
-	r.Use(slidegin.Middleware(app.Limiter, slidegin.WithSkipFunc(setup.Skip)))
+	r.Use(slidegin.Middleware(app.Limiter, httplimit.WithSkipFunc(setup.Skip)))
 	r.GET(setup.PathHello, func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
 	r.GET(setup.PathHealthz, func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
 	r.GET(setup.PathMetrics, gin.WrapH(app.Metrics))

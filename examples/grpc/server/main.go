@@ -8,7 +8,7 @@
 // address. SLIDELOG_REDIS_ADDRS selects Redis (one address) or a Redis
 // Cluster (several, comma-separated); unset, the memory store. Try it with
 // ./grpc/client. In a real server, skip health checks instead:
-// slidegrpc.WithSkipFunc(slidelog.SkipPaths("/grpc.health.v1.Health/Check")).
+// httplimit.WithSkipFunc(httplimit.SkipPaths("/grpc.health.v1.Health/Check")).
 package main
 
 import (

@@ -22,6 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/prommetrics"
+	"github.com/slidelog/slidelog/core/redisstore"
 )
 
 // Environment variables the examples read.
@@ -63,7 +67,7 @@ type App struct {
 
 // Skip is the skip function of every example: health checks and metrics
 // scrapes are never limited.
-var Skip = slidelog.SkipPaths(PathHealthz, PathMetrics)
+var Skip = httplimit.SkipPaths(PathHealthz, PathMetrics)
 
 // Start parses the flags -addr, -limit and -window, opens the store
 // EnvRedisAddrs names and returns the app; it exits the process on a bad
@@ -90,21 +94,21 @@ func newApp(log *slog.Logger, addr string, limit int, window time.Duration) (*Ap
 	addrs := splitAddrs(os.Getenv(EnvRedisAddrs))
 	switch len(addrs) {
 	case 0:
-		store = slidelog.NewMemoryStore()
+		store = memstore.New()
 		log.Info("store", "kind", "memory")
 	case 1:
-		app.client = redis.NewClient(slidelog.ClientOptions(addrs[0]))
+		app.client = redis.NewClient(redisstore.ClientOptions(addrs[0]))
 		log.Info("store", "kind", "redis", "addr", addrs[0])
 	default:
-		app.client = redis.NewClusterClient(slidelog.ClusterOptions(addrs...))
+		app.client = redis.NewClusterClient(redisstore.ClusterOptions(addrs...))
 		log.Info("store", "kind", "redis-cluster", "addrs", strings.Join(addrs, ","))
 	}
 	if app.client != nil {
-		var opts []slidelog.StoreOption
+		var opts []redisstore.Option
 		if p, ok := os.LookupEnv(EnvKeyPrefix); ok {
-			opts = append(opts, slidelog.WithKeyPrefix(p))
+			opts = append(opts, redisstore.WithKeyPrefix(p))
 		}
-		rs, err := slidelog.NewRedisStore(app.client, opts...)
+		rs, err := redisstore.New(app.client, opts...)
 		if err != nil {
 			_ = app.client.Close()
 			return nil, err
@@ -115,7 +119,7 @@ func newApp(log *slog.Logger, addr string, limit int, window time.Duration) (*Ap
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	l, err := slidelog.New(store, policy(limit, window),
-		slidelog.WithName("hello"), slidelog.WithMetrics(reg), slidelog.WithLogger(log))
+		slidelog.WithName("hello"), slidelog.WithObserver(prommetrics.New(reg)), slidelog.WithLogger(log))
 	if err != nil {
 		_ = store.Close()
 		if app.client != nil {

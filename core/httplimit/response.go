@@ -1,4 +1,4 @@
-package slidelog
+package httplimit
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
 )
 
 // HeaderStyle chooses which rate-limit header fields responses carry.
@@ -61,14 +63,7 @@ type HeaderField struct {
 	Append bool
 }
 
-// RateLimitHeaders returns the rate-limit header fields of style for
-// res. Adapters get them in HTTPDecision.Header; this is for custom
-// handlers and tests.
-func RateLimitHeaders(style HeaderStyle, res Result) []HeaderField {
-	return appendRateLimitHeaders(nil, style, res)
-}
-
-func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res Result) []HeaderField {
+func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Result) []HeaderField {
 	switch style {
 	case HeadersIETF:
 		if len(res.Policies) == 0 {
@@ -93,12 +88,12 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res Result) []He
 			state.WriteString(strconv.FormatInt(ceilSeconds(p.ResetAfter), 10))
 		}
 		h = append(h, HeaderField{Name: "RateLimit-Policy", Value: policy.String(), Append: true})
-		if res.Source == SourceFailOpen {
+		if res.Source == slidelog.SourceFailOpen {
 			return h // nothing was checked: the state is unknown, not "none left"
 		}
 		return append(h, HeaderField{Name: "RateLimit", Value: state.String(), Append: true})
 	case HeadersLegacy:
-		if res.Source == SourceFailOpen {
+		if res.Source == slidelog.SourceFailOpen {
 			return append(h, HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)})
 		}
 		return append(h,
@@ -109,10 +104,10 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res Result) []He
 	return h
 }
 
-// RetryAfterSeconds formats d as a Retry-After value: whole seconds,
+// retryAfterSeconds formats d as a Retry-After value: whole seconds,
 // rounded up, so that a client retrying then is not denied again; at
 // least 1 for any d > 0.
-func RetryAfterSeconds(d time.Duration) string {
+func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(ceilSeconds(d), 10)
 }
 
@@ -187,7 +182,7 @@ func (p Problem) JSON() []byte {
 
 // DeniedProblem returns the body of a 429 for the denial res: its
 // violated policies and when to retry.
-func DeniedProblem(res Result) Problem {
+func DeniedProblem(res slidelog.Result) Problem {
 	violated := res.Violated()
 	if violated == nil {
 		violated = []string{}
@@ -196,15 +191,15 @@ func DeniedProblem(res Result) Problem {
 		Type:             ProblemTypeRateLimited,
 		Title:            "Too Many Requests",
 		Status:           http.StatusTooManyRequests,
-		Detail:           "Rate limit exceeded; retry after " + RetryAfterSeconds(res.RetryAfter) + " seconds.",
+		Detail:           "Rate limit exceeded; retry after " + retryAfterSeconds(res.RetryAfter) + " seconds.",
 		ViolatedPolicies: violated,
 	}
 }
 
 // ErrorProblem returns the body for a request the middleware could not
 // decide on, with a generic detail: 400 for an identity wrapping
-// ErrInvalidKey, 431 for ErrIdentityTooLong, 500 for a server-side
-// misconfiguration (ErrInvalidCost, ErrInvalidOption, ErrMisconfigured), and
+// slidelog.ErrInvalidKey, 431 for ErrIdentityTooLong, 500 for a server-side
+// misconfiguration (slidelog.ErrInvalidCost, slidelog.ErrInvalidOption, slidelog.ErrMisconfigured), and
 // 503 for everything else (the store was unavailable, the context ended,
 // the limiter was closed). The error's text is never part of the body.
 func ErrorProblem(err error) Problem {
@@ -216,14 +211,14 @@ func ErrorProblem(err error) Problem {
 			Status: http.StatusRequestHeaderFieldsTooLarge,
 			Detail: "The client identity in this request is too long.",
 		}
-	case errors.Is(err, ErrInvalidKey):
+	case errors.Is(err, slidelog.ErrInvalidKey):
 		return Problem{
 			Type:   ProblemTypeInvalidIdentity,
 			Title:  "Bad Request",
 			Status: http.StatusBadRequest,
 			Detail: "This request carries no valid client identity.",
 		}
-	case errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidOption), errors.Is(err, ErrMisconfigured):
+	case errors.Is(err, slidelog.ErrInvalidCost), errors.Is(err, slidelog.ErrInvalidOption), errors.Is(err, slidelog.ErrMisconfigured):
 		return Problem{
 			Type:   "about:blank",
 			Title:  "Internal Server Error",

@@ -1,4 +1,4 @@
-package slidelog_test
+package httplimit_test
 
 import (
 	"context"
@@ -9,77 +9,11 @@ import (
 	"testing"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 )
 
-func TestParseIP(t *testing.T) {
-	tests := []struct {
-		give string
-		want string
-	}{
-		{"192.0.2.1", "192.0.2.1"},
-		{"192.0.2.1:8080", "192.0.2.1"},
-		{" 192.0.2.1 ", "192.0.2.1"},
-		{"::ffff:192.0.2.1", "192.0.2.1"},
-		{"[::ffff:192.0.2.1]:443", "192.0.2.1"},
-		{"2001:db8::1", "2001:db8::1"},
-		{"[2001:db8::1]", "2001:db8::1"},
-		{"[2001:db8::1]:443", "2001:db8::1"},
-		{"fe80::1%eth0", "fe80::1"},
-		{"[fe80::1%eth0]:80", "fe80::1"},
-		{"2001:DB8:0:0:0:0:0:1", "2001:db8::1"},
-	}
-	for _, tt := range tests {
-		got, err := slidelog.ParseIP(tt.give)
-		if err != nil || got.String() != tt.want {
-			t.Errorf("ParseIP(%q): got %v, %v, want %s", tt.give, got, err, tt.want)
-		}
-	}
-	for _, give := range []string{"", "@", "unknown", "_hidden", "192.0.2", "example.com:80", "[::1", "1.2.3.4.5", strings.Repeat("1", 100)} {
-		if got, err := slidelog.ParseIP(give); err == nil {
-			t.Errorf("ParseIP(%q): got %v, want an error", give, got)
-		}
-	}
-}
-
-func TestIPPrefix(t *testing.T) {
-	tests := []struct {
-		give string
-		bits int
-		want string
-	}{
-		{"192.0.2.1", 64, "192.0.2.1/32"},
-		{"2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::/64"},
-		{"2001:db8:1:2:3:4:5:6", 48, "2001:db8:1::/48"},
-		{"2001:db8:1:2:3:4:5:6", 128, "2001:db8:1:2:3:4:5:6/128"},
-	}
-	for _, tt := range tests {
-		if got := slidelog.IPPrefix(netip.MustParseAddr(tt.give), tt.bits); got.String() != tt.want {
-			t.Errorf("IPPrefix(%s, %d): got %s, want %s", tt.give, tt.bits, got, tt.want)
-		}
-	}
-}
-
-func TestParseTrustedProxies(t *testing.T) {
-	got, err := slidelog.ParseTrustedProxies("10.0.0.0/8", "192.0.2.7", "2001:db8::/32", "::ffff:172.16.0.0/108", "10.1.2.3/8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32", "172.16.0.0/12", "10.0.0.0/8"}
-	for i, p := range got {
-		if p.String() != want[i] {
-			t.Errorf("prefix %d: got %s, want %s", i, p, want[i])
-		}
-	}
-	for _, give := range []string{"10.0.0.0/33", "example.com", "", "fe80::1%eth0", "::ffff:0.0.0.0/80",
-		"0.0.0.0/0", "::/0", "::ffff:0:0/96", "192.0.2.1/0"} {
-		if _, err := slidelog.ParseTrustedProxies(give); !errors.Is(err, slidelog.ErrInvalidOption) {
-			t.Errorf("ParseTrustedProxies(%q): got %v, want ErrInvalidOption", give, err)
-		}
-	}
-}
-
-// source is an HTTPSource for tests.
+// source is a Source for tests.
 type source struct {
 	method, path, route, remote string
 	header                      http.Header
@@ -104,13 +38,13 @@ func newSource(remote string, header ...string) *source {
 }
 
 func TestClientIPWithoutTrustedProxies(t *testing.T) {
-	r := slidelog.NewHTTPRequest(newSource("198.51.100.7:4000",
+	r := httplimit.NewRequest(newSource("198.51.100.7:4000",
 		"X-Forwarded-For", "203.0.113.1", "X-Real-IP", "203.0.113.2", "Forwarded", "for=203.0.113.3"))
 	a, err := r.ClientIP()
 	if err != nil || a.String() != "198.51.100.7" {
 		t.Errorf("ClientIP: got %v, %v, want the socket address 198.51.100.7", a, err)
 	}
-	if _, err := slidelog.NewHTTPRequest(newSource("@")).ClientIP(); !errors.Is(err, slidelog.ErrInvalidKey) {
+	if _, err := httplimit.NewRequest(newSource("@")).ClientIP(); !errors.Is(err, slidelog.ErrInvalidKey) {
 		t.Errorf("ClientIP of a Unix socket: got %v, want ErrInvalidKey", err)
 	}
 }
@@ -130,10 +64,10 @@ func FuzzClientIP(f *testing.F) {
 	}
 	var got netip.Addr
 	var gotErr error
-	h, err := slidelog.NewHTTPLimiter(l, slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader("X-Forwarded-For"),
-		slidelog.WithKeyFunc(func(r *slidelog.HTTPRequest) (string, error) {
+	h, err := httplimit.New(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For"),
+		httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
 			got, gotErr = r.ClientIP()
-			return "", slidelog.ErrNoKey // stop before the store
+			return "", httplimit.ErrNoKey // stop before the store
 		}))
 	if err != nil {
 		f.Fatal(err)
@@ -162,10 +96,10 @@ func BenchmarkClientIPMiBOfCommas(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := slidelog.NewHTTPLimiter(l, slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader("X-Forwarded-For"),
-		slidelog.WithKeyFunc(func(r *slidelog.HTTPRequest) (string, error) {
+	h, err := httplimit.New(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For"),
+		httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
 			_, _ = r.ClientIP()
-			return "", slidelog.ErrNoKey // stop before the store
+			return "", httplimit.ErrNoKey // stop before the store
 		}))
 	if err != nil {
 		b.Fatal(err)
@@ -195,10 +129,10 @@ func TestClientIPReadsOnlyTheNamedHeader(t *testing.T) {
 		}
 		var asked []string
 		var got netip.Addr
-		h, err := slidelog.NewHTTPLimiter(l, slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader(name),
-			slidelog.WithKeyFunc(func(r *slidelog.HTTPRequest) (string, error) {
+		h, err := httplimit.New(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader(name),
+			httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
 				got, _ = r.ClientIP()
-				return "", slidelog.ErrNoKey
+				return "", httplimit.ErrNoKey
 			}))
 		if err != nil {
 			t.Fatal(err)
@@ -237,10 +171,10 @@ func TestAllPeersTrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got netip.Addr
-	h, err := slidelog.NewHTTPLimiter(l, slidelog.WithAllPeersTrusted(), slidelog.WithClientIPHeader("X-Real-IP"),
-		slidelog.WithKeyFunc(func(r *slidelog.HTTPRequest) (string, error) {
+	h, err := httplimit.New(l, httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader("X-Real-IP"),
+		httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
 			got, _ = r.ClientIP()
-			return "", slidelog.ErrNoKey
+			return "", httplimit.ErrNoKey
 		}))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package slidelog
+package httplimit
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	slidelog "github.com/slidelog/slidelog/core"
 )
 
 // Key functions prefix each identity with its kind ("ip:", "h:", "v:",
@@ -18,7 +20,7 @@ import (
 // IPv4 address or the IPv6 prefix, such as "ip:192.0.2.1" or
 // "ip:2001:db8:1:2::/64". It is the default key function.
 func ByClientIP() KeyFunc {
-	return func(r *HTTPRequest) (string, error) {
+	return func(r *Request) (string, error) {
 		p, err := r.ClientPrefix()
 		if err != nil {
 			return "", err
@@ -34,7 +36,7 @@ func ByClientIP() KeyFunc {
 // such as an API key: "h:" + the lower-case name + ":" + the value (the
 // name, a header token, holds no ':'). A request without the field, or
 // with an empty value, fails with ErrNoKey; a value with control
-// characters with ErrInvalidKey (400); one longer than the limiter's
+// characters with slidelog.ErrInvalidKey (400); one longer than the limiter's
 // maximum key length with ErrIdentityTooLong (431). The name's case does
 // not matter. It panics when name is not a header field name, so that the
 // mistake shows at start-up.
@@ -43,16 +45,16 @@ func ByClientIP() KeyFunc {
 // (a secret API key), or one your own proxy sets.
 func ByHeader(name string) KeyFunc {
 	if !validHeaderName(name) {
-		panic(fmt.Sprintf("slidelog: ByHeader(%q): not a header field name", name))
+		panic(fmt.Sprintf("httplimit: ByHeader(%q): not a header field name", name))
 	}
 	prefix := "h:" + strings.ToLower(name) + ":"
-	return func(r *HTTPRequest) (string, error) {
+	return func(r *Request) (string, error) {
 		v := strings.TrimSpace(r.HeaderValue(name))
 		if v == "" {
 			return "", fmt.Errorf("%w: header %s", ErrNoKey, name)
 		}
 		if hasControl(v) {
-			return "", fmt.Errorf("%w: control character in header %s", ErrInvalidKey, name)
+			return "", fmt.Errorf("%w: control character in header %s", slidelog.ErrInvalidKey, name)
 		}
 		return prefix + v, nil
 	}
@@ -64,7 +66,7 @@ func ByHeader(name string) KeyFunc {
 // finds (gin's and echo's Set, fiber's Locals, or the request context). It
 // must be a string, a fmt.Stringer or an integer; absent, empty or a nil
 // pointer, the request fails with ErrNoKey; of another type, with
-// ErrMisconfigured (500).
+// slidelog.ErrMisconfigured (500).
 //
 // The identity is "v:", the length of the key's identity, ":", the key's
 // identity, ":" and the value, so that two keys never share identities:
@@ -81,7 +83,7 @@ func ByHeader(name string) KeyFunc {
 // IP in front of the authentication middleware too.
 func ByContextValue(key any) KeyFunc {
 	if key == nil || !reflect.TypeOf(key).Comparable() {
-		panic(fmt.Sprintf("slidelog: ByContextValue(%T): key is nil or not comparable", key))
+		panic(fmt.Sprintf("httplimit: ByContextValue(%T): key is nil or not comparable", key))
 	}
 	var id string
 	if s, ok := key.(string); ok {
@@ -90,7 +92,7 @@ func ByContextValue(key any) KeyFunc {
 		id = fmt.Sprintf("t:%T=%v", key, key)
 	}
 	prefix := "v:" + strconv.Itoa(len(id)) + ":" + id + ":"
-	return func(r *HTTPRequest) (string, error) {
+	return func(r *Request) (string, error) {
 		s, err := identityOf(r.Value(key))
 		if err != nil {
 			return "", err
@@ -99,14 +101,14 @@ func ByContextValue(key any) KeyFunc {
 			return "", fmt.Errorf("%w: no context value for %s", ErrNoKey, id)
 		}
 		if hasControl(s) {
-			return "", fmt.Errorf("%w: control character in context value", ErrInvalidKey)
+			return "", fmt.Errorf("%w: control character in context value", slidelog.ErrInvalidKey)
 		}
 		return prefix + s, nil
 	}
 }
 
 // identityOf returns v as an identity: "" for nil, a nil pointer or any
-// other nil value; an error wrapping ErrMisconfigured for a type that
+// other nil value; an error wrapping slidelog.ErrMisconfigured for a type that
 // cannot be one.
 func identityOf(v any) (string, error) {
 	if v == nil {
@@ -136,7 +138,7 @@ func identityOf(v any) (string, error) {
 	case uint64:
 		return strconv.FormatUint(v, 10), nil
 	}
-	return "", fmt.Errorf("%w: context value of type %T cannot be an identity", ErrMisconfigured, v)
+	return "", fmt.Errorf("%w: context value of type %T cannot be an identity", slidelog.ErrMisconfigured, v)
 }
 
 // ByRoute keys requests by the pattern of the route the framework matched
@@ -145,7 +147,7 @@ func identityOf(v any) (string, error) {
 // Combine it with ByClientIP in Composite for a per-client, per-route
 // limit.
 func ByRoute() KeyFunc {
-	return func(r *HTTPRequest) (string, error) {
+	return func(r *Request) (string, error) {
 		return "r:" + r.Route(), nil
 	}
 }
@@ -157,7 +159,7 @@ func ByRoute() KeyFunc {
 // one, so that the mistake shows at start-up, not per request.
 func Composite(fs ...KeyFunc) KeyFunc {
 	mustKeyFuncs("Composite", fs)
-	return func(r *HTTPRequest) (string, error) {
+	return func(r *Request) (string, error) {
 		var b strings.Builder
 		for i, f := range fs {
 			part, err := f(r)
@@ -186,7 +188,7 @@ func Composite(fs ...KeyFunc) KeyFunc {
 // function or a nil one, so that the mistake shows at start-up.
 func FirstOf(fs ...KeyFunc) KeyFunc {
 	mustKeyFuncs("FirstOf", fs)
-	return func(r *HTTPRequest) (string, error) {
+	return func(r *Request) (string, error) {
 		for _, f := range fs {
 			key, err := f(r)
 			if err == nil || !errors.Is(err, ErrNoKey) {
@@ -198,7 +200,7 @@ func FirstOf(fs ...KeyFunc) KeyFunc {
 }
 
 // SkipPaths returns a SkipFunc that lets requests for exactly these paths
-// (such as "/healthz") bypass the limiter. It compares HTTPRequest.Path,
+// (such as "/healthz") bypass the limiter. It compares Request.Path,
 // the path as the framework's router matches it, byte for byte: an
 // encoded ("/%68ealthz"), dot-segment ("/files/../healthz"),
 // double-slash or trailing-slash spelling that the router serves from
@@ -210,18 +212,18 @@ func SkipPaths(paths ...string) SkipFunc {
 	for _, p := range paths {
 		set[p] = true
 	}
-	return func(r *HTTPRequest) bool { return set[r.Path()] }
+	return func(r *Request) bool { return set[r.Path()] }
 }
 
 // mustKeyFuncs panics unless fs holds at least one key function and no
 // nil one.
 func mustKeyFuncs(name string, fs []KeyFunc) {
 	if len(fs) == 0 {
-		panic("slidelog: " + name + " needs at least one key function")
+		panic("httplimit: " + name + " needs at least one key function")
 	}
 	for i, f := range fs {
 		if f == nil {
-			panic(fmt.Sprintf("slidelog: %s: key function %d of %d is nil", name, i+1, len(fs)))
+			panic(fmt.Sprintf("httplimit: %s: key function %d of %d is nil", name, i+1, len(fs)))
 		}
 	}
 }

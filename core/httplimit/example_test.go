@@ -1,4 +1,4 @@
-package slidelog_test
+package httplimit_test
 
 import (
 	"context"
@@ -8,20 +8,22 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 )
 
-// An HTTPLimiter is what the framework adapters (slidegin, slideecho,
-// slidechi, slidefiber) are built on: an adapter presents a request as an
-// HTTPSource, sets the decision's header fields, and either calls the
-// handler and then Finish, or writes the denial or error response.
-func ExampleHTTPLimiter() {
+// An Engine is what the framework adapters (slidegin, slideecho,
+// slidechi, slidefiber, slidegrpc) are built on: an adapter presents a
+// request as a Source, sets the decision's header fields, and either
+// calls the handler and then Finish, or writes the denial or error
+// response.
+func ExampleEngine() {
 	store := memstore.New()
 	defer store.Close()
 	l, _ := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 1, Window: time.Minute})
-	h, err := slidelog.NewHTTPLimiter(l,
-		slidelog.WithKeyFunc(slidelog.Composite(slidelog.ByRoute(), slidelog.ByClientIP())),
-		slidelog.WithTrustedProxies("10.0.0.0/8"), slidelog.WithClientIPHeader("X-Forwarded-For"))
+	e, err := httplimit.New(l,
+		httplimit.WithKeyFunc(httplimit.Composite(httplimit.ByRoute(), httplimit.ByClientIP())),
+		httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For"))
 	if err != nil {
 		panic(err)
 	}
@@ -29,13 +31,13 @@ func ExampleHTTPLimiter() {
 		req := httptest.NewRequest(http.MethodGet, "/users/7", nil)
 		req.RemoteAddr = "10.0.0.1:5000" // a trusted proxy ...
 		req.Header.Set("X-Forwarded-For", "203.0.113.9, 10.0.0.2")
-		d := h.Check(exampleSource{req})
+		d := e.Check(exampleSource{req})
 		fmt.Println(d.Outcome)
 		for _, f := range d.Header {
 			fmt.Printf("  %s: %s\n", f.Name, f.Value)
 		}
-		if d.Outcome == slidelog.OutcomeDenied {
-			fmt.Printf("  %s\n", slidelog.DeniedProblem(d.Result).JSON())
+		if d.Outcome == httplimit.OutcomeDenied {
+			fmt.Printf("  %s\n", httplimit.DeniedProblem(d.Result).JSON())
 		}
 	}
 	// Output:

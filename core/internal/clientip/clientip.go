@@ -1,4 +1,8 @@
-package slidelog
+// Package clientip finds the client address of an HTTP request: the
+// socket peer, or, only when the peer is a trusted proxy, the rightmost
+// address of the one forwarding header the operator named that is not a
+// trusted proxy. httplimit builds its client-IP options on it.
+package clientip
 
 import (
 	"errors"
@@ -8,22 +12,24 @@ import (
 	"strings"
 )
 
-// DefaultIPv6Prefix is the prefix length by which client IPv6 addresses
-// are grouped unless WithIPv6Prefix says otherwise: one host usually owns
-// a whole /64, so keying by single IPv6 addresses would let it rotate
-// through 2^64 identities.
-const DefaultIPv6Prefix = 64
-
-// clientIPConfig finds a request's client address: the socket peer, or,
-// only when the peer is a trusted proxy, the rightmost address of the one
-// forwarding header the operator named that is not a trusted proxy.
-type clientIPConfig struct {
-	trusted    []netip.Prefix
-	header     string // the forwarding header the trusted proxies write; "" reads none
-	forwarded  bool   // header is RFC 7239 Forwarded: read its for= parameters
-	trustAll   bool   // WithAllPeersTrusted: every peer is a proxy
-	ipv6Prefix int
+// Config says how to find a request's client address. Its zero value
+// believes no header: the client is always the socket peer.
+type Config struct {
+	// Trusted are the proxies whose Header is believed.
+	Trusted []netip.Prefix
+	// Header is the forwarding header the trusted proxies write; "" reads
+	// none.
+	Header string
+	// Forwarded says Header is RFC 7239 Forwarded: its for= parameters are
+	// read.
+	Forwarded bool
+	// TrustAll makes every peer a trusted proxy.
+	TrustAll bool
 }
+
+// ErrNoAddr reports a request whose socket address is not an IP address
+// (for example a Unix socket) and no trusted proxy named one.
+var ErrNoAddr = errors.New("no client IP address")
 
 // ParseIP parses an address as found in a socket address or a forwarding
 // header and normalises it: a port ("192.0.2.1:8080", "[2001:db8::1]:443")
@@ -50,10 +56,10 @@ func ParseIP(s string) (netip.Addr, error) {
 	return a.WithZone("").Unmap(), nil
 }
 
-// IPPrefix returns the group a client address is limited as: the IPv4
-// address itself (a /32), or the IPv6 address's /bits prefix. The address
-// should come from ParseIP.
-func IPPrefix(a netip.Addr, ipv6Bits int) netip.Prefix {
+// Prefix returns the group a client address is limited as: the IPv4
+// address itself (a /32), or the IPv6 address's /ipv6Bits prefix. The
+// address should come from ParseIP.
+func Prefix(a netip.Addr, ipv6Bits int) netip.Prefix {
 	bits := 32
 	if a.Is6() {
 		bits = ipv6Bits
@@ -69,8 +75,8 @@ func IPPrefix(a netip.Addr, ipv6Bits int) netip.Prefix {
 // ("10.0.0.0/8", "2001:db8::/32") or as single addresses ("192.0.2.7").
 // IPv4-mapped IPv6 prefixes are converted to IPv4. A prefix that holds
 // every address ("0.0.0.0/0", "::/0", "::ffff:0:0/96") is refused: it
-// would let any client write its own identity (WithAllPeersTrusted opts
-// in to that explicitly). The error wraps ErrInvalidOption.
+// would let any client write its own identity (Config.TrustAll opts in to
+// that explicitly).
 func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(cidrs))
 	for _, s := range cidrs {
@@ -80,21 +86,21 @@ func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 			var err error
 			p, err = netip.ParsePrefix(s)
 			if err != nil {
-				return nil, fmt.Errorf("%w: trusted proxy %q: not a CIDR", ErrInvalidOption, s)
+				return nil, fmt.Errorf("trusted proxy %q: not a CIDR", s)
 			}
 			if a := p.Addr(); a.Is4In6() {
 				if p.Bits() < 96 {
-					return nil, fmt.Errorf("%w: trusted proxy %q: IPv4-mapped prefix shorter than /96", ErrInvalidOption, s)
+					return nil, fmt.Errorf("trusted proxy %q: IPv4-mapped prefix shorter than /96", s)
 				}
 				p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 			}
 			if p.Bits() == 0 {
-				return nil, fmt.Errorf("%w: trusted proxy %q holds every address, so any client could choose its identity; use WithAllPeersTrusted if every peer really is your proxy", ErrInvalidOption, s)
+				return nil, fmt.Errorf("trusted proxy %q holds every address, so any client could choose its identity; use WithAllPeersTrusted if every peer really is your proxy", s)
 			}
 		} else {
 			a, err := netip.ParseAddr(s)
 			if err != nil || a.Zone() != "" {
-				return nil, fmt.Errorf("%w: trusted proxy %q: not an IP address or CIDR", ErrInvalidOption, s)
+				return nil, fmt.Errorf("trusted proxy %q: not an IP address or CIDR", s)
 			}
 			a = a.Unmap()
 			p = netip.PrefixFrom(a, a.BitLen())
@@ -104,11 +110,11 @@ func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func (c *clientIPConfig) isTrusted(a netip.Addr) bool {
-	if c.trustAll {
+func (c *Config) isTrusted(a netip.Addr) bool {
+	if c.TrustAll {
 		return true
 	}
-	for _, p := range c.trusted {
+	for _, p := range c.Trusted {
 		if p.Contains(a) {
 			return true
 		}
@@ -116,17 +122,14 @@ func (c *clientIPConfig) isTrusted(a netip.Addr) bool {
 	return false
 }
 
-// errNoClientAddr reports a request whose socket address is not an IP
-// address (for example a Unix socket) and no trusted proxy named one.
-var errNoClientAddr = fmt.Errorf("%w: no client IP address", ErrInvalidKey)
-
 // maxChain bounds how many forwarding entries are read; more hops than
 // this are not real proxies.
 const maxChain = 64
 
-// clientIP returns the client address of a request from its socket
+// ClientIP returns the client address of a request from its socket
 // address remoteAddr and its header values (header returns every value of
-// a field, in order, whatever the case of the field's name).
+// a field, in order, whatever the case of the field's name). It fails
+// with ErrNoAddr when remoteAddr is not an IP address.
 //
 // The socket peer is the client unless it is a trusted proxy. Then the
 // one header the operator named is read, and no other: its entries
@@ -140,17 +143,17 @@ const maxChain = 64
 // The walk is one pass from the right that reads at most maxChain
 // entries: its cost is the length of the entries it reads, never more,
 // however long the header.
-func (c *clientIPConfig) clientIP(remoteAddr string, header func(string) []string) (netip.Addr, error) {
+func (c *Config) ClientIP(remoteAddr string, header func(string) []string) (netip.Addr, error) {
 	peer, err := ParseIP(remoteAddr)
 	if err != nil {
-		return netip.Addr{}, errNoClientAddr
+		return netip.Addr{}, ErrNoAddr
 	}
-	if c.header == "" || !c.isTrusted(peer) {
+	if c.Header == "" || !c.isTrusted(peer) {
 		return peer, nil
 	}
 	client := peer
 	read := 0
-	fields := header(c.header)
+	fields := header(c.Header)
 	for i := len(fields) - 1; i >= 0; i-- {
 		rest := fields[i]
 		for {
@@ -163,7 +166,7 @@ func (c *clientIPConfig) clientIP(remoteAddr string, header func(string) []strin
 			if cut >= 0 {
 				elem, rest = rest[cut+1:], rest[:cut]
 			}
-			if c.forwarded {
+			if c.Forwarded {
 				elem = forwardedFor(elem)
 			}
 			a, err := ParseIP(elem)

@@ -1,4 +1,4 @@
-package slidelog_test
+package httplimit_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 func TestRetryAfterSeconds(t *testing.T) {
@@ -20,7 +21,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 		{0, "0"}, {-time.Second, "0"}, {time.Microsecond, "1"}, {time.Second, "1"},
 		{time.Second + time.Microsecond, "2"}, {59500 * time.Millisecond, "60"}, {time.Hour, "3600"},
 	} {
-		if got := slidelog.RetryAfterSeconds(tt.give); got != tt.want {
+		if got := httplimit.RetryAfterSeconds(tt.give); got != tt.want {
 			t.Errorf("RetryAfterSeconds(%v): got %s, want %s", tt.give, got, tt.want)
 		}
 	}
@@ -32,17 +33,17 @@ func TestRateLimitHeaders(t *testing.T) {
 		{Policy: slidelog.Policy{Limit: 100, Window: time.Hour}, Allowed: true, Remaining: 90, ResetAfter: 59 * time.Minute},
 	}, slidelog.SourceMemory)
 	tests := []struct {
-		style slidelog.HeaderStyle
+		style httplimit.HeaderStyle
 		want  string
 	}{
-		{slidelog.HeadersIETF, `RateLimit-Policy: "we\"ird\\n__";q=10;w=2, "100-per-1h0m0s";q=100;w=3600` + "\n" +
+		{httplimit.HeadersIETF, `RateLimit-Policy: "we\"ird\\n__";q=10;w=2, "100-per-1h0m0s";q=100;w=3600` + "\n" +
 			`RateLimit: "we\"ird\\n__";r=3;t=2, "100-per-1h0m0s";r=90;t=3540`},
-		{slidelog.HeadersLegacy, "X-RateLimit-Limit: 10\nX-RateLimit-Remaining: 3\nX-RateLimit-Reset: 2"},
-		{slidelog.HeadersNone, ""},
+		{httplimit.HeadersLegacy, "X-RateLimit-Limit: 10\nX-RateLimit-Remaining: 3\nX-RateLimit-Reset: 2"},
+		{httplimit.HeadersNone, ""},
 	}
 	for _, tt := range tests {
 		var lines []string
-		for _, f := range slidelog.RateLimitHeaders(tt.style, res) {
+		for _, f := range httplimit.RateLimitHeaders(tt.style, res) {
 			lines = append(lines, f.Name+": "+f.Value)
 		}
 		if got := strings.Join(lines, "\n"); got != tt.want {
@@ -56,13 +57,13 @@ func TestDeniedProblem(t *testing.T) {
 		{Policy: slidelog.PerSecond(2), Allowed: false, RetryAfter: 300 * time.Millisecond, ResetAfter: time.Second},
 		{Policy: slidelog.PerHour(100), Allowed: true, Remaining: 50, ResetAfter: time.Hour},
 	}, slidelog.SourceMemory)
-	p := slidelog.DeniedProblem(res)
+	p := httplimit.DeniedProblem(res)
 	var got map[string]any
 	if err := json.Unmarshal(p.JSON(), &got); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"type":              slidelog.ProblemTypeRateLimited,
+		"type":              httplimit.ProblemTypeRateLimited,
 		"title":             "Too Many Requests",
 		"status":            float64(429),
 		"detail":            "Rate limit exceeded; retry after 1 seconds.",
@@ -80,15 +81,15 @@ func TestErrorProblem(t *testing.T) {
 		want int
 	}{
 		{fmt.Errorf("%w: %w", slidelog.ErrUnavailable, secret), http.StatusServiceUnavailable},
-		{fmt.Errorf("%w: %w", slidelog.ErrIdentityTooLong, secret), http.StatusRequestHeaderFieldsTooLarge},
-		{fmt.Errorf("%w: %w", slidelog.ErrNoKey, secret), http.StatusBadRequest},
+		{fmt.Errorf("%w: %w", httplimit.ErrIdentityTooLong, secret), http.StatusRequestHeaderFieldsTooLarge},
+		{fmt.Errorf("%w: %w", httplimit.ErrNoKey, secret), http.StatusBadRequest},
 		{fmt.Errorf("%w: %w", slidelog.ErrInvalidKey, secret), http.StatusBadRequest},
 		{fmt.Errorf("%w: %w", slidelog.ErrInvalidCost, secret), http.StatusInternalServerError},
 		{slidelog.ErrClosed, http.StatusServiceUnavailable},
 		{secret, http.StatusServiceUnavailable},
 	}
 	for _, tt := range tests {
-		p := slidelog.ErrorProblem(tt.give)
+		p := httplimit.ErrorProblem(tt.give)
 		if p.Status != tt.want {
 			t.Errorf("ErrorProblem(%v): status %d, want %d", tt.give, p.Status, tt.want)
 		}

@@ -1,4 +1,4 @@
-package slidelog_test
+package httplimit_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
 )
 
 type stringer struct{ s string }
@@ -23,51 +24,51 @@ func TestKeyFuncs(t *testing.T) {
 	src.values["float"] = 1.5
 	tests := []struct {
 		name    string
-		give    slidelog.KeyFunc
+		give    httplimit.KeyFunc
 		want    string
 		wantErr error
 	}{
-		{"client ip", slidelog.ByClientIP(), "ip:2001:db8:1:2::/64", nil},
-		{"header", slidelog.ByHeader("X-Api-Key"), "h:x-api-key:secret", nil},
-		{"header case", slidelog.ByHeader("x-api-key"), "h:x-api-key:secret", nil},
-		{"missing header", slidelog.ByHeader("X-None"), "", slidelog.ErrNoKey},
-		{"empty header", slidelog.ByHeader("X-Empty"), "", slidelog.ErrNoKey},
-		{"control character", slidelog.ByHeader("X-Bad"), "", slidelog.ErrInvalidKey},
-		{"string value", slidelog.ByContextValue("user"), "v:6:s:user:alice", nil},
-		{"stringer value", slidelog.ByContextValue(ctxKey{}), "v:25:t:slidelog_test.ctxKey={}:bob", nil},
-		{"int value", slidelog.ByContextValue("id"), "v:4:s:id:42", nil},
-		{"missing value", slidelog.ByContextValue("nobody"), "", slidelog.ErrNoKey},
-		{"route", slidelog.ByRoute(), "r:/users/:id", nil},
-		{"composite", slidelog.Composite(slidelog.ByRoute(), slidelog.ByContextValue("user")), "r:/users/:id|v:6:s:user:alice", nil},
-		{"composite error", slidelog.Composite(slidelog.ByRoute(), slidelog.ByHeader("X-None")), "", slidelog.ErrNoKey},
-		{"first of", slidelog.FirstOf(slidelog.ByHeader("X-None"), slidelog.ByContextValue("user")), "v:6:s:user:alice", nil},
-		{"first of stops", slidelog.FirstOf(slidelog.ByHeader("X-Bad"), slidelog.ByContextValue("user")), "", slidelog.ErrInvalidKey},
-		{"first of none", slidelog.FirstOf(slidelog.ByHeader("X-None")), "", slidelog.ErrNoKey},
+		{"client ip", httplimit.ByClientIP(), "ip:2001:db8:1:2::/64", nil},
+		{"header", httplimit.ByHeader("X-Api-Key"), "h:x-api-key:secret", nil},
+		{"header case", httplimit.ByHeader("x-api-key"), "h:x-api-key:secret", nil},
+		{"missing header", httplimit.ByHeader("X-None"), "", httplimit.ErrNoKey},
+		{"empty header", httplimit.ByHeader("X-Empty"), "", httplimit.ErrNoKey},
+		{"control character", httplimit.ByHeader("X-Bad"), "", slidelog.ErrInvalidKey},
+		{"string value", httplimit.ByContextValue("user"), "v:6:s:user:alice", nil},
+		{"stringer value", httplimit.ByContextValue(ctxKey{}), "v:26:t:httplimit_test.ctxKey={}:bob", nil},
+		{"int value", httplimit.ByContextValue("id"), "v:4:s:id:42", nil},
+		{"missing value", httplimit.ByContextValue("nobody"), "", httplimit.ErrNoKey},
+		{"route", httplimit.ByRoute(), "r:/users/:id", nil},
+		{"composite", httplimit.Composite(httplimit.ByRoute(), httplimit.ByContextValue("user")), "r:/users/:id|v:6:s:user:alice", nil},
+		{"composite error", httplimit.Composite(httplimit.ByRoute(), httplimit.ByHeader("X-None")), "", httplimit.ErrNoKey},
+		{"first of", httplimit.FirstOf(httplimit.ByHeader("X-None"), httplimit.ByContextValue("user")), "v:6:s:user:alice", nil},
+		{"first of stops", httplimit.FirstOf(httplimit.ByHeader("X-Bad"), httplimit.ByContextValue("user")), "", slidelog.ErrInvalidKey},
+		{"first of none", httplimit.FirstOf(httplimit.ByHeader("X-None")), "", httplimit.ErrNoKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.give(slidelog.NewHTTPRequest(src))
+			got, err := tt.give(httplimit.NewRequest(src))
 			if got != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Errorf("got %q, %v, want %q, %v", got, err, tt.want, tt.wantErr)
 			}
 		})
 	}
-	if _, err := slidelog.ByContextValue("float")(slidelog.NewHTTPRequest(src)); !errors.Is(err, slidelog.ErrMisconfigured) {
+	if _, err := httplimit.ByContextValue("float")(httplimit.NewRequest(src)); !errors.Is(err, slidelog.ErrMisconfigured) {
 		t.Errorf("float context value: got %v, want ErrMisconfigured", err)
 	}
 }
 
 // Composite never maps two different lists of parts to one identity.
 func TestCompositeInjective(t *testing.T) {
-	constant := func(s string) slidelog.KeyFunc {
-		return func(*slidelog.HTTPRequest) (string, error) { return s, nil }
+	constant := func(s string) httplimit.KeyFunc {
+		return func(*httplimit.Request) (string, error) { return s, nil }
 	}
 	seen := map[string][2]string{}
 	parts := []string{"", "a", "a|b", "b", "a\\", "\\|", "|", "\\", "b|c", "a|"}
-	r := slidelog.NewHTTPRequest(newSource("192.0.2.1:1"))
+	r := httplimit.NewRequest(newSource("192.0.2.1:1"))
 	for _, x := range parts {
 		for _, y := range parts {
-			k, _ := slidelog.Composite(constant(x), constant(y))(r)
+			k, _ := httplimit.Composite(constant(x), constant(y))(r)
 			if prev, ok := seen[k]; ok {
 				t.Errorf("Composite(%q, %q) = Composite(%q, %q) = %q", x, y, prev[0], prev[1], k)
 			}
@@ -77,14 +78,14 @@ func TestCompositeInjective(t *testing.T) {
 }
 
 func TestSkipPaths(t *testing.T) {
-	skip := slidelog.SkipPaths("/healthz", "/readyz")
+	skip := httplimit.SkipPaths("/healthz", "/readyz")
 	for _, tt := range []struct {
 		give string
 		want bool
 	}{{"/healthz", true}, {"/readyz", true}, {"/healthz/", false}, {"/", false}, {strings.ToUpper("/healthz"), false}} {
 		src := newSource("192.0.2.1:1")
 		src.path = tt.give
-		if got := skip(slidelog.NewHTTPRequest(src)); got != tt.want {
+		if got := skip(httplimit.NewRequest(src)); got != tt.want {
 			t.Errorf("SkipPaths(%q): got %v, want %v", tt.give, got, tt.want)
 		}
 	}
@@ -112,8 +113,8 @@ func TestByContextValueInjective(t *testing.T) {
 	src.values["user:x"] = "1"
 	seen := map[string]any{}
 	for _, key := range []any{userKey, orgKey, "user", "user:x", ctxKey{}} {
-		id, err := slidelog.ByContextValue(key)(slidelog.NewHTTPRequest(src))
-		if errors.Is(err, slidelog.ErrNoKey) {
+		id, err := httplimit.ByContextValue(key)(httplimit.NewRequest(src))
+		if errors.Is(err, httplimit.ErrNoKey) {
 			continue
 		}
 		if err != nil {
@@ -133,11 +134,11 @@ func TestByContextValueInjective(t *testing.T) {
 func TestByContextValueTypedNil(t *testing.T) {
 	src := newSource("192.0.2.1:1")
 	src.values["user"] = (*ptrStringer)(nil)
-	_, err := slidelog.ByContextValue("user")(slidelog.NewHTTPRequest(src))
-	if !errors.Is(err, slidelog.ErrNoKey) {
+	_, err := httplimit.ByContextValue("user")(httplimit.NewRequest(src))
+	if !errors.Is(err, httplimit.ErrNoKey) {
 		t.Errorf("typed nil Stringer: got %v, want ErrNoKey", err)
 	}
-	id, err := slidelog.FirstOf(slidelog.ByContextValue("user"), slidelog.ByClientIP())(slidelog.NewHTTPRequest(src))
+	id, err := httplimit.FirstOf(httplimit.ByContextValue("user"), httplimit.ByClientIP())(httplimit.NewRequest(src))
 	if err != nil || id != "ip:192.0.2.1" {
 		t.Errorf("FirstOf past a typed nil: got %q, %v, want ip:192.0.2.1", id, err)
 	}
@@ -151,12 +152,12 @@ func TestKeyFuncConstructionPanics(t *testing.T) {
 		make func()
 		want string
 	}{
-		{"composite nil", func() { slidelog.Composite(slidelog.ByRoute(), nil) }, "Composite: key function 2 of 2 is nil"},
-		{"composite none", func() { slidelog.Composite() }, "Composite needs at least one"},
-		{"first of nil", func() { slidelog.FirstOf(nil, slidelog.ByClientIP()) }, "FirstOf: key function 1 of 2 is nil"},
-		{"context value nil key", func() { slidelog.ByContextValue(nil) }, "not comparable"},
-		{"context value slice key", func() { slidelog.ByContextValue([]string{"a"}) }, "not comparable"},
-		{"header name", func() { slidelog.ByHeader("X Api Key") }, "not a header field name"},
+		{"composite nil", func() { httplimit.Composite(httplimit.ByRoute(), nil) }, "Composite: key function 2 of 2 is nil"},
+		{"composite none", func() { httplimit.Composite() }, "Composite needs at least one"},
+		{"first of nil", func() { httplimit.FirstOf(nil, httplimit.ByClientIP()) }, "FirstOf: key function 1 of 2 is nil"},
+		{"context value nil key", func() { httplimit.ByContextValue(nil) }, "not comparable"},
+		{"context value slice key", func() { httplimit.ByContextValue([]string{"a"}) }, "not comparable"},
+		{"header name", func() { httplimit.ByHeader("X Api Key") }, "not a header field name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,10 +172,10 @@ func TestKeyFuncConstructionPanics(t *testing.T) {
 	}
 }
 
-// The zero HTTPRequest, and one of a nil source, answer every method
+// The zero Request, and one of a nil source, answer every method
 // without a panic; key functions on them fail with ErrInvalidKey.
-func TestZeroHTTPRequest(t *testing.T) {
-	for _, r := range []*slidelog.HTTPRequest{{}, slidelog.NewHTTPRequest(nil), nil} {
+func TestZeroRequest(t *testing.T) {
+	for _, r := range []*httplimit.Request{{}, httplimit.NewRequest(nil), nil} {
 		if r.Context() == nil || r.Method() != "" || r.Path() != "" || r.Route() != "" || r.Header("X") != nil ||
 			r.RemoteAddr() != "" || r.Value("k") != nil || r.Native() != nil || r.HeaderValue("X") != "" {
 			t.Errorf("%#v: want zero answers", r)
@@ -182,15 +183,15 @@ func TestZeroHTTPRequest(t *testing.T) {
 		if _, err := r.ClientIP(); !errors.Is(err, slidelog.ErrInvalidKey) {
 			t.Errorf("ClientIP: got %v, want ErrInvalidKey", err)
 		}
-		if _, err := slidelog.ByClientIP()(r); !errors.Is(err, slidelog.ErrInvalidKey) {
+		if _, err := httplimit.ByClientIP()(r); !errors.Is(err, slidelog.ErrInvalidKey) {
 			t.Errorf("ByClientIP: got %v, want ErrInvalidKey", err)
 		}
-		if _, err := slidelog.ByHeader("X-Api-Key")(r); !errors.Is(err, slidelog.ErrNoKey) {
+		if _, err := httplimit.ByHeader("X-Api-Key")(r); !errors.Is(err, httplimit.ErrNoKey) {
 			t.Errorf("ByHeader: got %v, want ErrNoKey", err)
 		}
-		if _, err := slidelog.Composite(slidelog.ByRoute(), slidelog.ByContextValue("u"))(r); !errors.Is(err, slidelog.ErrNoKey) {
+		if _, err := httplimit.Composite(httplimit.ByRoute(), httplimit.ByContextValue("u"))(r); !errors.Is(err, httplimit.ErrNoKey) {
 			t.Errorf("Composite: got %v, want ErrNoKey", err)
 		}
-		_ = slidelog.SkipPaths("/healthz")(r)
+		_ = httplimit.SkipPaths("/healthz")(r)
 	}
 }

@@ -1,0 +1,4 @@
+package slidegrpc
+
+// RetryAfterSeconds is retryAfterSeconds.
+var RetryAfterSeconds = retryAfterSeconds

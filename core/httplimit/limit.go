@@ -1,0 +1,254 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// Engine is the framework-neutral rate-limiting middleware the adapters
+// share: it finds a request's identity, rejects bad identities before any
+// store call, asks the limiter, and says which headers to send and
+// whether to call the handler. Applications use an adapter's Middleware,
+// which holds one; an Engine is for writing an adapter. It is safe for
+// concurrent use.
+//
+// Limiters with different policies on one store, such as per-route
+// limits, never share a log. Limiters with identical policies do share
+// one: for separate budgets on two routes, name their policies
+// differently or key by route.
+type Engine struct {
+	limiter *slidelog.Limiter
+	cfg     config
+}
+
+// New returns an Engine that asks l, or the limiter chosen by
+// WithLimiterFunc. l may be nil only with WithLimiterFunc. It fails with
+// slidelog.ErrInvalidOption.
+func New(l *slidelog.Limiter, opts ...Option) (*Engine, error) {
+	cfg := config{keyFunc: ByClientIP(), cost: 1, ip: ipConfig{ipv6Prefix: DefaultIPv6Prefix}}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if l == nil && cfg.limiterFunc == nil {
+		return nil, fmt.Errorf("%w: nil limiter and no limiter func", slidelog.ErrInvalidOption)
+	}
+	if cfg.costSet && cfg.costFunc != nil {
+		return nil, fmt.Errorf("%w: WithCost and a cost function both set the cost: use one", slidelog.ErrInvalidOption)
+	}
+	trusts := len(cfg.ip.Trusted) > 0 || cfg.ip.TrustAll
+	if trusts && cfg.ip.Header == "" {
+		return nil, fmt.Errorf("%w: trusted proxies but no client IP header: name the one header your proxy writes with WithClientIPHeader", slidelog.ErrInvalidOption)
+	}
+	if !trusts && cfg.ip.Header != "" {
+		return nil, fmt.Errorf("%w: client IP header %q but no trusted proxy: add WithTrustedProxies", slidelog.ErrInvalidOption, cfg.ip.Header)
+	}
+	return &Engine{limiter: l, cfg: cfg}, nil
+}
+
+// Handlers returns the functions set with WithDeniedHandler and
+// WithErrorHandler as the adapter's types D and E; a zero value for one
+// that was not set (or set to nil), for which the adapter uses its
+// default. It fails with slidelog.ErrInvalidOption when one has another
+// type: an option of another adapter.
+func Handlers[D, E any](e *Engine) (denied D, onError E, err error) {
+	if e == nil {
+		return denied, onError, nil
+	}
+	if e.cfg.denied != nil {
+		var ok bool
+		if denied, ok = e.cfg.denied.(D); !ok {
+			return denied, onError, fmt.Errorf("%w: denied handler of type %T, want %T: an option of another adapter", slidelog.ErrInvalidOption, e.cfg.denied, denied)
+		}
+	}
+	if e.cfg.onError != nil {
+		var ok bool
+		if onError, ok = e.cfg.onError.(E); !ok {
+			return denied, onError, fmt.Errorf("%w: error handler of type %T, want %T: an option of another adapter", slidelog.ErrInvalidOption, e.cfg.onError, onError)
+		}
+	}
+	return denied, onError, nil
+}
+
+// RefundsOnServerError reports whether WithRefundOnServerError is set, for
+// an adapter that cannot tell the handler's status and so refuses it.
+func (e *Engine) RefundsOnServerError() bool { return e != nil && e.cfg.refund }
+
+// Outcome is what an adapter does with a request after Check.
+type Outcome uint8
+
+// Outcomes.
+const (
+	// OutcomeNext: call the handler (skipped, admitted, or let through by
+	// shadow mode), then Decision.Finish.
+	OutcomeNext Outcome = iota
+	// OutcomeDenied: answer with the denied handler (by default 429 and
+	// DeniedProblem); do not call the handler.
+	OutcomeDenied
+	// OutcomeError: no decision could be made; answer with the error
+	// handler (by default ErrorProblem); do not call the handler.
+	OutcomeError
+)
+
+// String returns "next", "denied" or "error".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeNext:
+		return "next"
+	case OutcomeDenied:
+		return "denied"
+	case OutcomeError:
+		return "error"
+	}
+	return "unknown"
+}
+
+// Decision is the Engine's answer for one request.
+type Decision struct {
+	// Outcome says what the adapter does next.
+	Outcome Outcome
+	// Request is the request decided on.
+	Request *Request
+	// Result is the limiter's decision; the zero Result when the request
+	// was skipped or no decision was made.
+	Result slidelog.Result
+	// Err is why no decision was made: an error wrapping
+	// slidelog.ErrInvalidKey for a bad identity, or the limiter's error.
+	// Never send its text to the client.
+	Err error
+	// Skipped reports that the skip function let the request bypass the
+	// limiter.
+	Skipped bool
+	// Header holds the response header fields to set, in order, before the
+	// handler or the denied handler writes the response.
+	Header []HeaderField
+
+	limiter *slidelog.Limiter
+	refund  bool
+}
+
+// Check decides one request. It never blocks on anything but the store,
+// and calls the store only for a valid identity.
+//
+// The limiter's failure mode shows through: an error (FailError) is
+// OutcomeError, answered 503 by default; a FailClosed denial is
+// OutcomeDenied like any other, answered 429 with Retry-After; a
+// FailOpen or fallback admission is OutcomeNext.
+//
+// Check never panics: a panic in a key, skip, cost, limiter or shadow
+// function, or in the store, is recovered and answered as an error
+// wrapping slidelog.ErrMisconfigured (500 by default; let through in
+// shadow mode). A nil or zero Engine answers every request that way.
+func (e *Engine) Check(src Source) (d *Decision) {
+	if e == nil || e.cfg.keyFunc == nil {
+		return &Decision{Request: &Request{Source: src}, Outcome: OutcomeError,
+			Err: fmt.Errorf("%w: httplimit.Engine not made by httplimit.New", slidelog.ErrMisconfigured)}
+	}
+	r := &Request{Source: src, ip: &e.cfg.ip}
+	d = &Decision{Request: r}
+	defer func() {
+		if p := recover(); p != nil {
+			*d = Decision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", slidelog.ErrMisconfigured, p)}
+			if e.cfg.shadow {
+				d.Outcome = OutcomeNext
+			}
+		}
+	}()
+	if e.cfg.skipFunc != nil && e.cfg.skipFunc(r) {
+		d.Skipped = true
+		return d
+	}
+	d.Result, d.limiter, d.Err = e.decide(r)
+	switch {
+	case d.Err != nil:
+		d.Outcome = OutcomeError
+	case !d.Result.Allowed:
+		d.Outcome = OutcomeDenied
+		d.Header = appendRateLimitHeaders(d.Header, e.cfg.headers, d.Result)
+		d.Header = append(d.Header, HeaderField{Name: "Retry-After", Value: retryAfterSeconds(d.Result.RetryAfter)})
+	default:
+		d.Header = appendRateLimitHeaders(d.Header, e.cfg.headers, d.Result)
+		d.refund = e.cfg.refund
+	}
+	if e.cfg.shadow && d.Outcome != OutcomeNext {
+		if d.Outcome == OutcomeDenied {
+			d.Header = d.Header[:len(d.Header)-1] // no Retry-After on a response that is not a denial
+		}
+		if e.cfg.shadowFunc != nil {
+			e.cfg.shadowFunc(r, d.Result, d.Err)
+		}
+		d.Outcome = OutcomeNext
+	}
+	return d
+}
+
+func (e *Engine) decide(r *Request) (slidelog.Result, *slidelog.Limiter, error) {
+	l := e.limiter
+	if e.cfg.limiterFunc != nil {
+		if chosen := e.cfg.limiterFunc(r); chosen != nil {
+			l = chosen
+		}
+	}
+	if l == nil {
+		return slidelog.Result{}, nil, errNoLimiter
+	}
+	id, err := e.cfg.keyFunc(r)
+	if err != nil {
+		return slidelog.Result{}, nil, err
+	}
+	if id == "" {
+		return slidelog.Result{}, nil, ErrNoKey
+	}
+	if err := l.ValidateKey(id); err != nil {
+		return slidelog.Result{}, nil, fmt.Errorf("%w: %w", ErrIdentityTooLong, err)
+	}
+	cost := e.cfg.cost
+	if e.cfg.costFunc != nil {
+		cost = e.cfg.costFunc(r)
+	}
+	res, err := l.AllowN(r.Context(), id, cost)
+	return res, l, err
+}
+
+// Finish completes a decision once the handler has answered with status.
+// With WithRefundOnServerError, an admitted request whose status is 5xx
+// is refunded; a refund that fails is ignored (the request then simply
+// counts). Finish is a no-op for every other decision.
+func (d *Decision) Finish(status int) {
+	if d == nil || !d.refund || status < 500 || status > 599 || !d.Result.Allowed {
+		return
+	}
+	d.refund = false
+	l := d.limiter
+	if l == nil {
+		return
+	}
+	// The client may be gone, but its entry must still go.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.Request.Context()), RefundTimeout)
+	defer cancel()
+	_ = l.Refund(ctx, d.Result)
+}
+
+// RefundTimeout bounds the store call Finish makes to refund a request.
+const RefundTimeout = 2 * time.Second
+
+// ErrNoKey reports that a key function found no identity in the request
+// (no such header, no value in the context). FirstOf moves on to its next
+// key function on it. It wraps slidelog.ErrInvalidKey.
+var ErrNoKey = fmt.Errorf("%w: no identity in request", slidelog.ErrInvalidKey)
+
+// ErrIdentityTooLong reports an identity longer than the limiter's maximum
+// key length; it is answered with 431. It wraps slidelog.ErrInvalidKey.
+var ErrIdentityTooLong = fmt.Errorf("%w: identity too long", slidelog.ErrInvalidKey)
+
+var (
+	errNoLimiter    = fmt.Errorf("%w: no limiter for request", slidelog.ErrMisconfigured)
+	errNoClientAddr = fmt.Errorf("%w: no client IP address", slidelog.ErrInvalidKey)
+)

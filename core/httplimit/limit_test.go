@@ -1,0 +1,300 @@
+package httplimit_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+func newTestLimiter(t *testing.T, store slidelog.Store, p slidelog.Policy) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func newMemory(t *testing.T) (*slidelogtest.CountingStore, *slidelogtest.Clock) {
+	t.Helper()
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	inner := memstore.New(memstore.WithClock(clock.Now))
+	t.Cleanup(func() { _ = inner.Close() })
+	return slidelogtest.NewCountingStore(inner), clock
+}
+
+func TestNewErrors(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	one := func(*httplimit.Request) int { return 1 }
+	mine := func(*httplimit.Request) *slidelog.Limiter { return l }
+	tests := []struct {
+		name string
+		l    *slidelog.Limiter
+		opts []httplimit.Option
+	}{
+		{"nil limiter", nil, nil},
+		{"bad cidr", l, []httplimit.Option{httplimit.WithTrustedProxies("10.0.0.0/40")}},
+		{"trust every address", l, []httplimit.Option{httplimit.WithTrustedProxies("0.0.0.0/0"), httplimit.WithClientIPHeader("X-Real-IP")}},
+		{"trusted proxies, no header", l, []httplimit.Option{httplimit.WithTrustedProxies("10.0.0.0/8")}},
+		{"all peers trusted, no header", l, []httplimit.Option{httplimit.WithAllPeersTrusted()}},
+		{"header, no trusted proxy", l, []httplimit.Option{httplimit.WithClientIPHeader("X-Real-IP")}},
+		{"bad header name", l, []httplimit.Option{httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X Real IP")}},
+		{"empty header name", l, []httplimit.Option{httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("")}},
+		{"ipv6 prefix 0", l, []httplimit.Option{httplimit.WithIPv6Prefix(0)}},
+		{"ipv6 prefix 129", l, []httplimit.Option{httplimit.WithIPv6Prefix(129)}},
+		{"cost 0", l, []httplimit.Option{httplimit.WithCost(0)}},
+		{"nil key func", l, []httplimit.Option{httplimit.WithKeyFunc(nil)}},
+		{"header style", l, []httplimit.Option{httplimit.WithHeaders(httplimit.HeaderStyle(9))}},
+		{"nil cost func", l, []httplimit.Option{httplimit.WithCostFunc(nil)}},
+		{"nil limiter func", l, []httplimit.Option{httplimit.WithLimiterFunc(nil)}},
+		{"cost and cost func", l, []httplimit.Option{httplimit.WithCostFunc(one), httplimit.WithCost(2)}},
+		{"two cost funcs", l, []httplimit.Option{httplimit.WithCostFunc(one), httplimit.WithCostFunc(one)}},
+		{"two limiter funcs", l, []httplimit.Option{httplimit.WithLimiterFunc(mine), httplimit.WithLimiterFunc(mine)}},
+	}
+	for _, tt := range tests {
+		if _, err := httplimit.New(tt.l, tt.opts...); !errors.Is(err, slidelog.ErrInvalidOption) {
+			t.Errorf("%s: got %v, want ErrInvalidOption", tt.name, err)
+		}
+	}
+}
+
+func TestCheckOutcomes(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	h, err := httplimit.New(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	skip := newSource("192.0.2.1:1")
+	skip.path = "/healthz"
+	if d := h.Check(skip); d.Outcome != httplimit.OutcomeNext || !d.Skipped || len(d.Header) != 0 {
+		t.Errorf("skipped: got %v skipped=%v header=%v", d.Outcome, d.Skipped, d.Header)
+	}
+	if d := h.Check(newSource("192.0.2.1:1")); d.Outcome != httplimit.OutcomeNext || !d.Result.Allowed {
+		t.Errorf("first: got %v, want next and allowed", d.Outcome)
+	}
+	d := h.Check(newSource("192.0.2.1:1"))
+	if d.Outcome != httplimit.OutcomeDenied || d.Result.Allowed {
+		t.Fatalf("second: got %v, want denied", d.Outcome)
+	}
+	if last := d.Header[len(d.Header)-1]; last.Name != "Retry-After" || last.Value != "60" {
+		t.Errorf("second: last header %v, want Retry-After: 60", last)
+	}
+	if d := h.Check(newSource("@")); d.Outcome != httplimit.OutcomeError || !errors.Is(d.Err, slidelog.ErrInvalidKey) {
+		t.Errorf("unix socket: got %v, %v, want error ErrInvalidKey", d.Outcome, d.Err)
+	}
+	if store.Takes() != 2 {
+		t.Errorf("takes: got %d, want 2", store.Takes())
+	}
+	if got := httplimit.OutcomeDenied.String(); got != "denied" {
+		t.Errorf("String: got %q", got)
+	}
+}
+
+func TestEmptyIdentityIsNoKey(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	h, _ := httplimit.New(l, httplimit.WithKeyFunc(func(*httplimit.Request) (string, error) { return "", nil }))
+	if d := h.Check(newSource("192.0.2.1:1")); !errors.Is(d.Err, httplimit.ErrNoKey) || store.Takes() != 0 {
+		t.Errorf("got %v with %d takes, want ErrNoKey and no store call", d.Err, store.Takes())
+	}
+}
+
+func TestOversizedIdentity(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	h, _ := httplimit.New(l, httplimit.WithKeyFunc(httplimit.ByHeader("X-Key")))
+	d := h.Check(newSource("192.0.2.1:1", "X-Key", strings.Repeat("x", 1<<20)))
+	if !errors.Is(d.Err, httplimit.ErrIdentityTooLong) || store.Takes() != 0 {
+		t.Errorf("got %v with %d takes, want ErrIdentityTooLong and no store call", d.Err, store.Takes())
+	}
+	if p := httplimit.ErrorProblem(d.Err); p.Status != 431 {
+		t.Errorf("status: got %d, want 431", p.Status)
+	}
+}
+
+// Limiters with different names on one store never share an identity's
+// log, whatever their policies; a second open limiter of one name on one
+// store is refused.
+func TestLimiterNamespaces(t *testing.T) {
+	store, _ := newMemory(t)
+	short := newTestLimiter(t, store, slidelog.Policy{Name: "short", Limit: 1, Window: time.Second})
+	long := newTestLimiter(t, store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour})
+	if _, err := slidelog.New(store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour}); !errors.Is(err, slidelog.ErrNameTaken) {
+		t.Fatalf("New with the name of an open limiter: error %v, want ErrNameTaken", err)
+	}
+	check := func(l *slidelog.Limiter, want bool) {
+		t.Helper()
+		h, _ := httplimit.New(l)
+		if d := h.Check(newSource("192.0.2.1:1")); d.Result.Allowed != want {
+			t.Errorf("%s: allowed %v, want %v", l.Policies()[0], d.Result.Allowed, want)
+		}
+	}
+	check(short, true)
+	check(long, true)
+	check(long, false)
+	if short.Namespace() != "short" || long.Namespace() != "long" {
+		t.Errorf("namespaces %q and %q: want the limiters' names", short.Namespace(), long.Namespace())
+	}
+}
+
+func TestShadowModeOutcomes(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	var reports []error
+	h, _ := httplimit.New(l, httplimit.WithKeyFunc(httplimit.ByHeader("X-Key")),
+		httplimit.WithShadowMode(func(_ *httplimit.Request, _ slidelog.Result, err error) { reports = append(reports, err) }))
+	for i, src := range []*source{
+		newSource("192.0.2.1:1", "X-Key", "a"),
+		newSource("192.0.2.1:1", "X-Key", "a"),
+		newSource("192.0.2.1:1"),
+	} {
+		d := h.Check(src)
+		if d.Outcome != httplimit.OutcomeNext {
+			t.Errorf("request %d: got %v, want next", i, d.Outcome)
+		}
+		for _, f := range d.Header {
+			if f.Name == "Retry-After" {
+				t.Errorf("request %d: Retry-After in shadow mode", i)
+			}
+		}
+	}
+	if len(reports) != 2 || reports[0] != nil || !errors.Is(reports[1], httplimit.ErrNoKey) {
+		t.Errorf("reports: got %v, want [nil, ErrNoKey]", reports)
+	}
+}
+
+func TestFinishRefunds(t *testing.T) {
+	store, clock := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	h, _ := httplimit.New(l, httplimit.WithRefundOnServerError())
+	for _, status := range []int{500, 503, 599} {
+		d := h.Check(newSource("192.0.2.1:1"))
+		if !d.Result.Allowed {
+			t.Fatalf("status %d: request denied, want the previous 5xx refunded", status)
+		}
+		d.Finish(status)
+		d.Finish(status) // idempotent
+	}
+	if store.Refunds() != 3 {
+		t.Errorf("refunds: got %d, want 3", store.Refunds())
+	}
+	clock.Advance(time.Millisecond)
+	h.Check(newSource("192.0.2.1:1")).Finish(499)
+	if d := h.Check(newSource("192.0.2.1:1")); d.Result.Allowed {
+		t.Error("after a 499: allowed, want denied (4xx is not refunded)")
+	}
+	h.Check(newSource("192.0.2.1:1")).Finish(500) // a denial: nothing to refund
+	if store.Refunds() != 3 {
+		t.Errorf("refunds: got %d, want 3", store.Refunds())
+	}
+}
+
+// A key function that panics, a nil source, or a zero Engine give an
+// error wrapping ErrMisconfigured, never a panic.
+func TestCheckNeverPanics(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(10))
+	boom := func(*httplimit.Request) (string, error) { panic("boom") }
+	h, err := httplimit.New(l, httplimit.WithKeyFunc(boom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Check(newSource("192.0.2.1:1")); d.Outcome != httplimit.OutcomeError || !errors.Is(d.Err, slidelog.ErrMisconfigured) {
+		t.Errorf("panicking key func: got %v, %v, want an error wrapping ErrMisconfigured", d.Outcome, d.Err)
+	} else if p := httplimit.ErrorProblem(d.Err); p.Status != 500 || strings.Contains(string(p.JSON()), "boom") {
+		t.Errorf("problem: got %d %s, want 500 without the panic's text", p.Status, p.JSON())
+	}
+	shadow, err := httplimit.New(l, httplimit.WithKeyFunc(boom), httplimit.WithShadowMode(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := shadow.Check(newSource("192.0.2.1:1")); d.Outcome != httplimit.OutcomeNext {
+		t.Errorf("shadow mode: got %v, want next", d.Outcome)
+	}
+	def, err := httplimit.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := def.Check(nil); d.Outcome != httplimit.OutcomeError || !errors.Is(d.Err, slidelog.ErrInvalidKey) {
+		t.Errorf("nil source: got %v, %v, want ErrInvalidKey", d.Outcome, d.Err)
+	}
+	for _, z := range []*httplimit.Engine{nil, {}} {
+		d := z.Check(newSource("192.0.2.1:1"))
+		if d.Outcome != httplimit.OutcomeError || !errors.Is(d.Err, slidelog.ErrMisconfigured) {
+			t.Errorf("%v: got %v, %v, want ErrMisconfigured", z, d.Outcome, d.Err)
+		}
+		d.Finish(500)
+	}
+	var none *httplimit.Decision
+	none.Finish(500)
+}
+
+type (
+	deniedFunc = func(http.ResponseWriter, *http.Request, slidelog.Result)
+	errorFunc  = func(http.ResponseWriter, *http.Request, error)
+)
+
+// Handlers gives an adapter its own handlers back with their types, and
+// refuses another adapter's.
+func TestHandlers(t *testing.T) {
+	store, _ := newMemory(t)
+	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	e, err := httplimit.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, h, err := httplimit.Handlers[deniedFunc, errorFunc](e); d != nil || h != nil || err != nil {
+		t.Errorf("no handlers: got %v, %v, %v, want nil, nil, nil", d != nil, h != nil, err)
+	}
+	var denied, failed bool
+	e, err = httplimit.New(l,
+		httplimit.WithDeniedHandler(func(http.ResponseWriter, *http.Request, slidelog.Result) { denied = true }),
+		httplimit.WithErrorHandler(func(http.ResponseWriter, *http.Request, error) { failed = true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, h, err := httplimit.Handlers[deniedFunc, errorFunc](e)
+	if err != nil || d == nil || h == nil {
+		t.Fatalf("handlers: got %v, %v, %v, want both", d != nil, h != nil, err)
+	}
+	d(nil, nil, slidelog.Result{})
+	h(nil, nil, nil)
+	if !denied || !failed {
+		t.Errorf("called: denied %v, error %v, want the handlers given", denied, failed)
+	}
+	for name, o := range map[string]httplimit.Option{
+		"denied": httplimit.WithDeniedHandler(func(*http.Request, slidelog.Result) {}),
+		"error":  httplimit.WithErrorHandler(func(*http.Request, error) {}),
+	} {
+		e, err := httplimit.New(l, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := httplimit.Handlers[deniedFunc, errorFunc](e); !errors.Is(err, slidelog.ErrInvalidOption) {
+			t.Errorf("%s handler of another type: got %v, want ErrInvalidOption", name, err)
+		}
+	}
+	var nilDenied deniedFunc
+	e, err = httplimit.New(l, httplimit.WithDeniedHandler(nilDenied), httplimit.WithErrorHandler(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, h, err := httplimit.Handlers[deniedFunc, errorFunc](e); d != nil || h != nil || err != nil {
+		t.Errorf("nil handlers: got %v, %v, %v, want nil, nil, nil (the defaults)", d != nil, h != nil, err)
+	}
+	if e, _ := httplimit.New(l); e.RefundsOnServerError() {
+		t.Error("RefundsOnServerError without the option: got true")
+	}
+	if e, _ := httplimit.New(l, httplimit.WithRefundOnServerError()); !e.RefundsOnServerError() {
+		t.Error("RefundsOnServerError with the option: got false")
+	}
+}

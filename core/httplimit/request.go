@@ -1,0 +1,191 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"strings"
+
+	"github.com/slidelog/slidelog/core/internal/clientip"
+)
+
+// Source is one incoming request as a framework adapter presents it to an
+// Engine. The adapters slidegin, slideecho, slideechov5, slidechi,
+// slidefiber and slidegrpc implement it; applications do not need to.
+type Source interface {
+	// Context is the request's context; store calls honour its deadline.
+	Context() context.Context
+	// Method is the request method, such as "GET".
+	Method() string
+	// Path is the request's path exactly as the framework's router
+	// matches it against routes: escaped as received where the router
+	// routes on the escaped path (chi, echo, fiber), never decoded or
+	// cleaned by the adapter, so that a skip rule on it matches only what
+	// the router will serve as that path.
+	Path() string
+	// Route is the pattern of the route the framework matched, such as
+	// "/users/:id", or "" when it has not matched one.
+	Route() string
+	// Header returns every value of the named header field, in order,
+	// whatever the case of the name in the request or in the call.
+	Header(name string) []string
+	// RemoteAddr is the address of the socket peer, such as
+	// "192.0.2.1:54321": never a value read from a header.
+	RemoteAddr() string
+	// Value returns what the application stored for this request under
+	// key: in the framework's per-request store (gin's and echo's Set,
+	// fiber's Locals) or in the request's context; nil when nothing.
+	Value(key any) any
+	// Native returns the framework's own request object: *gin.Context,
+	// echo.Context, *http.Request or *fiber.Ctx.
+	Native() any
+}
+
+// HeaderValues returns every value of the header field name in h, whatever
+// the case of its name in h: http.Header.Values finds only the canonical
+// spelling, while code that writes h directly may have used another. It
+// is for adapters built on net/http.
+func HeaderValues(h http.Header, name string) []string {
+	canonical := textproto.CanonicalMIMEHeaderKey(name)
+	vs := h[canonical]
+	for k, more := range h {
+		if k != canonical && strings.EqualFold(k, name) {
+			vs = append(vs[:len(vs):len(vs)], more...)
+		}
+	}
+	return vs
+}
+
+// ipConfig is how an Engine finds client addresses.
+type ipConfig struct {
+	clientip.Config
+	ipv6Prefix int
+}
+
+var defaultIP = &ipConfig{ipv6Prefix: DefaultIPv6Prefix}
+
+// Request is what key, skip, cost, limiter and shadow functions receive:
+// the request, and its client address as the Engine's client-IP options
+// determine it.
+type Request struct {
+	Source
+	ip     *ipConfig
+	addr   netip.Addr
+	addrOK bool
+	err    error
+}
+
+// The methods below stand in for Source's on a request without a source
+// (the zero Request, or one built from a nil source), so that no key
+// function can panic on one: it has no header, no address and no values,
+// and its context is context.Background().
+
+// Context returns the request's context, or context.Background().
+func (r *Request) Context() context.Context {
+	if r == nil || r.Source == nil {
+		return context.Background()
+	}
+	if ctx := r.Source.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// Method returns the request method, or "".
+func (r *Request) Method() string {
+	if r == nil || r.Source == nil {
+		return ""
+	}
+	return r.Source.Method()
+}
+
+// Path returns the request path as the router matches it (see Source), or
+// "".
+func (r *Request) Path() string {
+	if r == nil || r.Source == nil {
+		return ""
+	}
+	return r.Source.Path()
+}
+
+// Route returns the matched route's pattern, or "".
+func (r *Request) Route() string {
+	if r == nil || r.Source == nil {
+		return ""
+	}
+	return r.Source.Route()
+}
+
+// Header returns every value of the named header field, or nil.
+func (r *Request) Header(name string) []string {
+	if r == nil || r.Source == nil {
+		return nil
+	}
+	return r.Source.Header(name)
+}
+
+// RemoteAddr returns the socket peer's address, or "".
+func (r *Request) RemoteAddr() string {
+	if r == nil || r.Source == nil {
+		return ""
+	}
+	return r.Source.RemoteAddr()
+}
+
+// Value returns the application's value for key, or nil.
+func (r *Request) Value(key any) any {
+	if r == nil || r.Source == nil {
+		return nil
+	}
+	return r.Source.Value(key)
+}
+
+// Native returns the framework's request object, or nil.
+func (r *Request) Native() any {
+	if r == nil || r.Source == nil {
+		return nil
+	}
+	return r.Source.Native()
+}
+
+// HeaderValue returns the first value of the named header field, or "".
+func (r *Request) HeaderValue(name string) string {
+	if vs := r.Header(name); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// ClientIP returns the client's address: the socket peer's, or, when the
+// peer is a trusted proxy (WithTrustedProxies), the rightmost address of
+// the header named by WithClientIPHeader that is not a trusted proxy.
+// Ports and zones are dropped and IPv4-mapped IPv6 addresses become IPv4.
+// The error wraps slidelog.ErrInvalidKey when the socket address is not
+// an IP address.
+func (r *Request) ClientIP() (netip.Addr, error) {
+	if r == nil {
+		return netip.Addr{}, errNoClientAddr
+	}
+	if r.ip == nil {
+		r.ip = defaultIP
+	}
+	if !r.addrOK && r.err == nil {
+		r.addr, r.err = r.ip.ClientIP(r.RemoteAddr(), r.Header)
+		if r.err != nil {
+			r.err = errNoClientAddr
+		}
+		r.addrOK = r.err == nil
+	}
+	return r.addr, r.err
+}
+
+// ClientPrefix returns the group the client is limited as: its IPv4
+// address, or the prefix of its IPv6 address (/64 unless WithIPv6Prefix).
+func (r *Request) ClientPrefix() (netip.Prefix, error) {
+	a, err := r.ClientIP()
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return clientip.Prefix(a, r.ip.ipv6Prefix), nil
+}

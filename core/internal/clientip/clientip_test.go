@@ -1,0 +1,76 @@
+package clientip_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/slidelog/slidelog/core/internal/clientip"
+)
+
+func TestParseIP(t *testing.T) {
+	tests := []struct {
+		give string
+		want string
+	}{
+		{"192.0.2.1", "192.0.2.1"},
+		{"192.0.2.1:8080", "192.0.2.1"},
+		{" 192.0.2.1 ", "192.0.2.1"},
+		{"::ffff:192.0.2.1", "192.0.2.1"},
+		{"[::ffff:192.0.2.1]:443", "192.0.2.1"},
+		{"2001:db8::1", "2001:db8::1"},
+		{"[2001:db8::1]", "2001:db8::1"},
+		{"[2001:db8::1]:443", "2001:db8::1"},
+		{"fe80::1%eth0", "fe80::1"},
+		{"[fe80::1%eth0]:80", "fe80::1"},
+		{"2001:DB8:0:0:0:0:0:1", "2001:db8::1"},
+	}
+	for _, tt := range tests {
+		got, err := clientip.ParseIP(tt.give)
+		if err != nil || got.String() != tt.want {
+			t.Errorf("ParseIP(%q): got %v, %v, want %s", tt.give, got, err, tt.want)
+		}
+	}
+	for _, give := range []string{"", "@", "unknown", "_hidden", "192.0.2", "example.com:80", "[::1", "1.2.3.4.5", strings.Repeat("1", 100)} {
+		if got, err := clientip.ParseIP(give); err == nil {
+			t.Errorf("ParseIP(%q): got %v, want an error", give, got)
+		}
+	}
+}
+
+func TestPrefix(t *testing.T) {
+	tests := []struct {
+		give string
+		bits int
+		want string
+	}{
+		{"192.0.2.1", 64, "192.0.2.1/32"},
+		{"2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:3:4:5:6", 48, "2001:db8:1::/48"},
+		{"2001:db8:1:2:3:4:5:6", 128, "2001:db8:1:2:3:4:5:6/128"},
+	}
+	for _, tt := range tests {
+		if got := clientip.Prefix(netip.MustParseAddr(tt.give), tt.bits); got.String() != tt.want {
+			t.Errorf("Prefix(%s, %d): got %s, want %s", tt.give, tt.bits, got, tt.want)
+		}
+	}
+}
+
+func TestParseTrustedProxies(t *testing.T) {
+	got, err := clientip.ParseTrustedProxies("10.0.0.0/8", "192.0.2.7", "2001:db8::/32", "::ffff:172.16.0.0/108", "10.1.2.3/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32", "172.16.0.0/12", "10.0.0.0/8"}
+	for i, p := range got {
+		if p.String() != want[i] {
+			t.Errorf("prefix %d: got %s, want %s", i, p, want[i])
+		}
+	}
+	for _, give := range []string{"10.0.0.0/33", "example.com", "", "fe80::1%eth0", "::ffff:0.0.0.0/80",
+		"0.0.0.0/0", "::/0", "::ffff:0:0/96", "192.0.2.1/0"} {
+		if _, err := clientip.ParseTrustedProxies(give); err == nil {
+			t.Errorf("ParseTrustedProxies(%q): got no error", give)
+		}
+	}
+}

@@ -1,0 +1,27 @@
+package slidelog_test
+
+import (
+	"errors"
+	"testing"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/redisstore"
+)
+
+func TestNewRejectsNilStores(t *testing.T) {
+	for _, s := range []slidelog.Store{nil, (*memstore.Store)(nil), (*redisstore.Store)(nil)} {
+		if _, err := slidelog.New(s, slidelog.PerSecond(1)); !errors.Is(err, slidelog.ErrNilStore) {
+			t.Errorf("New(%#v): got %v, want ErrNilStore", s, err)
+		}
+	}
+}
+
+func newTestLimiter(t *testing.T, store slidelog.Store, p slidelog.Policy) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
