@@ -95,3 +95,6 @@ func TestTakeAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// The conformance suite runs its bucketed cases on a Store.
+var _ slidelogtest.PrecisionStore = (*memstore.Store)(nil)

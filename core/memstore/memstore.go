@@ -212,3 +212,7 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// SupportsPrecision reports that the store enforces Policy.Precision (the
+// bucketed model): it implements slidelogtest.PrecisionStore.
+func (s *Store) SupportsPrecision() bool { return true }
