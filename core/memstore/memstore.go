@@ -142,34 +142,29 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 		states = make([]window.State, n)
 	}
 	d := s.table.Take(now, request(req), policies(req, pbuf[:0]), states)
-	res := result(req.Policies, d, states, slidelog.SourceMemory)
-	res.DecidedAt = time.UnixMicro(now)
-	res.StableFor = time.Duration(d.Steady) * time.Microsecond
-	return res, nil
-}
-
-// result builds the Result of a decision d on policies with their states:
-// with one policy directly, its state the top-level fields and Policies
-// nil, so that nothing is allocated; with more through slidelog.NewResult.
-func result(policies []slidelog.Policy, d window.Decision, states []window.State, source slidelog.Source) slidelog.Result {
-	if len(policies) == 1 {
-		p, st := policies[0], states[0]
+	if len(req.Policies) == 1 {
+		// Built in place: a Result is large, and every copy shows.
+		p, st := req.Policies[0], &states[0]
 		return slidelog.Result{
 			Allowed: d.Allowed, Limit: p.Limit, Policy: p, Remaining: int(st.Remaining),
 			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
-			Source:     source,
-		}
+			Source:     slidelog.SourceMemory, DecidedAt: time.UnixMicro(now),
+			StableFor: time.Duration(d.Steady) * time.Microsecond,
+		}, nil
 	}
-	out := make([]slidelog.PolicyResult, len(policies))
-	for i, st := range states[:len(policies)] {
+	out := make([]slidelog.PolicyResult, len(req.Policies))
+	for i, st := range states[:len(req.Policies)] {
 		out[i] = slidelog.PolicyResult{
-			Policy: policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
+			Policy: req.Policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
 			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
 		}
 	}
-	return slidelog.NewResult(out, source)
+	res := slidelog.NewResult(out, slidelog.SourceMemory)
+	res.DecidedAt = time.UnixMicro(now)
+	res.StableFor = time.Duration(d.Steady) * time.Microsecond
+	return res, nil
 }
 
 // Record implements slidelog.Recorder.

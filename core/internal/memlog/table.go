@@ -27,7 +27,7 @@ import (
 // bounded by max logs plus one overflow log per namespace, and by about
 // the identities active in the longest window when fewer.
 //
-// The logs are spread over shards by a hash of namespace and key, each
+// The logs are spread over shards by a hash of the key, each
 // shard with its own lock, map and expiry heap, so decisions on different
 // keys rarely meet on a lock; a decision on a tracked key takes its
 // shard's read lock and its log's lock only. The bound is global (an
@@ -76,14 +76,11 @@ func NewTable(max int) *Table {
 	return t
 }
 
-// shard returns the shard of key.
+// shard returns the shard of key, chosen by the identity alone: the
+// namespaces of a table are few (a limiter each), so they need not spread
+// the keys, and one string hashes faster than two.
 func (t *Table) shard(key logKey) *shard {
-	var h maphash.Hash
-	h.SetSeed(t.seed)
-	h.WriteString(key.namespace)
-	h.WriteByte(0)
-	h.WriteString(key.key)
-	return &t.shards[h.Sum64()%numShards]
+	return &t.shards[maphash.String(t.seed, key.key)%numShards]
 }
 
 // expiryEntry says that log, stored under key, expired no earlier than at
