@@ -65,7 +65,7 @@ func (d *denyCache) put(key string, cost int, sent time.Time, res Result) {
 		// The store does not say when its counts change: only a denial
 		// by every policy, each one unit short, is known to hold until
 		// RetryAfter.
-		for _, p := range res.Policies {
+		for _, p := range res.States() {
 			if p.Allowed || p.Remaining != cost-1 {
 				d.entries.Remove(key)
 				return
@@ -76,7 +76,9 @@ func (d *denyCache) put(key string, cost int, sent time.Time, res Result) {
 	if d.clock != nil {
 		sent = res.DecidedAt
 	}
-	res.Policies = append([]PolicyResult(nil), res.Policies...)
+	if res.Policies != nil {
+		res.Policies = append([]PolicyResult(nil), res.Policies...)
+	}
 	d.entries.Add(key, denyEntry{cost: cost, at: sent, expires: sent.Add(hold), res: res})
 }
 
@@ -98,13 +100,15 @@ func (d *denyCache) get(key string, cost int) (Result, bool) {
 	res.RetryAfter = e.res.RetryAfter - elapsed
 	res.ResetAfter = max(0, res.ResetAfter-elapsed)
 	res.DecidedAt = res.DecidedAt.Add(elapsed)
-	res.Policies = make([]PolicyResult, len(e.res.Policies))
-	for i, p := range e.res.Policies {
-		if p.RetryAfter > 0 {
-			p.RetryAfter = max(0, p.RetryAfter-elapsed)
+	if e.res.Policies != nil {
+		res.Policies = make([]PolicyResult, len(e.res.Policies))
+		for i, p := range e.res.Policies {
+			if p.RetryAfter > 0 {
+				p.RetryAfter = max(0, p.RetryAfter-elapsed)
+			}
+			p.ResetAfter = max(0, p.ResetAfter-elapsed)
+			res.Policies[i] = p
 		}
-		p.ResetAfter = max(0, p.ResetAfter-elapsed)
-		res.Policies[i] = p
 	}
 	return res, true
 }

@@ -3,9 +3,11 @@ package slidelog
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slidelog/slidelog/core/internal/memlog"
+	"github.com/slidelog/slidelog/core/internal/window"
 )
 
 // fallback is a limiter's local, per-instance limiter: in-memory logs
@@ -13,38 +15,46 @@ import (
 // Its table is created on first use.
 type fallback struct {
 	policies []Policy
-	windows  []memlog.Policy
+	windows  []window.Policy
 	minLimit int
 	maxKeys  int
 	start    time.Time
 
-	mu     sync.Mutex
-	table  *memlog.Table
-	closed bool
+	mu     sync.Mutex // serialises creation and close of the table
+	table  atomic.Pointer[memlog.Table]
+	closed atomic.Bool
 }
 
 func newFallback(policies []Policy, maxKeys int) *fallback {
 	minLimit := policies[0].Limit
-	windows := make([]memlog.Policy, len(policies))
+	windows := make([]window.Policy, len(policies))
 	for i, p := range policies {
 		minLimit = min(minLimit, p.Limit)
-		windows[i] = memlog.Policy{Limit: int64(p.Limit), Window: p.Window.Microseconds()}
+		windows[i] = window.Policy{Limit: int64(p.Limit), Window: p.windowMicros(), Precision: p.Precision.Microseconds()}
 	}
 	return &fallback{policies: policies, windows: windows, minLimit: minLimit, maxKeys: maxKeys, start: time.Now()}
 }
 
 // get returns the fallback's table, creating it on first use; nil after
-// close.
+// close. Once the table exists it takes no lock.
 func (f *fallback) get(create bool) *memlog.Table {
+	if t := f.table.Load(); t != nil || !create {
+		if f.closed.Load() {
+			return nil
+		}
+		return t
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.closed.Load() {
 		return nil
 	}
-	if f.table == nil && create {
-		f.table = memlog.NewTable(f.maxKeys)
+	t := f.table.Load()
+	if t == nil {
+		t = memlog.NewTable(f.maxKeys)
+		f.table.Store(t)
 	}
-	return f.table
+	return t
 }
 
 // now is the fallback's time in microseconds, from the monotonic clock.
@@ -64,23 +74,38 @@ func (f *fallback) take(ctx context.Context, req Request) (Result, Request, erro
 	req.Policies = f.policies
 	req.Cost = min(req.Cost, f.minLimit)
 	now := f.now()
-	states := make([]memlog.State, len(f.windows))
-	allowed, _ := t.Take(now, f.request(req), states)
-	out := make([]PolicyResult, len(states))
-	for i, st := range states {
-		out[i] = PolicyResult{
-			Policy: f.policies[i], Allowed: allowed || st.Allowed, Remaining: int(st.Remaining),
+	var buf [4]window.State
+	states := buf[:]
+	if len(f.windows) > len(buf) {
+		states = make([]window.State, len(f.windows))
+	}
+	d := t.Take(now, f.request(req), f.windows, states)
+	var res Result
+	if len(f.policies) == 1 {
+		p, st := f.policies[0], states[0]
+		res = Result{
+			Allowed: d.Allowed, Limit: p.Limit, Policy: p, Remaining: int(st.Remaining),
 			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
+			Source:     SourceFallback,
 		}
+	} else {
+		out := make([]PolicyResult, len(f.policies))
+		for i, st := range states[:len(f.policies)] {
+			out[i] = PolicyResult{
+				Policy: f.policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
+				RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
+				ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
+			}
+		}
+		res = NewResult(out, SourceFallback)
 	}
-	res := NewResult(out, SourceFallback)
 	res.DecidedAt = time.UnixMicro(now)
 	return res, req, nil
 }
 
 func (f *fallback) request(req Request) memlog.Request {
-	return memlog.Request{Namespace: req.Namespace, Key: req.Key, ID: req.ID, Cost: int64(req.Cost), Policies: f.windows}
+	return memlog.Request{Namespace: req.Namespace, Key: req.Key, ID: req.ID, Cost: int64(req.Cost)}
 }
 
 func (f *fallback) refund(_ context.Context, req Request) error {
@@ -108,9 +133,9 @@ func (f *fallback) len() int {
 func (f *fallback) close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.closed = true
-	if f.table != nil {
-		f.table.Purge()
+	f.closed.Store(true)
+	if t := f.table.Load(); t != nil {
+		t.Purge()
 	}
 	return nil
 }

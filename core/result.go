@@ -62,7 +62,10 @@ type PolicyResult struct {
 //
 // The top-level fields describe the binding policy: on a denial the
 // violated policy that frees up last, otherwise the policy with the fewest
-// units remaining. Policies holds every policy's state.
+// units remaining. With several policies, Policies holds every policy's
+// state; a decision on a single policy leaves Policies nil, since the
+// top-level fields are that policy's state (so that a decision allocates
+// nothing). States returns every policy's state in either case.
 type Result struct {
 	// Allowed reports whether the request was admitted and recorded.
 	Allowed bool
@@ -78,7 +81,8 @@ type Result struct {
 	// Policy is the binding policy.
 	Policy Policy
 	// Policies is the state of each of the limiter's policies, in the
-	// order they were configured.
+	// order they were configured, when there are several; nil for a
+	// decision on one policy. Use States to read either.
 	Policies []PolicyResult
 	// Source tells what made the decision.
 	Source Source
@@ -98,9 +102,15 @@ type Result struct {
 
 // NewResult builds a Result from the state of every policy: allowed only
 // when every policy allowed, with the binding policy chosen as documented
-// on Result. Store implementations outside this package use it.
+// on Result. Store implementations outside this package use it. With one
+// policy it leaves Policies nil, that policy's state being the top-level
+// fields; a store may then as well fill those fields itself and save the
+// slice.
 func NewResult(policies []PolicyResult, source Source) Result {
 	r := Result{Allowed: true, Policies: policies, Source: source}
+	if len(policies) == 1 {
+		r.Policies = nil
+	}
 	bind := -1
 	for i, p := range policies {
 		if !p.Allowed {
@@ -125,11 +135,31 @@ func NewResult(policies []PolicyResult, source Source) Result {
 	return r
 }
 
+// States returns the state of each policy of the decision, in the order
+// they were configured: Policies when the decision had several, otherwise
+// the one policy's state made of the top-level fields (a new slice), and
+// nil for the zero Result.
+func (r Result) States() []PolicyResult {
+	if r.Policies != nil {
+		return r.Policies
+	}
+	if r.Policy == (Policy{}) {
+		return nil
+	}
+	return []PolicyResult{{
+		Policy: r.Policy, Allowed: r.Allowed, Remaining: r.Remaining,
+		RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter,
+	}}
+}
+
 // Violated returns the names of the policies that denied the request, in
 // configuration order; nil when the request was allowed.
 func (r Result) Violated() []string {
+	if r.Allowed {
+		return nil
+	}
 	var names []string
-	for _, p := range r.Policies {
+	for _, p := range r.States() {
 		if !p.Allowed {
 			names = append(names, p.Policy.String())
 		}

@@ -66,11 +66,12 @@ type HeaderField struct {
 func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Result) []HeaderField {
 	switch style {
 	case HeadersIETF:
-		if len(res.Policies) == 0 {
+		states := res.States()
+		if len(states) == 0 {
 			return h
 		}
 		var policy, state strings.Builder
-		for i, p := range res.Policies {
+		for i, p := range states {
 			if i > 0 {
 				policy.WriteString(", ")
 				state.WriteString(", ")

@@ -25,6 +25,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/internal/memlog"
+	"github.com/slidelog/slidelog/core/internal/window"
 )
 
 // DefaultMaxKeys is how many identities a Store tracks with a log of their
@@ -105,16 +106,27 @@ func (s *Store) usable(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// maxStack is how many policies a decision converts in arrays on the
+// stack; a request with more allocates.
+const maxStack = 4
+
+// request converts req for the table.
 func request(req slidelog.Request) memlog.Request {
-	ps := make([]memlog.Policy, len(req.Policies))
-	for i, p := range req.Policies {
-		ps[i] = memlog.Policy{Limit: int64(p.Limit), Window: p.Window.Microseconds()}
+	return memlog.Request{Namespace: req.Namespace, Key: req.Key, ID: req.ID, Cost: int64(req.Cost)}
+}
+
+// policies appends req's policies, in microseconds, to ps: a slice of the
+// caller's stack array when they fit.
+func policies(req slidelog.Request, ps []window.Policy) []window.Policy {
+	for _, p := range req.Policies {
+		ps = append(ps, window.Policy{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Precision: p.Precision.Microseconds()})
 	}
-	return memlog.Request{Namespace: req.Namespace, Key: req.Key, ID: req.ID, Cost: int64(req.Cost), Policies: ps}
+	return ps
 }
 
 // Take implements slidelog.Store. Within one process a call is never sent
-// twice, so Take does not look for an earlier call with the same ID.
+// twice, so Take does not look for an earlier call with the same ID. A
+// decision on a key the store tracks, with one policy, allocates nothing.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 	if err := s.usable(ctx); err != nil {
 		return slidelog.Result{}, err
@@ -123,19 +135,35 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 		return slidelog.Result{}, err
 	}
 	now := s.now()
-	states := make([]memlog.State, len(req.Policies))
-	allowed, steady := s.table.Take(now, request(req), states)
-	out := make([]slidelog.PolicyResult, len(states))
-	for i, st := range states {
+	var pbuf [maxStack]window.Policy
+	var sbuf [maxStack]window.State
+	states := sbuf[:]
+	if n := len(req.Policies); n > maxStack {
+		states = make([]window.State, n)
+	}
+	d := s.table.Take(now, request(req), policies(req, pbuf[:0]), states)
+	if len(req.Policies) == 1 {
+		// Built in place: a Result is large, and every copy shows.
+		p, st := req.Policies[0], &states[0]
+		return slidelog.Result{
+			Allowed: d.Allowed, Limit: p.Limit, Policy: p, Remaining: int(st.Remaining),
+			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
+			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
+			Source:     slidelog.SourceMemory, DecidedAt: time.UnixMicro(now),
+			StableFor: time.Duration(d.Steady) * time.Microsecond,
+		}, nil
+	}
+	out := make([]slidelog.PolicyResult, len(req.Policies))
+	for i, st := range states[:len(req.Policies)] {
 		out[i] = slidelog.PolicyResult{
-			Policy: req.Policies[i], Allowed: allowed || st.Allowed, Remaining: int(st.Remaining),
+			Policy: req.Policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
 			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
 		}
 	}
 	res := slidelog.NewResult(out, slidelog.SourceMemory)
 	res.DecidedAt = time.UnixMicro(now)
-	res.StableFor = time.Duration(steady) * time.Microsecond
+	res.StableFor = time.Duration(d.Steady) * time.Microsecond
 	return res, nil
 }
 
@@ -147,7 +175,8 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	if err := req.ValidateRecord(at); err != nil {
 		return err
 	}
-	s.table.Record(s.now(), at.UnixMicro(), request(req))
+	var pbuf [maxStack]window.Policy
+	s.table.Record(s.now(), at.UnixMicro(), request(req), policies(req, pbuf[:0]))
 	return nil
 }
 
@@ -178,3 +207,4 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+

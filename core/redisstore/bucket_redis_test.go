@@ -206,7 +206,7 @@ func testBucketsMatchModel(t *testing.T, client redis.UniversalClient, policies 
 			require.NoError(t, err)
 			require.Equal(t, wantAllowed, got.Allowed, "step %d: take %+v at %d", step, req, now)
 			for i := range want {
-				g := got.Policies[i]
+				g := got.States()[i]
 				require.Equal(t, want[i].Remaining, g.Remaining, "step %d: %s Remaining", step, want[i].Policy)
 				require.Equal(t, want[i].RetryAfter, g.RetryAfter, "step %d: %s RetryAfter", step, want[i].Policy)
 				require.Equal(t, want[i].ResetAfter, g.ResetAfter, "step %d: %s ResetAfter", step, want[i].Policy)

@@ -23,15 +23,21 @@ var suiteStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // RunStoreSuite runs the store conformance suite: every Store must pass it
 // with the same results, the memory store, a standalone Redis and a Redis
-// Cluster alike.
+// Cluster alike, bucketed policies (Policy.Precision) included.
 func RunStoreSuite(t *testing.T, newStore NewStoreFunc) {
-	for _, tc := range storeCases {
-		t.Run(tc.name, func(t *testing.T) {
+	run := func(name string, f func(t *testing.T, e *storeEnv)) {
+		t.Run(name, func(t *testing.T) {
 			clock := NewClock(suiteStart)
 			store := newStore(t, clock.Now)
 			t.Cleanup(func() { _ = store.Close() })
-			tc.run(t, &storeEnv{store: store, clock: clock})
+			f(t, &storeEnv{store: store, clock: clock})
 		})
+	}
+	for _, tc := range storeCases {
+		run(tc.name, tc.run)
+	}
+	for _, tc := range bucketedCases {
+		run("Bucketed/"+tc.name, tc.run)
 	}
 }
 
@@ -573,3 +579,97 @@ var storeCases = []struct {
 // defaultMaxKeyLength is the longest identity a limiter accepts by
 // default (slidelog.WithMaxKeyLength).
 const defaultMaxKeyLength = 256
+
+// bucketedCases check the bucketed model (Policy.Precision) on the suite
+// clock, which starts on a whole second, so buckets (aligned to the Unix
+// epoch) start with it. A bucket b of width P holds admissions stamped in
+// [b·P, (b+1)·P) and counts until its end, (b+1)·P, has left the window:
+// RetryAfter and ResetAfter follow from bucket ends, not admission times.
+var bucketedCases = []struct {
+	name string
+	run  func(t *testing.T, e *storeEnv)
+}{
+	{"LimitAndDurations", func(t *testing.T, e *storeEnv) {
+		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Second, Precision: 100 * time.Millisecond})
+		// Bucket 0 ends at 100 ms, so it counts until 1.1 s.
+		check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: 1100 * time.Millisecond})
+		e.clock.Advance(50 * time.Millisecond)
+		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 1050 * time.Millisecond})
+		e.clock.Advance(200 * time.Millisecond) // 250 ms: bucket 2, counting until 1.3 s
+		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
+		// The exact log would free a unit at 1 s; bucket 0 leaves at 1.1 s.
+		check(t, l, "k", 1, want{remaining: 0, retryAfter: 850 * time.Millisecond, resetAfter: 1050 * time.Millisecond})
+		e.clock.Advance(850*time.Millisecond - time.Microsecond)
+		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: 200*time.Millisecond + time.Microsecond})
+		e.clock.Advance(time.Microsecond) // 1.1 s: bucket 0's two units leave
+		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 1100 * time.Millisecond})
+		// Cost 2 needs bucket 2's unit gone too, at 1.3 s.
+		check(t, l, "k", 2, want{remaining: 1, retryAfter: 200 * time.Millisecond, resetAfter: 1100 * time.Millisecond})
+		e.clock.Advance(200 * time.Millisecond)
+		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1100 * time.Millisecond})
+	}},
+	{"MixedWithExact", func(t *testing.T, e *storeEnv) {
+		// An exact short policy and a bucketed long one, all or nothing.
+		short := slidelog.Policy{Name: "short", Limit: 2, Window: time.Second}
+		long := slidelog.Policy{Name: "long", Limit: 4, Window: 10 * time.Second, Precision: time.Second}
+		l := e.limiter(t, short, slidelog.WithPolicy(long))
+		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		res := check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
+		if got := res.Violated(); len(got) != 1 || got[0] != "short" {
+			t.Fatalf("Violated() = %v, want [short]", got)
+		}
+		if got := res.States()[1]; !got.Allowed || got.Remaining != 2 || got.ResetAfter != 11*time.Second {
+			t.Fatalf("long policy after a denial by short = %+v; want allowed, 2 remaining, reset after 11s (bucket 0 ends at 1 s)", got)
+		}
+		e.clock.Advance(time.Second)
+		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		res = check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		if got := res.States()[1]; got.Remaining != 0 || got.ResetAfter != 11*time.Second {
+			t.Fatalf("long policy = %+v; want 0 remaining, reset after 11s (bucket 1 ends at 2 s)", got)
+		}
+		e.clock.Advance(time.Second) // 2 s: short is empty, long holds 4
+		res = check(t, l, "k", 1, want{remaining: 0, retryAfter: 9 * time.Second, resetAfter: 10 * time.Second})
+		if got := res.Violated(); len(got) != 1 || got[0] != "long" {
+			t.Fatalf("Violated() = %v, want [long]", got)
+		}
+		if got := res.States()[0]; !got.Allowed || got.Remaining != 2 {
+			t.Fatalf("short policy after a denial by long = %+v; want allowed with 2 remaining", got)
+		}
+		e.clock.Advance(9*time.Second - time.Microsecond)
+		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: time.Second + time.Microsecond})
+		e.clock.Advance(time.Microsecond) // 11 s: bucket 0's two units leave the long window
+		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+	}},
+	{"Refund", func(t *testing.T, e *storeEnv) {
+		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Second, Precision: 100 * time.Millisecond})
+		check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: 1100 * time.Millisecond})
+		e.clock.Advance(150 * time.Millisecond)
+		res := check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
+		if err := l.Refund(t.Context(), res); err != nil {
+			t.Fatalf("Refund: %v", err)
+		}
+		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
+		check(t, l, "k", 1, want{remaining: 0, retryAfter: 950 * time.Millisecond, resetAfter: 1050 * time.Millisecond})
+
+		// A refund takes out the cost recorded, whatever its Cost says.
+		ps := []slidelog.Policy{{Name: "p", Limit: 3, Window: time.Second, Precision: 100 * time.Millisecond}}
+		for id, cost := range map[uint64]int{1: 1, 2: 2} {
+			if res, err := e.store.Take(t.Context(), slidelog.Request{Key: "j", Cost: cost, Policies: ps, ID: id}); err != nil || !res.Allowed {
+				t.Fatalf("Take(id %d, cost %d) = %+v, %v; want an admission", id, cost, res, err)
+			}
+		}
+		if err := e.store.Refund(t.Context(), slidelog.Request{Key: "j", Cost: 1, Policies: ps, ID: 2}); err != nil {
+			t.Fatalf("Refund: %v", err)
+		}
+		for range 2 { // a second refund of the ID changes nothing
+			res, err := e.store.Take(t.Context(), slidelog.Request{Key: "j", Cost: 3, Policies: ps, ID: 3})
+			if err != nil || res.Allowed || res.Remaining != 2 {
+				t.Fatalf("Take(cost 3) after the refund of a cost-2 admission = %+v, %v; want a denial with 2 remaining", res, err)
+			}
+			if err := e.store.Refund(t.Context(), slidelog.Request{Key: "j", Cost: 2, Policies: ps, ID: 2}); err != nil {
+				t.Fatalf("Refund: %v", err)
+			}
+		}
+	}},
+}

@@ -1,4 +1,4 @@
-package slidelog_test
+package memstore_test
 
 import (
 	"strconv"
@@ -17,6 +17,16 @@ func newClockedMemory(t *testing.T, opts ...memstore.Option) (*memstore.Store, *
 	store := memstore.New(append(opts, memstore.WithClock(clock.Now))...)
 	t.Cleanup(func() { _ = store.Close() })
 	return store, clock
+}
+
+func newTestLimiter(t *testing.T, store slidelog.Store, p slidelog.Policy) *slidelog.Limiter {
+	t.Helper()
+	l, err := slidelog.New(store, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
 }
 
 func allow(t *testing.T, l *slidelog.Limiter, key string) bool {
@@ -109,7 +119,9 @@ func TestMemoryStoreDropsExpiredLogsFirst(t *testing.T) {
 		t.Error("overflow-2: admitted on a spent shared budget")
 	}
 	// A minute later the shared budget and the tracked logs have expired:
-	// a new identity gets its own log again.
+	// a new identity gets its own log again, dropping two expired logs
+	// on its way in (sweepPerAdd), so the victim, 97 of the new logs and
+	// later's remain.
 	clock.Advance(2 * time.Minute)
 	if !allow(t, minutely, "later") || allow(t, minutely, "later") {
 		t.Error("later: want its own window of 1")

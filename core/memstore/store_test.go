@@ -1,4 +1,4 @@
-package slidelog_test
+package memstore_test
 
 import (
 	"strconv"

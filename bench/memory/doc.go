@@ -1,0 +1,10 @@
+// Package memory holds the go test benchmarks of slidelog's in-memory
+// store (core/memstore) against sethvargo/go-limiter's memorystore: ns and
+// allocations per decision, admitted and denied, on one goroutine and in
+// parallel, and the bytes of state a key costs. Run them with
+//
+//	go test -run '^$' -bench . -benchmem -count 5 ./memory
+//
+// from the bench module. The machine they ran on and the comparison are
+// in docs/benchmarks.md; compare rows of one run only.
+package memory

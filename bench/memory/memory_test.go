@@ -1,0 +1,295 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+)
+
+// fakeClock is a store clock that the benchmark moves: an atomic count of
+// microseconds, so that admissions come exactly at the rate that keeps a
+// key's window nearly full, whatever the speed of the machine.
+type fakeClock struct{ us atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.us.Store(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixMicro())
+	return c
+}
+
+func (c *fakeClock) now() time.Time            { return time.UnixMicro(c.us.Load()) }
+func (c *fakeClock) advance(d time.Duration)   { c.us.Add(d.Microseconds()) }
+func (c *fakeClock) set(us int64)              { c.us.Store(us) }
+func (c *fakeClock) micros() int64             { return c.us.Load() }
+func (c *fakeClock) tick(step int64) time.Time { return time.UnixMicro(c.us.Add(step)) }
+
+const (
+	benchLimit  = 100
+	benchWindow = time.Second
+)
+
+// policies of the benchmarks: 100 per second, exact or with 100 buckets.
+var models = []struct {
+	name   string
+	policy slidelog.Policy
+}{
+	{"exact", slidelog.Policy{Name: "p", Limit: benchLimit, Window: benchWindow}},
+	{"bucketed", slidelog.Policy{Name: "p", Limit: benchLimit, Window: benchWindow, Precision: benchWindow / 100}},
+}
+
+// keyer hands each goroutine of a parallel benchmark a key of its own.
+type keyer struct{ n atomic.Int64 }
+
+func (k *keyer) next() string { return "key-" + strconv.FormatInt(k.n.Add(1), 10) }
+
+// run runs body on one goroutine, or on GOMAXPROCS goroutines with
+// b.RunParallel, each with a key of its own that warm has prepared.
+func run(b *testing.B, parallel bool, warm func(key string), body func(key string)) {
+	var keys keyer
+	if !parallel {
+		key := keys.next()
+		warm(key)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			body(key)
+		}
+		return
+	}
+	// Warm one key per goroutine before the timer starts.
+	procs := runtime.GOMAXPROCS(0)
+	ready := make(chan string, procs*4)
+	for range procs * 4 {
+		k := keys.next()
+		warm(k)
+		ready <- k
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := <-ready
+		for pb.Next() {
+			body(key)
+		}
+	})
+}
+
+func modeName(parallel bool) string {
+	if parallel {
+		return "parallel"
+	}
+	return "serial"
+}
+
+// BenchmarkAllow measures admissions on warm keys. slidelog's keys
+// receive one request every 10 ms + 1 µs of store time (the fake clock
+// advances that much per call), so a 100-per-second window stays nearly
+// full and every request fits; go-limiter's bucket holds more tokens than
+// any run takes.
+func BenchmarkAllow(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		for _, m := range models {
+			step := (benchWindow/benchLimit + time.Microsecond).Microseconds()
+			if m.policy.Precision > 0 {
+				// Buckets count up to one width longer than the window.
+				step = ((benchWindow + 2*m.policy.Precision) / (benchLimit - 1)).Microseconds() + 1
+			}
+			b.Run(fmt.Sprintf("slidelog-take/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
+				clock := newFakeClock()
+				store := memstore.New(memstore.WithClock(func() time.Time { return clock.tick(step) }))
+				defer store.Close()
+				req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{m.policy}}
+				take := func(key string) bool {
+					r := req
+					r.Key, r.ID = key, rand.Uint64()
+					res, err := store.Take(context.Background(), r)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return res.Allowed
+				}
+				run(b, parallel, func(key string) {
+					for range 3 * benchLimit {
+						take(key)
+					}
+				}, func(key string) {
+					if !take(key) {
+						b.Fatal("denied")
+					}
+				})
+			})
+			b.Run(fmt.Sprintf("slidelog-limiter/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
+				clock := newFakeClock()
+				store := memstore.New(memstore.WithClock(func() time.Time { return clock.tick(step) }))
+				defer store.Close()
+				l := slidelog.MustNew(store, m.policy)
+				defer l.Close()
+				allow := func(key string) bool {
+					res, err := l.Allow(context.Background(), key)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return res.Allowed
+				}
+				run(b, parallel, func(key string) {
+					for range 3 * benchLimit {
+						allow(key)
+					}
+				}, func(key string) {
+					if !allow(key) {
+						b.Fatal("denied")
+					}
+				})
+			})
+		}
+		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
+			s := goLimiter(b, 1<<62, time.Hour)
+			run(b, parallel, func(key string) { s.Take(context.Background(), key) }, func(key string) {
+				if _, _, _, ok, _ := s.Take(context.Background(), key); !ok {
+					b.Fatal("denied")
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkDeny measures denials on keys whose window is full: 100 per
+// second on slidelog's process clock (the fill takes well under a
+// second), one token per hour on go-limiter's.
+func BenchmarkDeny(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		for _, m := range models {
+			b.Run(fmt.Sprintf("slidelog-take/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
+				store := memstore.New()
+				defer store.Close()
+				p := m.policy
+				p.Window = time.Hour // the fill must not leave the window during the run
+				if p.Precision > 0 {
+					p.Precision = p.Window / 100
+				}
+				req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{p}}
+				take := func(key string) bool {
+					r := req
+					r.Key, r.ID = key, rand.Uint64()
+					res, err := store.Take(context.Background(), r)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return res.Allowed
+				}
+				run(b, parallel, func(key string) {
+					for range benchLimit + 1 {
+						take(key)
+					}
+				}, func(key string) {
+					if take(key) {
+						b.Fatal("admitted")
+					}
+				})
+			})
+		}
+		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
+			s := goLimiter(b, 1, time.Hour)
+			run(b, parallel, func(key string) { s.Take(context.Background(), key) }, func(key string) {
+				if _, _, _, ok, _ := s.Take(context.Background(), key); ok {
+					b.Fatal("admitted")
+				}
+			})
+		})
+	}
+}
+
+func goLimiter(b *testing.B, tokens uint64, interval time.Duration) limiter.Store {
+	s, err := memorystore.New(&memorystore.Config{Tokens: tokens, Interval: interval})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+// BenchmarkBytesPerKey reports the heap a key's state costs (B/key, its
+// map entry included, its key string not), with each key's window full:
+// 1,000 keys, each admitted its limit spread evenly over the window, at
+// limits 10, 100 and 1,000, exact and with Precision Window/100; go-limiter
+// after one request per key. It measures memory, not time: ns/op is the
+// cost of building the whole table.
+func BenchmarkBytesPerKey(b *testing.B) {
+	const keys = 1000
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "key-" + strconv.Itoa(i)
+	}
+	for _, bucketed := range []bool{false, true} {
+		for _, limit := range []int{10, 100, 1000} {
+			name := "exact"
+			if bucketed {
+				name = "bucketed-W/100"
+			}
+			b.Run(fmt.Sprintf("slidelog/%s/limit=%d", name, limit), func(b *testing.B) {
+				p := slidelog.Policy{Name: "p", Limit: limit, Window: time.Minute}
+				if bucketed {
+					p.Precision = p.Window / 100
+				}
+				var perKey float64
+				for range b.N {
+					clock := newFakeClock()
+					start := clock.micros()
+					perKey = heapPerKey(keys, func() any {
+						store := memstore.New(memstore.WithClock(clock.now))
+						req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{p}}
+						for i := range limit {
+							clock.set(start + int64(i)*p.Window.Microseconds()/int64(limit))
+							for k, key := range names {
+								req.Key, req.ID = key, uint64(i*keys+k+1)
+								if res, err := store.Take(context.Background(), req); err != nil || !res.Allowed {
+									b.Fatalf("fill: %+v, %v", res, err)
+								}
+							}
+						}
+						return store
+					})
+				}
+				b.ReportMetric(perKey, "B/key")
+			})
+		}
+	}
+	b.Run("go-limiter", func(b *testing.B) {
+		var perKey float64
+		for range b.N {
+			perKey = heapPerKey(keys, func() any {
+				s, err := memorystore.New(&memorystore.Config{Tokens: 100, Interval: time.Minute})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, key := range names {
+					s.Take(context.Background(), key)
+				}
+				return s
+			})
+		}
+		b.ReportMetric(perKey, "B/key")
+	})
+}
+
+// heapPerKey returns the live heap that build's result holds, per key.
+func heapPerKey(keys int, build func() any) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(v)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(keys)
+}
