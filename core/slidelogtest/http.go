@@ -144,6 +144,16 @@ func (s *CountingStore) Refund(ctx context.Context, req slidelog.Request) error 
 	return s.Store.Refund(context.WithoutCancel(ctx), req)
 }
 
+// Clock returns the wrapped store's clock when it has one (see
+// slidelog.Store), so that a limiter's deny cache follows a test clock
+// through the wrapper; nil otherwise.
+func (s *CountingStore) Clock() func() time.Time {
+	if c, ok := s.Store.(interface{ Clock() func() time.Time }); ok {
+		return c.Clock()
+	}
+	return nil
+}
+
 // Takes returns how many times Take was called.
 func (s *CountingStore) Takes() int { return int(s.takes.Load()) }
 
