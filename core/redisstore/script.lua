@@ -89,21 +89,24 @@ end
 -- The common path: a take of cost 1 on exact policies of a log without
 -- costs, whose retention mark and expiry need no writing (see step 1 and
 -- step 6 below: they are written a quarter of the retention ahead, so most
--- calls find them far enough). It reads the three marks and 'k' with one
--- HMGET, counts each window with ZCOUNT (scores are whole microseconds,
+-- calls find them far enough). It reads the state with one HGETALL (the
+-- marks r, ru, x: the full steps reuse it), counts each window with ZCOUNT (scores are whole microseconds,
 -- so (now-W, +inf) is [now-W+1, +inf)) and records with ZADD NX: four
 -- calls for an admission. Entries that left the retention are evicted by
 -- the next call that moves the expiry, which runs the full steps below;
 -- no count depends on them. Anything else (a retry, a log that may have
 -- no key, costs, marks due) runs the full steps, which change nothing
 -- this path did not.
+local st = nil
 if op == 'take' and cost == 1 and nsers == 0 then
-  local m = redis.call('HMGET', state, 'k', 'x', 'r', 'ru')
-  local x, r, ru = tonumber(m[2]), tonumber(m[3]), tonumber(m[4])
+  local raw = redis.call('HGETALL', state)
+  st = {}
+  for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+  local x, r, ru = tonumber(st['x']), tonumber(st['r']), tonumber(st['ru'])
   local retention = longest
   local marked = r and ru and ((ru > now and r > longest) or (r == longest and ru >= now + longest))
   if r and ru and ru > now and r > longest then retention = r end
-  if not m[1] and marked and x and x >= now + retention then
+  if not st['k'] and marked and x and x >= now + retention then
     local counts, byw, deny = {}, {}, false
     for i = 1, npolicies do
       local w = windows[i]
@@ -361,7 +364,7 @@ end
 
 -- The exact log (skipped when every policy is bucketed).
 local weighted, retention, out = false, longest, {}
-local st, counts, sums, cuts, was_empty = {}, {}, {}, {}, false
+local counts, sums, cuts, was_empty = {}, {}, {}, false
 
 -- units returns the sum of the costs of the entries stamped in (lo, hi].
 local function units(lo, hi)
@@ -378,8 +381,11 @@ local function units(lo, hi)
 end
 
 if nexact > 0 then
-  local raw = redis.call('HGETALL', state)
-  for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+  if not st then
+    local raw = redis.call('HGETALL', state)
+    st = {}
+    for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+  end
   -- Entries of cost 1 have no field in costs. Until an entry of another
   -- cost is recorded ('k'), a window's sum is its number of entries: ZCARD
   -- and ZCOUNT give it, as fast as for a log without costs.
