@@ -1,6 +1,13 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
 
 // UseLegacyScript makes s run the script variant for Redis 6.2 (no #!lua
 // line) for good, whatever New finds, so that the store suite can run it
@@ -30,4 +37,38 @@ func Check(s *Store, opts ...Option) error {
 		return err
 	}
 	return s.check(cfg)
+}
+
+// countingScript is the decision script wrapped so that it also returns
+// the name of every command it ran, in order: its text runs unchanged
+// inside a function that sees a redis table whose call counts.
+var countingScript = redis.NewScript(`local calls, call = {}, redis.call
+local redis = setmetatable({call = function(...)
+  calls[#calls + 1] = string.upper((...))
+  return call(...)
+end}, {__index = redis})
+local function body()
+` + legacyScriptSource() + `
+end
+return {calls, body()}
+`)
+
+// ScriptCalls runs op ("take", "record" or "refund") on req as s would,
+// with at for a record (Unix µs), and returns the commands the script
+// ran and its reply.
+func ScriptCalls(ctx context.Context, s *Store, op string, req slidelog.Request, at int64) ([]string, []any, error) {
+	v, err := countingScript.Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), s.args(op, req, at)...).Slice()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(v) != 2 {
+		return nil, nil, fmt.Errorf("counting script returned %d values", len(v))
+	}
+	raw, _ := v[0].([]any)
+	calls := make([]string, len(raw))
+	for i, c := range raw {
+		calls[i], _ = c.(string)
+	}
+	reply, _ := v[1].([]any)
+	return calls, reply, nil
 }

@@ -86,6 +86,82 @@ for i = 1, npolicies do
   end
 end
 
+-- The common path: a take of cost 1 on exact policies of a log without
+-- costs, whose retention mark and expiry need no writing (see step 1 and
+-- step 6 below: they are written a quarter of the retention ahead, so most
+-- calls find them far enough). It reads the state with one HGETALL (the
+-- marks r, ru, x: the full steps reuse it), counts each window with ZCOUNT (scores are whole microseconds,
+-- so (now-W, +inf) is [now-W+1, +inf)) and records with ZADD NX: four
+-- calls for an admission. Entries that left the retention are evicted by
+-- the next call that moves the expiry, which runs the full steps below;
+-- no count depends on them. Anything else (a retry, a log that may have
+-- no key, costs, marks due) runs the full steps, which change nothing
+-- this path did not.
+local st = nil
+if op == 'take' and cost == 1 and nsers == 0 then
+  local raw = redis.call('HGETALL', state)
+  st = {}
+  for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+  local x, r, ru = tonumber(st['x']), tonumber(st['r']), tonumber(st['ru'])
+  local retention = longest
+  local marked = r and ru and ((ru > now and r > longest) or (r == longest and ru >= now + longest))
+  if r and ru and ru > now and r > longest then retention = r end
+  if not st['k'] and marked and x and x >= now + retention then
+    local counts, byw, deny = {}, {}, false
+    for i = 1, npolicies do
+      local w = windows[i]
+      local n = byw[w]
+      if not n then
+        n = redis.call('ZCOUNT', log, now - w + 1, '+inf')
+        byw[w] = n
+      end
+      counts[i] = n
+      if n + 1 > limits[i] then deny = true end
+    end
+    if not deny and byw[longest] > 0 then
+      -- A log with an entry in the retention has its key and expiry.
+      if redis.call('ZADD', log, 'NX', now, id) == 1 then
+        local reply = {1, now, 0}
+        for i = 1, npolicies do
+          reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = limits[i] - counts[i] - 1, 0, windows[i]
+        end
+        return reply
+      end
+    elseif deny and not redis.call('ZSCORE', log, id) then
+      -- A denial (not a retry): step 8 on the counts read.
+      local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+      local newest_at = tonumber(newest[2])
+      local reply, steady, firsts = {0, now, 0}, 0, {}
+      for i = 1, npolicies do
+        local limit, w, n = limits[i], windows[i], counts[i]
+        local first = firsts[w]
+        if not first then
+          first = redis.call('ZRANGEBYSCORE', log, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+          firsts[w] = first
+        end
+        if first[2] then
+          local leave = tonumber(first[2]) + w - now
+          if steady == 0 or leave < steady then steady = leave end
+        end
+        local retry, reset, k = 0, 0, n + 1 - limit
+        if k > 0 then
+          local s = first[2]
+          if k > 1 then
+            s = redis.call('ZRANGEBYSCORE', log, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]
+          end
+          if s then retry = tonumber(s) + w - now end
+        end
+        if newest_at and newest_at + w > now then reset = newest_at + w - now end
+        local remaining = limit - n
+        if remaining < 0 then remaining = 0 end
+        reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = remaining, retry, reset
+      end
+      reply[3] = steady
+      return reply
+    end
+  end
+end
+
 -- bucket returns the index of the bucket of width p holding time t,
 -- floor(t/p), corrected for the rounding of the division.
 local function bucket(t, p)
@@ -288,7 +364,7 @@ end
 
 -- The exact log (skipped when every policy is bucketed).
 local weighted, retention, out = false, longest, {}
-local st, counts, sums, cuts, was_empty = {}, {}, {}, {}, false
+local counts, sums, cuts, was_empty = {}, {}, {}, false
 
 -- units returns the sum of the costs of the entries stamped in (lo, hi].
 local function units(lo, hi)
@@ -305,8 +381,11 @@ local function units(lo, hi)
 end
 
 if nexact > 0 then
-  local raw = redis.call('HGETALL', state)
-  for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+  if not st then
+    local raw = redis.call('HGETALL', state)
+    st = {}
+    for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+  end
   -- Entries of cost 1 have no field in costs. Until an entry of another
   -- cost is recorded ('k'), a window's sum is its number of entries: ZCARD
   -- and ZCOUNT give it, as fast as for a log without costs.

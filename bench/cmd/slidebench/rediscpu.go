@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,7 +98,8 @@ type cpuEntry struct {
 	scripts   int64 // EVALSHA and EVAL calls
 	scriptUs  int64 // their time
 	allowed   int64
-	failed    int64 // decisions that did not reach Redis (the failure mode)
+	failed    int64            // decisions that did not reach Redis (the failure mode)
+	commands  map[string]int64 // calls per command, the scripts' own included
 }
 
 func rediscpuTopology(ctx context.Context, cfg rediscpuConfig, topo topology, prefix string) error {
@@ -112,7 +115,7 @@ func rediscpuTopology(ctx context.Context, cfg rediscpuConfig, topo topology, pr
 		if err != nil {
 			return err
 		}
-		entries = append(entries, &cpuEntry{name: name, l: l})
+		entries = append(entries, &cpuEntry{name: name, l: l, commands: map[string]int64{}})
 	}
 	if cfg.precision > 0 {
 		store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix+"b:"))
@@ -123,7 +126,7 @@ func rediscpuTopology(ctx context.Context, cfg rediscpuConfig, topo topology, pr
 		if err != nil {
 			return err
 		}
-		entries = append(entries, &cpuEntry{name: "slidelog precision " + cfg.precision.String(), l: bucketed{l}})
+		entries = append(entries, &cpuEntry{name: "slidelog precision " + cfg.precision.String(), l: bucketed{l}, commands: map[string]int64{}})
 	}
 	defer func() {
 		for _, e := range entries {
@@ -150,7 +153,7 @@ func rediscpuTopology(ctx context.Context, cfg rediscpuConfig, topo topology, pr
 				if err != nil {
 					return err
 				}
-				usec, scripts, scriptUs := parseCommandStats(info)
+				usec, scripts, scriptUs := parseCommandStats(info, e.commands, &mu)
 				mu.Lock()
 				e.usec += usec
 				e.scripts += scripts
@@ -174,6 +177,12 @@ func rediscpuTopology(ctx context.Context, cfg rediscpuConfig, topo topology, pr
 		fmt.Printf("  %-28s %6.2f µs script time per decision  (%6.2f µs per script call, %.3f calls per decision; all commands incl. those inside scripts %6.2f µs)  %.1f%% admitted, %d decisions by the failure mode left out\n",
 			e.name, float64(e.scriptUs)/float64(e.decisions), perCall, float64(e.scripts)/float64(e.decisions), float64(e.usec)/float64(e.decisions),
 			100*float64(e.allowed)/float64(e.decisions), e.failed)
+		names := slices.Sorted(maps.Keys(e.commands))
+		var b strings.Builder
+		for _, n := range names {
+			fmt.Fprintf(&b, " %s %.2f", n, float64(e.commands[n])/float64(e.decisions))
+		}
+		fmt.Printf("  %-28s commands per decision:%s\n", "", b.String())
 	}
 	return nil
 }
@@ -233,9 +242,10 @@ func forEachMaster(ctx context.Context, client redis.UniversalClient, fn func(co
 }
 
 // parseCommandStats sums INFO commandstats: the time of every command,
-// and the calls and time of EVALSHA and EVAL. The statistics commands
-// themselves (config, info) are left out.
-func parseCommandStats(info string) (usec, scripts, scriptUs int64) {
+// and the calls and time of EVALSHA and EVAL; it adds each command's
+// calls to commands under mu. The statistics commands themselves (config,
+// info) are left out.
+func parseCommandStats(info string, commands map[string]int64, mu *sync.Mutex) (usec, scripts, scriptUs int64) {
 	for line := range strings.SplitSeq(info, "\n") {
 		line = strings.TrimSpace(line)
 		name, rest, ok := strings.Cut(line, ":")
@@ -257,6 +267,9 @@ func parseCommandStats(info string) (usec, scripts, scriptUs int64) {
 			}
 		}
 		usec += us
+		mu.Lock()
+		commands[strings.ToUpper(name)] += calls
+		mu.Unlock()
 		if name == "evalsha" || name == "eval" {
 			scripts += calls
 			scriptUs += us

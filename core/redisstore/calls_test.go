@@ -1,0 +1,78 @@
+package redisstore_test
+
+import (
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The commands the script runs per decision, counted inside the script
+// (not timed, so load does not matter): each command is about a
+// microsecond of Redis CPU, so a change that adds one to the common path
+// must show here. A key's first decision sets its marks and expiry; the
+// next ones take the common path until a quarter of the retention has
+// passed.
+func TestScriptCallsPerDecision(t *testing.T) {
+	client := redistest.RedisClient(t)
+	s := newRedisStore(t, client)
+	ctx := t.Context()
+	id := uint64(1)
+	run := func(op string, req slidelog.Request, at int64) ([]string, []any) {
+		t.Helper()
+		calls, reply, err := redisstore.ScriptCalls(ctx, s, op, req, at)
+		require.NoError(t, err)
+		return calls, reply
+	}
+	take := func(key string, cost int, policies ...slidelog.Policy) ([]string, []any) {
+		t.Helper()
+		id++
+		return run("take", slidelog.Request{Namespace: "calls", Key: key, Cost: cost, Policies: policies, ID: id}, 0)
+	}
+	minute := slidelog.Policy{Name: "m", Limit: 3, Window: time.Minute}
+	second := slidelog.Policy{Name: "s", Limit: 2, Window: time.Second}
+
+	calls, reply := take("exact", 1, minute)
+	require.EqualValues(t, 1, reply[0])
+	t.Logf("first decision: %v", calls)
+	assert.LessOrEqual(t, len(calls), 8, "first decision on a key: %v", calls)
+	calls, reply = take("exact", 1, minute)
+	require.EqualValues(t, 1, reply[0])
+	assert.Equal(t, []string{"TIME", "HGETALL", "ZCOUNT", "ZADD"}, calls, "admission")
+	_, reply = take("exact", 1, minute)
+	require.EqualValues(t, 1, reply[0])
+	calls, reply = take("exact", 1, minute)
+	require.EqualValues(t, 0, reply[0])
+	assert.Equal(t, []string{"TIME", "HGETALL", "ZCOUNT", "ZSCORE", "ZRANGE", "ZRANGEBYSCORE"}, calls, "denial")
+
+	// Two policies: one count per window.
+	take("two", 1, minute, second)
+	calls, reply = take("two", 1, minute, second)
+	require.EqualValues(t, 1, reply[0])
+	assert.Equal(t, []string{"TIME", "HGETALL", "ZCOUNT", "ZCOUNT", "ZADD"}, calls, "admission under two policies")
+
+	// A retry of an admission: the common path finds the ID with ZADD NX
+	// and hands over to the full steps, which record nothing.
+	req := slidelog.Request{Namespace: "calls", Key: "retry", Cost: 1, Policies: []slidelog.Policy{minute}, ID: 1000}
+	run("take", req, 0)
+	run("take", req, 0)
+	calls, reply = run("take", req, 0)
+	require.EqualValues(t, 1, reply[0], "a retry is reported admitted again")
+	t.Logf("retry: %v", calls)
+	assert.LessOrEqual(t, len(calls), 8, "retry: %v", calls)
+
+	// Costs and buckets run the full steps: pinned so that they do not grow.
+	take("cost", 2, minute)
+	calls, reply = take("cost", 1, minute)
+	require.EqualValues(t, 1, reply[0])
+	assert.LessOrEqual(t, len(calls), 7, "admission into a log with costs: %v", calls)
+	bucketed := slidelog.Policy{Name: "b", Limit: 3, Window: time.Minute, Precision: time.Second}
+	take("bucket", 1, bucketed)
+	calls, reply = take("bucket", 1, bucketed)
+	require.EqualValues(t, 1, reply[0])
+	assert.LessOrEqual(t, len(calls), 8, "bucketed admission: %v", calls)
+}
