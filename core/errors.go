@@ -7,7 +7,7 @@ import "errors"
 // Result with Allowed == false. An error means no decision could be made.
 var (
 	// ErrInvalidPolicy reports a policy with a Limit outside 1..MaxLimit, a
-	// Window outside MinWindow..MaxWindow, or two policies of one limiter
+	// Window outside 1 ms..100 years, a Precision Validate refuses, or two policies of one limiter
 	// with the same name.
 	ErrInvalidPolicy = errors.New("slidelog: invalid policy")
 
@@ -47,14 +47,6 @@ var (
 	// budget; instances of one service share a budget on purpose by
 	// giving their limiters the same name in separate processes.
 	ErrNameTaken = errors.New("slidelog: limiter name taken")
-
-	// ErrMisconfigured reports a request the HTTP middleware could not
-	// decide because of the server's own setup, not the client's request
-	// or the store: a context value of a type that cannot be an identity,
-	// no limiter for the request, or a key, skip, cost or limiter function
-	// that panicked (the panic is recovered and wrapped). Adapters answer
-	// it with 500.
-	ErrMisconfigured = errors.New("slidelog: misconfigured")
 
 	// ErrNotRefundable reports a Refund of a Result that recorded nothing:
 	// a denial, a zero Result, a decision of the deny cache, or an

@@ -44,38 +44,38 @@ func PerHour(n int) Policy { return Policy{Name: "per-hour", Limit: n, Window: t
 // numbers (IEEE doubles), which hold every integer up to 2^53 exactly, so
 // limits, costs and timestamps plus a window must stay below it.
 const (
-	// MinWindow is the shortest window a policy may have.
-	MinWindow = time.Millisecond
-	// MaxWindow is the longest window a policy may have: 100 years, so
+	// minWindow is the shortest window a policy may have.
+	minWindow = time.Millisecond
+	// maxWindow is the longest window a policy may have: 100 years, so
 	// that a timestamp in microseconds plus the window stays an exact
 	// integer in a double until past the year 2200.
-	MaxWindow = 100 * 365 * 24 * time.Hour
+	maxWindow = 100 * 365 * 24 * time.Hour
 	// MaxLimit is the largest limit a policy may have, 2^53-1: the
 	// largest integer both stores (and the Lua numbers of the Redis
 	// script) count exactly.
 	MaxLimit = 1<<53 - 1
-	// MinPrecision is the narrowest bucket a policy's Precision may set.
-	MinPrecision = time.Millisecond
-	// MaxBuckets is the most buckets of width Precision a window may
+	// minPrecision is the narrowest bucket a policy's Precision may set.
+	minPrecision = time.Millisecond
+	// maxBuckets is the most buckets of width Precision a window may
 	// span: Window/Precision must not exceed it.
-	MaxBuckets = 10_000
+	maxBuckets = 10_000
 )
 
-// Validate reports whether p can be enforced: 1 <= Limit <= MaxLimit,
-// MinWindow <= Window <= MaxWindow, and Precision either zero or between
-// MinPrecision and Window/2 with Window/Precision <= MaxBuckets. The error
-// wraps ErrInvalidPolicy.
+// Validate reports whether p can be enforced: 1 <= Limit <= MaxLimit, a
+// Window from 1 ms to 100 years, and a Precision either zero or from 1 ms
+// to Window/2 with at most 10,000 buckets per window (Window/Precision).
+// The error wraps ErrInvalidPolicy.
 func (p Policy) Validate() error {
 	if p.Limit <= 0 || p.Limit > MaxLimit {
 		return fmt.Errorf("%w: limit %d, want 1..%d", ErrInvalidPolicy, p.Limit, MaxLimit)
 	}
-	if p.Window < MinWindow || p.Window > MaxWindow {
-		return fmt.Errorf("%w: window %v, want %v..%v", ErrInvalidPolicy, p.Window, MinWindow, MaxWindow)
+	if p.Window < minWindow || p.Window > maxWindow {
+		return fmt.Errorf("%w: window %v, want %v..%v", ErrInvalidPolicy, p.Window, minWindow, maxWindow)
 	}
 	if p.Precision != 0 {
-		if p.Precision < MinPrecision || p.Precision > p.Window/2 || p.Window/p.Precision > MaxBuckets {
+		if p.Precision < minPrecision || p.Precision > p.Window/2 || p.Window/p.Precision > maxBuckets {
 			return fmt.Errorf("%w: precision %v for window %v, want 0 or %v..%v with at most %d buckets per window",
-				ErrInvalidPolicy, p.Precision, p.Window, MinPrecision, p.Window/2, MaxBuckets)
+				ErrInvalidPolicy, p.Precision, p.Window, minPrecision, p.Window/2, maxBuckets)
 		}
 	}
 	return nil

@@ -97,7 +97,7 @@ func DeniedStatus(res slidelog.Result) *status.Status {
 // codes.InvalidArgument for a bad identity (err wraps
 // slidelog.ErrInvalidKey: no peer address, an empty or malformed metadata
 // value, an identity too long), codes.Internal for the server's own
-// misconfiguration (slidelog.ErrMisconfigured, ErrInvalidCost,
+// misconfiguration (httplimit.ErrMisconfigured, ErrInvalidCost,
 // ErrInvalidOption), and codes.Unavailable for everything else (the store
 // was unavailable, the call's context ended, the limiter was closed).
 func ErrorStatus(err error) *status.Status {
@@ -106,7 +106,7 @@ func ErrorStatus(err error) *status.Status {
 		return status.New(codes.InvalidArgument, "client identity too long")
 	case errors.Is(err, slidelog.ErrInvalidKey):
 		return status.New(codes.InvalidArgument, "no valid client identity in this call")
-	case errors.Is(err, slidelog.ErrInvalidCost), errors.Is(err, slidelog.ErrInvalidOption), errors.Is(err, slidelog.ErrMisconfigured):
+	case errors.Is(err, slidelog.ErrInvalidCost), errors.Is(err, slidelog.ErrInvalidOption), errors.Is(err, httplimit.ErrMisconfigured):
 		return status.New(codes.Internal, "rate limiter misconfigured")
 	}
 	return status.New(codes.Unavailable, "rate limiter unavailable; try again later")

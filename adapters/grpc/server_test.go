@@ -489,7 +489,7 @@ func TestErrorStatus(t *testing.T) {
 	}{
 		{httplimit.ErrNoKey, codes.InvalidArgument},
 		{httplimit.ErrIdentityTooLong, codes.InvalidArgument},
-		{slidelog.ErrMisconfigured, codes.Internal},
+		{httplimit.ErrMisconfigured, codes.Internal},
 		{slidelog.ErrInvalidCost, codes.Internal},
 		{slidelog.ErrUnavailable, codes.Unavailable},
 		{context.DeadlineExceeded, codes.Unavailable},

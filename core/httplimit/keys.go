@@ -66,7 +66,7 @@ func ByHeader(name string) KeyFunc {
 // finds (gin's and echo's Set, fiber's Locals, or the request context). It
 // must be a string, a fmt.Stringer or an integer; absent, empty or a nil
 // pointer, the request fails with ErrNoKey; of another type, with
-// slidelog.ErrMisconfigured (500).
+// ErrMisconfigured (500).
 //
 // The identity is "v:", the length of the key's identity, ":", the key's
 // identity, ":" and the value, so that two keys never share identities:
@@ -108,7 +108,7 @@ func ByContextValue(key any) KeyFunc {
 }
 
 // identityOf returns v as an identity: "" for nil, a nil pointer or any
-// other nil value; an error wrapping slidelog.ErrMisconfigured for a type that
+// other nil value; an error wrapping ErrMisconfigured for a type that
 // cannot be one.
 func identityOf(v any) (string, error) {
 	if v == nil {
@@ -138,7 +138,7 @@ func identityOf(v any) (string, error) {
 	case uint64:
 		return strconv.FormatUint(v, 10), nil
 	}
-	return "", fmt.Errorf("%w: context value of type %T cannot be an identity", slidelog.ErrMisconfigured, v)
+	return "", fmt.Errorf("%w: context value of type %T cannot be an identity", ErrMisconfigured, v)
 }
 
 // ByRoute keys requests by the pattern of the route the framework matched

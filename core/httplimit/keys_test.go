@@ -53,7 +53,7 @@ func TestKeyFuncs(t *testing.T) {
 			}
 		})
 	}
-	if _, err := httplimit.ByContextValue("float")(httplimit.NewRequest(src)); !errors.Is(err, slidelog.ErrMisconfigured) {
+	if _, err := httplimit.ByContextValue("float")(httplimit.NewRequest(src)); !errors.Is(err, httplimit.ErrMisconfigured) {
 		t.Errorf("float context value: got %v, want ErrMisconfigured", err)
 	}
 }

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -144,18 +145,18 @@ type Decision struct {
 //
 // Check never panics: a panic in a key, skip, cost, limiter or shadow
 // function, or in the store, is recovered and answered as an error
-// wrapping slidelog.ErrMisconfigured (500 by default; let through in
+// wrapping ErrMisconfigured (500 by default; let through in
 // shadow mode). A nil or zero Engine answers every request that way.
 func (e *Engine) Check(src Source) (d *Decision) {
 	if e == nil || e.cfg.keyFunc == nil {
 		return &Decision{Request: &Request{Source: src}, Outcome: OutcomeError,
-			Err: fmt.Errorf("%w: httplimit.Engine not made by httplimit.New", slidelog.ErrMisconfigured)}
+			Err: fmt.Errorf("%w: httplimit.Engine not made by httplimit.New", ErrMisconfigured)}
 	}
 	r := &Request{Source: src, ip: &e.cfg.ip}
 	d = &Decision{Request: r}
 	defer func() {
 		if p := recover(); p != nil {
-			*d = Decision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", slidelog.ErrMisconfigured, p)}
+			*d = Decision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", ErrMisconfigured, p)}
 			if e.cfg.shadow {
 				d.Outcome = OutcomeNext
 			}
@@ -239,6 +240,14 @@ func (d *Decision) Finish(status int) {
 // RefundTimeout bounds the store call Finish makes to refund a request.
 const RefundTimeout = 2 * time.Second
 
+// ErrMisconfigured reports a request the HTTP middleware could not
+// decide because of the server's own setup, not the client's request
+// or the store: a context value of a type that cannot be an identity,
+// no limiter for the request, or a key, skip, cost or limiter function
+// that panicked (the panic is recovered and wrapped). Adapters answer
+// it with 500.
+var ErrMisconfigured = errors.New("httplimit: misconfigured")
+
 // ErrNoKey reports that a key function found no identity in the request
 // (no such header, no value in the context). FirstOf moves on to its next
 // key function on it. It wraps slidelog.ErrInvalidKey.
@@ -249,6 +258,6 @@ var ErrNoKey = fmt.Errorf("%w: no identity in request", slidelog.ErrInvalidKey)
 var ErrIdentityTooLong = fmt.Errorf("%w: identity too long", slidelog.ErrInvalidKey)
 
 var (
-	errNoLimiter    = fmt.Errorf("%w: no limiter for request", slidelog.ErrMisconfigured)
+	errNoLimiter    = fmt.Errorf("%w: no limiter for request", ErrMisconfigured)
 	errNoClientAddr = fmt.Errorf("%w: no client IP address", slidelog.ErrInvalidKey)
 )

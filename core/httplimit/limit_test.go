@@ -208,7 +208,7 @@ func TestCheckNeverPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := h.Check(newSource("192.0.2.1:1")); d.Outcome != httplimit.OutcomeError || !errors.Is(d.Err, slidelog.ErrMisconfigured) {
+	if d := h.Check(newSource("192.0.2.1:1")); d.Outcome != httplimit.OutcomeError || !errors.Is(d.Err, httplimit.ErrMisconfigured) {
 		t.Errorf("panicking key func: got %v, %v, want an error wrapping ErrMisconfigured", d.Outcome, d.Err)
 	} else if p := httplimit.ErrorProblem(d.Err); p.Status != 500 || strings.Contains(string(p.JSON()), "boom") {
 		t.Errorf("problem: got %d %s, want 500 without the panic's text", p.Status, p.JSON())
@@ -229,7 +229,7 @@ func TestCheckNeverPanics(t *testing.T) {
 	}
 	for _, z := range []*httplimit.Engine{nil, {}} {
 		d := z.Check(newSource("192.0.2.1:1"))
-		if d.Outcome != httplimit.OutcomeError || !errors.Is(d.Err, slidelog.ErrMisconfigured) {
+		if d.Outcome != httplimit.OutcomeError || !errors.Is(d.Err, httplimit.ErrMisconfigured) {
 			t.Errorf("%v: got %v, %v, want ErrMisconfigured", z, d.Outcome, d.Err)
 		}
 		d.Finish(500)

@@ -200,7 +200,7 @@ func DeniedProblem(res slidelog.Result) Problem {
 // ErrorProblem returns the body for a request the middleware could not
 // decide on, with a generic detail: 400 for an identity wrapping
 // slidelog.ErrInvalidKey, 431 for ErrIdentityTooLong, 500 for a server-side
-// misconfiguration (slidelog.ErrInvalidCost, slidelog.ErrInvalidOption, slidelog.ErrMisconfigured), and
+// misconfiguration (slidelog.ErrInvalidCost, slidelog.ErrInvalidOption, ErrMisconfigured), and
 // 503 for everything else (the store was unavailable, the context ended,
 // the limiter was closed). The error's text is never part of the body.
 func ErrorProblem(err error) Problem {
@@ -219,7 +219,7 @@ func ErrorProblem(err error) Problem {
 			Status: http.StatusBadRequest,
 			Detail: "This request carries no valid client identity.",
 		}
-	case errors.Is(err, slidelog.ErrInvalidCost), errors.Is(err, slidelog.ErrInvalidOption), errors.Is(err, slidelog.ErrMisconfigured):
+	case errors.Is(err, slidelog.ErrInvalidCost), errors.Is(err, slidelog.ErrInvalidOption), errors.Is(err, ErrMisconfigured):
 		return Problem{
 			Type:   "about:blank",
 			Title:  "Internal Server Error",

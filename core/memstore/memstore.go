@@ -207,4 +207,3 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
-

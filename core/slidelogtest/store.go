@@ -327,7 +327,7 @@ var storeCases = []struct {
 			{"window 0", slidelog.Request{Cost: 1, Policies: []slidelog.Policy{{Limit: 3}}}, slidelog.ErrInvalidPolicy},
 			{"limit 0", slidelog.Request{Cost: 1, Policies: []slidelog.Policy{{Window: time.Second}}}, slidelog.ErrInvalidPolicy},
 			{"limit over MaxLimit", slidelog.Request{Cost: 1, Policies: []slidelog.Policy{{Limit: slidelog.MaxLimit + 1, Window: time.Second}}}, slidelog.ErrInvalidPolicy},
-			{"window over MaxWindow", slidelog.Request{Cost: 1, Policies: []slidelog.Policy{{Limit: 1, Window: slidelog.MaxWindow + time.Microsecond}}}, slidelog.ErrInvalidPolicy},
+			{"window over MaxWindow", slidelog.Request{Cost: 1, Policies: []slidelog.Policy{{Limit: 1, Window: maxWindow + time.Microsecond}}}, slidelog.ErrInvalidPolicy},
 			{"no policies", slidelog.Request{Cost: 1}, slidelog.ErrInvalidPolicy},
 			{"cost 0", slidelog.Request{Cost: 0, Policies: []slidelog.Policy{ok}}, slidelog.ErrInvalidCost},
 			{"cost over the limit", slidelog.Request{Cost: 4, Policies: []slidelog.Policy{ok}}, slidelog.ErrInvalidCost},
@@ -358,13 +358,13 @@ var storeCases = []struct {
 		check(t, l, "other", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
 
 		// The longest window has a positive ResetAfter.
-		w := e.limiter(t, slidelog.Policy{Name: "p", Limit: 1, Window: slidelog.MaxWindow}, slidelog.WithName("longest"))
-		check(t, w, "k", 1, want{allowed: true, remaining: 0, resetAfter: slidelog.MaxWindow})
-		check(t, w, "k", 1, want{remaining: 0, retryAfter: slidelog.MaxWindow, resetAfter: slidelog.MaxWindow})
+		w := e.limiter(t, slidelog.Policy{Name: "p", Limit: 1, Window: maxWindow}, slidelog.WithName("longest"))
+		check(t, w, "k", 1, want{allowed: true, remaining: 0, resetAfter: maxWindow})
+		check(t, w, "k", 1, want{remaining: 0, retryAfter: maxWindow, resetAfter: maxWindow})
 		for _, give := range []slidelog.Policy{
 			{Limit: slidelog.MaxLimit + 1, Window: time.Second},
 			{Limit: math.MaxInt, Window: time.Second},
-			{Limit: 1, Window: slidelog.MaxWindow + time.Microsecond},
+			{Limit: 1, Window: maxWindow + time.Microsecond},
 			{Limit: 1, Window: math.MaxInt64},
 		} {
 			if _, err := slidelog.New(e.store, give, slidelog.WithName("huge")); !errors.Is(err, slidelog.ErrInvalidPolicy) {
@@ -673,3 +673,6 @@ var bucketedCases = []struct {
 		}
 	}},
 }
+
+// maxWindow is the longest window a policy may have (Policy.Validate).
+const maxWindow = 100 * 365 * 24 * time.Hour
