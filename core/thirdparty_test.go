@@ -1,0 +1,190 @@
+package slidelog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+// shardedStore is a third-party store, as a user would write one outside
+// this module: two "nodes", each its own memory store, keys starting with
+// "b" on node b and the others on node a. It implements slidelog.Store,
+// NodeStore (Node, and reporting replies to the call's Watch) and Recorder
+// through the public API only, and is not a LocalStore: the limiter must
+// treat it as a remote store, with a breaker per node and a deny cache.
+type shardedStore struct {
+	nodes  map[string]*memstore.Store
+	broken atomic.Value // string: the node whose calls fail
+	stall  atomic.Value // string: the node whose calls hang until the limiter gives up
+	takes  atomic.Int64
+
+	mu       sync.Mutex
+	admitted map[string]slidelog.Result // by namespace, key and ID: a retry gets the first answer
+}
+
+func newShardedStore(clock func() time.Time) *shardedStore {
+	s := &shardedStore{nodes: map[string]*memstore.Store{
+		"a": memstore.New(memstore.WithClock(clock)),
+		"b": memstore.New(memstore.WithClock(clock)),
+	}, admitted: map[string]slidelog.Result{}}
+	s.broken.Store("")
+	s.stall.Store("")
+	return s
+}
+
+func (s *shardedStore) node(key string) string {
+	if strings.HasPrefix(key, "b") {
+		return "b"
+	}
+	return "a"
+}
+
+func (s *shardedStore) Node(_ context.Context, req slidelog.Request) string { return s.node(req.Key) }
+
+func (s *shardedStore) call(ctx context.Context, key string) (*memstore.Store, error) {
+	n := s.node(key)
+	w := slidelog.WatchFrom(ctx)
+	if s.stall.Load() == n {
+		select {
+		case <-w.Stalled():
+			return nil, fmt.Errorf("%w: node %s: %w", slidelog.ErrUnavailable, n, slidelog.ErrStalled)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if s.broken.Load() == n {
+		return nil, fmt.Errorf("%w: node %s refuses connections", slidelog.ErrUnavailable, n)
+	}
+	w.Replied()
+	return s.nodes[n], nil
+}
+
+func (s *shardedStore) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	s.takes.Add(1)
+	m, err := s.call(ctx, req.Key)
+	if err != nil {
+		return slidelog.Result{}, err
+	}
+	// A store reached over a network must count a resent call once.
+	id := fmt.Sprintf("%q %q %d", req.Namespace, req.Key, req.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res, ok := s.admitted[id]; ok {
+		return res, nil
+	}
+	res, err := m.Take(ctx, req)
+	res.Source = slidelog.SourceRedis // as a remote store reports its own decisions
+	if err == nil && res.Allowed {
+		s.admitted[id] = res
+	}
+	return res, err
+}
+
+func (s *shardedStore) Record(ctx context.Context, req slidelog.Request, at time.Time) error {
+	m, err := s.call(ctx, req.Key)
+	if err != nil {
+		return err
+	}
+	return m.Record(ctx, req, at)
+}
+
+func (s *shardedStore) Refund(ctx context.Context, req slidelog.Request) error {
+	return s.nodes[s.node(req.Key)].Refund(ctx, req)
+}
+
+func (s *shardedStore) Reset(ctx context.Context, req slidelog.Request) error {
+	return s.nodes[s.node(req.Key)].Reset(ctx, req)
+}
+
+func (s *shardedStore) Close() error {
+	return errors.Join(s.nodes["a"].Close(), s.nodes["b"].Close())
+}
+
+func (s *shardedStore) Clock() func() time.Time { return s.nodes["a"].Clock() }
+
+var (
+	_ slidelog.NodeStore = (*shardedStore)(nil)
+	_ slidelog.Recorder  = (*shardedStore)(nil)
+)
+
+// A store defined outside the package passes the conformance suite.
+func TestThirdPartyStoreConformance(t *testing.T) {
+	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+		return newShardedStore(clock)
+	})
+}
+
+// Through the capability interfaces alone, a third-party store gets what
+// the Redis store gets: a deny cache, a breaker per node (a failing node
+// sends only its own keys to the fallback), a stall watch, and the
+// write-back of the fallback's admissions.
+func TestThirdPartyStoreGetsBreakersAndDenyCache(t *testing.T) {
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := newShardedStore(clock.Now)
+	t.Cleanup(func() { _ = store.Close() })
+	obs := &recordingObserver{}
+	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 2, Window: time.Minute},
+		slidelog.WithObserver(obs), slidelog.WithStallTimeout(20*time.Millisecond))
+
+	// The deny cache: the third denial of "a1" costs no store call.
+	for range 2 {
+		res, err := l.Allow(t.Context(), "a1")
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	res, err := l.Allow(t.Context(), "a1")
+	require.NoError(t, err)
+	require.Equal(t, slidelog.SourceRedis, res.Source, "the first denial comes from the store")
+	before := store.takes.Load()
+	res, err = l.Allow(t.Context(), "a1")
+	require.NoError(t, err)
+	assert.Equal(t, slidelog.SourceDenyCache, res.Source)
+	assert.Equal(t, before, store.takes.Load(), "a cached denial made a store call")
+
+	// Node b fails: its keys go to the fallback and its breaker opens;
+	// node a's keys stay on the store.
+	store.broken.Store("b")
+	for range 6 {
+		res, err := l.Allow(t.Context(), "b1")
+		require.NoError(t, err)
+		assert.Equal(t, slidelog.SourceFallback, res.Source)
+	}
+	res, err = l.Allow(t.Context(), "a2")
+	require.NoError(t, err)
+	assert.Equal(t, slidelog.SourceRedis, res.Source, "a key of the healthy node went to the fallback")
+	assert.Equal(t, "open", slidelog.BreakerStates(l)["b"])
+	assert.Equal(t, "closed", slidelog.BreakerStates(l)["a"])
+
+	// Node b recovers: after the breaker's open timeout its keys return,
+	// and the fallback's two admissions of b1 are in its log: b1 is denied.
+	store.broken.Store("")
+	require.Eventually(t, func() bool {
+		res, err := l.Allow(t.Context(), "b1")
+		return err == nil && res.Source != slidelog.SourceFallback
+	}, 5*time.Second, 50*time.Millisecond)
+	res, err = store.nodes["b"].Take(t.Context(), slidelog.Request{Namespace: l.Name(), Key: "b1", Cost: 1, Policies: l.Policies(), ID: 1})
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "the fallback's admissions of b1 were not written back into node b")
+
+	// Node a stalls: the Watch's stall channel ends its calls, which go to
+	// the fallback, with the reason "stalled".
+	store.stall.Store("a")
+	res, err = l.Allow(t.Context(), "a3")
+	require.NoError(t, err)
+	assert.Equal(t, slidelog.SourceFallback, res.Source)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	assert.Contains(t, obs.events, "failover stalled fallback")
+}
