@@ -3,7 +3,8 @@
 #
 #   scripts/bench.sh           measure: Redis standalone + Cluster + in memory, go test benchmarks;
 #                              results in bench/results/, tables on stdout (make bench)
-#   scripts/bench.sh report    measure, then write docs/benchmarks.md and docs/img/*.png (make bench-report)
+#   scripts/bench.sh report    measure, then write docs/benchmarks.md, docs/img/*.png and the
+#                              bucketed-sizing section of docs/scaling.md (make bench-report)
 #   scripts/bench.sh render    rewrite docs/benchmarks.md and the charts from bench/results/ only
 #
 # Redis: SLIDELOG_REDIS_ADDR and SLIDELOG_CLUSTER_ADDRS when set; otherwise the
@@ -56,7 +57,7 @@ go build "${GOFLAGS_EXTRA[@]}" -o "$RESULTS/slidebench" ./cmd/slidebench
 
 render() {
   "$RESULTS/slidebench" report -in "$RESULTS/latest.json" -gotest "$RESULTS/gotest.txt" \
-    -out "$ROOT/docs/benchmarks.md" -img "$ROOT/docs/img"
+    -out "$ROOT/docs/benchmarks.md" -img "$ROOT/docs/img" -scaling-doc "$ROOT/docs/scaling.md"
 }
 
 if [[ "$MODE" == render ]]; then

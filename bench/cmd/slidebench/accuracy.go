@@ -35,13 +35,14 @@ var attackSchedule = []struct {
 	{2*attackWindow + 100*time.Millisecond, attackBurst},
 }
 
-// boundaryAttack sends the same schedule to slidelog and to ulule/limiter's
-// fixed window at once, on real Redis, and records when each admitted.
+// boundaryAttack sends the same schedule to every accuracy contender
+// (slidelog exact and bucketed, ulule/limiter's fixed window, redis_rate's
+// GCRA) at once, on real Redis, and records when each admitted.
 func boundaryAttack(ctx context.Context, client redis.UniversalClient, prefix string) ([]Accuracy, error) {
-	names := []string{contender.Slidelog, contender.Ulule}
+	names := accuracyContenders
 	limiters := make([]contender.Limiter, len(names))
 	for i, name := range names {
-		l, err := contender.NewRedis(ctx, name, client, fmt.Sprintf("%s%d:", prefix, i), attackLimit, attackWindow)
+		l, err := newAccuracyLimiter(ctx, name, client, fmt.Sprintf("%s%d:", prefix, i))
 		if err != nil {
 			return nil, err
 		}
@@ -72,18 +73,14 @@ func attack(ctx context.Context, name string, l contender.Limiter, start time.Ti
 		for s := range senders {
 			wg.Go(func() {
 				for j := s; j < step.n; j += senders {
-					t0 := time.Now()
-					ok, err := l.Allow(ctx, "attacker")
-					t1 := time.Now()
+					ok, at, err := allowAt(ctx, l, "attacker")
 					mu.Lock()
 					a.Sent++
 					if err != nil && firstErr == nil {
 						firstErr = err
 					}
 					if ok && err == nil {
-						// The decision happened somewhere in the round trip.
-						mid := t0.Add(t1.Sub(t0) / 2)
-						a.Admitted = append(a.Admitted, mid.Sub(start).Seconds())
+						a.Admitted = append(a.Admitted, at.Sub(start).Seconds())
 					}
 					mu.Unlock()
 				}

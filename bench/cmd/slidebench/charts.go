@@ -367,13 +367,7 @@ func accuracyChart(acc []Accuracy, path string) error {
 		}
 		l.LineStyle = styleOf(a.Contender)
 		p.Add(l)
-		label := a.Contender
-		switch a.Contender {
-		case contender.Ulule:
-			label += " (fixed window)"
-		case contender.Slidelog:
-			label += " (sliding log)"
-		}
+		label := accuracyLabel(a.Contender)
 		p.Legend.Add(fmt.Sprintf("%s: max %d", label, a.MaxInWin), l)
 	}
 	p.Legend.Top = true

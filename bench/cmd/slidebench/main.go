@@ -6,6 +6,7 @@
 //	slidebench report [flags]   render the markdown and charts from it
 //	slidebench rediscpu [flags] Redis CPU per decision (INFO commandstats)
 //	slidebench scaling [flags]  decisions/s against Redis Cluster masters (docs/scaling.md)
+//	slidebench sizing [flags]   bytes per key and Redis µs per decision at large quotas, exact and bucketed
 //
 // The Redis servers come from SLIDELOG_REDIS_ADDR (host:port) and
 // SLIDELOG_CLUSTER_ADDRS (comma-separated seeds). Every key written starts
@@ -33,6 +34,8 @@ func main() {
 		err = rediscpuMain(os.Args[2:])
 	case "scaling":
 		err = scalingMain(os.Args[2:])
+	case "sizing":
+		err = sizingMain(os.Args[2:])
 	default:
 		usage()
 	}
@@ -43,7 +46,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: slidebench run|report|rediscpu|scaling [flags]; -h for flags")
+	fmt.Fprintln(os.Stderr, "usage: slidebench run|report|rediscpu|scaling|sizing [flags]; -h for flags")
 	os.Exit(2)
 }
 

@@ -108,6 +108,12 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 	if len(r.Accuracy) > 0 {
 		writeAccuracy(&b, r.Accuracy, charts["accuracy"])
 	}
+	if len(r.Overload) > 0 {
+		writeOverload(&b, r.Overload)
+	}
+	if len(r.Sizing) > 0 {
+		writeSizing(&b, r)
+	}
 	if len(r.Memory) > 0 {
 		p("## Redis memory per entry\n\n")
 		p("One slidelog log filled to its limit, then `MEMORY USAGE key SAMPLES 0` (Redis %s, default\n", e.RedisVersion)
@@ -243,17 +249,20 @@ func writeAccuracy(b *strings.Builder, acc []Accuracy, chart string) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	a0 := acc[0]
 	p("## Accuracy: the boundary attack\n\n")
-	p("The article's attack, against the standalone Redis, on slidelog and on ulule/limiter's fixed\n")
-	p("window at once, both at %d requests per %v (a short window, so that the attack takes seconds; its\n", a0.Limit, a0.Window)
+	p("The article's attack, against the standalone Redis, on slidelog (exact, and bucketed with the\n")
+	p("non-default `Policy.Precision` at W/100 and W/10), ulule/limiter's fixed window and redis_rate's GCRA\n")
+	p("at once, all at %d requests per %v (a short window, so that the attack takes seconds; its\n", a0.Limit, a0.Window)
 	p("shape does not depend on the window's length). One request at 0 s opens the fixed window; a burst\n")
 	p("of %d requests lands 200 ms before that window ends, another %d requests 50 ms after the next\n", attackBurst, attackBurst)
 	p("window starts, and a last burst a window later. The chart counts, at every instant, the requests each\n")
-	p("limiter admitted in the rolling window that ends there (decision times are the middle of each\n")
-	p("round trip, measured by the client).\n\n")
+	p("limiter admitted in the rolling window that ends there. slidelog's decision times are the Redis\n")
+	p("server's (`Result.DecidedAt`, the clock its guarantee is about); the peers', which do not report\n")
+	p("one, are the middle of each round trip as the client measured it.\n\n")
 	p("![Admitted requests in every rolling window under the boundary attack](%s)\n\n", chart)
-	p("| Limiter | Requests sent | Admitted | Most admitted in any rolling %v | Limit |\n|---|---:|---:|---:|---:|\n", a0.Window)
+	p("| Limiter | Requests sent | Admitted | Most admitted in any rolling %v | × limit | Limit |\n|---|---:|---:|---:|---:|---:|\n", a0.Window)
 	for _, a := range acc {
-		p("| %s | %d | %d | **%d** | %d |\n", a.Contender, a.Sent, len(a.Admitted), a.MaxInWin, a.Limit)
+		p("| %s | %d | %d | **%d** | %.2fx | %d |\n", accuracyLabel(a.Contender), a.Sent, len(a.Admitted), a.MaxInWin,
+			float64(a.MaxInWin)/float64(a.Limit), a.Limit)
 	}
 	p("\n")
 }

@@ -20,6 +20,7 @@ func reportMain(args []string) error {
 	gotest := fs.String("gotest", "results/gotest.txt", "output of the go test benchmarks (optional)")
 	out := fs.String("out", "../docs/benchmarks.md", "markdown to write")
 	imgDir := fs.String("img", "../docs/img", "directory for the PNG charts")
+	scalingDoc := fs.String("scaling-doc", "", "also rewrite the bucketed-sizing section of this markdown (docs/scaling.md) when the results have sizing figures")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +49,12 @@ func reportMain(args []string) error {
 		return err
 	}
 	fmt.Printf("wrote %s and %d charts in %s\n", *out, len(charts), *imgDir)
+	if *scalingDoc != "" && len(r.Sizing) > 0 {
+		if err := writeScalingSizing(*scalingDoc, r); err != nil {
+			return err
+		}
+		fmt.Printf("wrote the %s section of %s\n", scalingSizingMarker, *scalingDoc)
+	}
 	return nil
 }
 

@@ -13,6 +13,11 @@ type Results struct {
 	Cells    []Cell     `json:"cells"`
 	Accuracy []Accuracy `json:"accuracy"`
 	Memory   []Memory   `json:"memory_usage"`
+	// Overload is the steady-overload accuracy run (utilisation).
+	Overload []Accuracy `json:"overload,omitempty"`
+	// Sizing is bytes per key and Redis time per decision at large
+	// quotas, exact, bucketed and GCRA (sizing.go).
+	Sizing []Sizing `json:"sizing,omitempty"`
 }
 
 // Env describes where and how the run happened.
@@ -104,6 +109,9 @@ type Accuracy struct {
 	Admitted  []float64 `json:"admitted_s"` // seconds since the attack began
 	Sent      int       `json:"sent"`
 	MaxInWin  int       `json:"max_in_window"`
+	// Span is how long requests were sent, for the utilisation:
+	// admitted / (Span / Window × Limit). Zero for the boundary attack.
+	Span Duration `json:"span,omitempty"`
 }
 
 // Memory is the Redis memory one sorted-set log takes at one limit.

@@ -37,6 +37,7 @@ type runConfig struct {
 	skipMemory bool
 	rtts       []time.Duration
 	rttCallers int
+	sizing     sizingConfig
 }
 
 func runMain(args []string) error {
@@ -59,6 +60,7 @@ func runMain(args []string) error {
 	fs.BoolVar(&cfg.skipMemory, "skip-memory", false, "skip the in-memory cells")
 	fs.StringVar(&rtts, "rtt", "0,200us,1ms", "comma-separated round-trip latencies added between client and Cluster nodes (in-process toxiproxy); empty: skip")
 	fs.IntVar(&cfg.rttCallers, "rtt-callers", 64, "concurrent callers in the round-trip sweep")
+	cfg.sizing.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -255,6 +257,9 @@ func runAll(cfg runConfig) error {
 			fmt.Printf("accuracy  %-20s limit %d per %v: at most %d admitted in any rolling window (%d of %d sent)\n",
 				a.Contender, a.Limit, a.Window, a.MaxInWin, len(a.Admitted), a.Sent)
 		}
+	}
+	if err := runBucketedExtras(ctx, cfg, topologies[0], runID, res, selected); err != nil {
+		return err
 	}
 
 	res.Env.ElapsedTotal = Duration(time.Since(began).Round(time.Second))
