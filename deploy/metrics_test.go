@@ -36,10 +36,10 @@ func (failingStore) Reset(context.Context, slidelog.Request) error  { return nil
 func (failingStore) Close() error                                   { return nil }
 
 // metricConstants returns the values of core's exported Metric* string
-// constants, read from the source of core/metrics.go.
+// constants, read from the source of core/prommetrics/prommetrics.go.
 func metricConstants(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../core/metrics.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../core/prommetrics/prommetrics.go", nil, 0)
 	require.NoError(t, err)
 	var names []string
 	for _, decl := range f.Decls {
@@ -61,7 +61,7 @@ func metricConstants(t *testing.T) []string {
 			}
 		}
 	}
-	require.NotEmpty(t, names, "no Metric* constants in core/metrics.go")
+	require.NotEmpty(t, names, "no Metric* constants in core/prommetrics/prommetrics.go")
 	return names
 }
 

@@ -39,7 +39,9 @@
 
 local log, costs, state = KEYS[1], KEYS[2], KEYS[3]
 local bkt, recent = KEYS[4], KEYS[5]
-local RECENT, RECENT_US = 128, 60000000
+-- RECENT is 127 so that with the member being added the set holds at most
+-- 128, the default zset-max-listpack-entries: it stays a compact listpack.
+local RECENT, RECENT_US = 127, 60000000
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
 local id = ARGV[3]
