@@ -2,43 +2,163 @@
 // the standard health service (grpc.health.v1.Health) stands in for your
 // own, so the example needs no generated code.
 //
-//	go run ./grpc/server -addr 127.0.0.1:50051 -limit 3 -window 1m
+//	go run . -addr 127.0.0.1:50051 -limit 3 -window 1m
 //
 // Check and Watch are limited to -limit calls per -window per client
-// address. SLIDELOG_REDIS_ADDRS selects Redis (one address) or a Redis
-// Cluster (several, comma-separated); unset, the memory store. Try it with
-// ./grpc/client. In a real server, skip health checks instead:
+// address; try it with the client next to this file (../client). In a real
+// server, skip health checks instead:
 // httplimit.WithSkipFunc(httplimit.SkipPaths("/grpc.health.v1.Health/Check")).
+// With -metrics-addr, GET /metrics on that address serves the limiter's
+// Prometheus metrics.
+//
+// The limits live in process memory unless SLIDELOG_REDIS_ADDRS lists
+// Redis addresses: one for a standalone Redis, several (comma-separated)
+// for a Redis Cluster. SLIDELOG_KEY_PREFIX, when set, replaces the Redis
+// key prefix. SIGINT or SIGTERM stops the server gracefully.
+//
+// This file stands alone: copy it into a module of your own.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
-	"github.com/slidelog/slidelog/examples/internal/setup"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/prommetrics"
+	"github.com/slidelog/slidelog/core/redisstore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 func main() {
-	app := setup.Start("grpc")
+	addr := flag.String("addr", ":8080", "listen address")
+	limit := flag.Int("limit", 10, "calls allowed per client address per window")
+	window := flag.Duration("window", time.Minute, "length of the sliding window")
+	metricsAddr := flag.String("metrics-addr", "", "listen address of the Prometheus /metrics endpoint (none if empty)")
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+
+	if err := run(*addr, *metricsAddr, slidelog.Policy{Name: policyName(*window), Limit: *limit, Window: *window}); err != nil {
+		slog.Error("grpc example", "err", err)
+		os.Exit(1)
+	}
+	slog.Info("stopped")
+}
+
+func run(addr, metricsAddr string, policy slidelog.Policy) (err error) {
+	store, closeStore, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeStore()) }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	l, err := slidelog.New(store, policy, slidelog.WithName("hello"), slidelog.WithObserver(prommetrics.New(reg)))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, l.Close()) }()
+	if metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metrics := &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := metrics.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				slog.Error("metrics", "err", err)
+			}
+		}()
+		defer metrics.Close()
+	}
 
 	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(slidegrpc.UnaryServerInterceptor(app.Limiter)),
-		grpc.ChainStreamInterceptor(slidegrpc.StreamServerInterceptor(app.Limiter)),
+		grpc.ChainUnaryInterceptor(slidegrpc.UnaryServerInterceptor(l)),
+		grpc.ChainStreamInterceptor(slidegrpc.StreamServerInterceptor(l)),
 	)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
+	return serve(addr, srv)
+}
 
-	app.Serve(srv.Serve, func(ctx context.Context) error {
-		stopped := make(chan struct{})
-		go func() { srv.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-ctx.Done():
-			srv.Stop() // in-flight calls took too long: end them
-			<-stopped
-		}
-		return nil
-	})
+// openStore returns the Redis store when SLIDELOG_REDIS_ADDRS lists
+// addresses, the memory store otherwise, and a function that closes it and
+// its Redis client.
+func openStore() (slidelog.Store, func() error, error) {
+	addrs := strings.FieldsFunc(os.Getenv("SLIDELOG_REDIS_ADDRS"), func(r rune) bool { return r == ',' || r == ' ' })
+	var client redis.UniversalClient
+	switch len(addrs) {
+	case 0:
+		slog.Info("store", "kind", "memory")
+		store := memstore.New()
+		return store, store.Close, nil
+	case 1:
+		slog.Info("store", "kind", "redis", "addr", addrs[0])
+		client = redis.NewClient(redisstore.ClientOptions(addrs[0]))
+	default:
+		slog.Info("store", "kind", "redis-cluster", "addrs", strings.Join(addrs, ","))
+		client = redis.NewClusterClient(redisstore.ClusterOptions(addrs...))
+	}
+	var opts []redisstore.Option
+	if prefix, ok := os.LookupEnv("SLIDELOG_KEY_PREFIX"); ok {
+		opts = append(opts, redisstore.WithKeyPrefix(prefix))
+	}
+	store, err := redisstore.New(client, opts...)
+	if err != nil {
+		return nil, nil, errors.Join(err, client.Close())
+	}
+	return store, func() error { return errors.Join(store.Close(), client.Close()) }, nil
+}
+
+// policyName names a policy of one second, minute or hour as
+// slidelog.PerSecond, PerMinute and PerHour do ("per-minute"), and any
+// other after its window ("per-1m30s").
+func policyName(window time.Duration) string {
+	switch window {
+	case time.Second:
+		return "per-second"
+	case time.Minute:
+		return "per-minute"
+	case time.Hour:
+		return "per-hour"
+	}
+	return "per-" + window.String()
+}
+
+// serve serves srv on addr until SIGINT or SIGTERM, then stops gracefully,
+// giving in-flight calls 10 seconds to finish.
+func serve(addr string, srv *grpc.Server) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	slog.Info("listening", "addr", ln.Addr().String())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	slog.Info("shutting down")
+	timer := time.AfterFunc(10*time.Second, srv.Stop) // in-flight calls took too long: end them
+	defer timer.Stop()
+	srv.GracefulStop()
+	return <-served
 }
