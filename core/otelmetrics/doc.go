@@ -1,6 +1,6 @@
 // Package otelmetrics records a slidelog limiter's metrics with
 // OpenTelemetry: New returns a slidelog.Observer to give to limiters with
-// slidelog.WithObserver, beside or instead of slidelog.WithMetrics
+// slidelog.WithObserver, beside or instead of prommetrics.New
 // (Prometheus).
 //
 // The instruments mirror the Prometheus metrics under OpenTelemetry names

@@ -80,9 +80,9 @@ func TestKeySecretChangesTheSlot(t *testing.T) {
 	}
 }
 
-func TestNewRedisStoreValidation(t *testing.T) {
+func TestNewValidation(t *testing.T) {
 	if _, err := redisstore.New(nil); err != redisstore.ErrNilClient {
-		t.Errorf("NewRedisStore(nil) error = %v, want ErrNilClient", err)
+		t.Errorf("New(nil) error = %v, want ErrNilClient", err)
 	}
 	for _, give := range []string{"a{", "}", "{x}:"} {
 		if _, err := redisstore.New(offlineClient(t), redisstore.WithKeyPrefix(give)); err == nil {

@@ -62,7 +62,7 @@ var scriptSource string
 // script is the one decision script; its text never changes per request.
 // It declares itself with #!lua, so Redis 7 and later refuse it whole when
 // out of memory. legacyScript is the same text without that line, for
-// Redis 6.2, which cannot parse it (see RedisStore).
+// Redis 6.2, which cannot parse it (see Store).
 var (
 	script       = redis.NewScript(scriptSource)
 	legacyScript = redis.NewScript(legacyScriptSource())
