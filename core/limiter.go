@@ -184,7 +184,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // smallest limit, ErrClosed after Close, the context's error when the
 // caller's context is done, and, with FailError only, ErrUnavailable when
 // the store failed.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, err error) {
 	if err := l.check(ctx, key); err != nil {
 		l.metrics.error(errorReason(err))
 		return Result{}, err
@@ -202,7 +202,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	if l.local && l.metrics == nil && l.deny == nil {
 		// A memory store answers at once and fails only when closed or
 		// when ctx is done: no deadline, breaker or fallback to pay for.
-		res, err := l.store.Take(ctx, req)
+		res, err = l.store.Take(ctx, req)
 		if err == nil && res.Allowed {
 			res.ticket = ticketOf(l, &req)
 		}
@@ -218,8 +218,6 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		done = d
 	}
-	var res Result
-	var err error
 	if l.journal.hasPending() {
 		// A write-back that fails means the node fails: the decision goes
 		// to the failure mode at once, not after a second wait.
