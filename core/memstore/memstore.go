@@ -131,8 +131,10 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 	if err := s.usable(ctx); err != nil {
 		return res, err
 	}
-	if err := req.Validate(); err != nil {
-		return res, err
+	if len(req.Policies) != 1 || !validExact(&req.Policies[0], req.Cost) {
+		if err := req.Validate(); err != nil {
+			return res, err
+		}
 	}
 	now := s.now()
 	if len(req.Policies) == 1 {
@@ -168,6 +170,14 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 	res.DecidedAt = time.UnixMicro(now)
 	res.StableFor = time.Duration(d.Steady) * time.Microsecond
 	return res, nil
+}
+
+// validExact reports, cheaper than Request.Validate, that a request of
+// cost on the one exact policy p is valid; false leaves the check (and
+// the error) to Validate.
+func validExact(p *slidelog.Policy, cost int) bool {
+	return p.Precision == 0 && p.Limit <= slidelog.MaxLimit && cost >= 1 && cost <= p.Limit &&
+		p.Window >= slidelog.MinWindow && p.Window <= slidelog.MaxWindow
 }
 
 // Record implements slidelog.Recorder.
