@@ -39,6 +39,7 @@ type Store struct {
 	table  *memlog.Table
 	clock  func() time.Time
 	start  time.Time
+	base   int64 // start in Unix microseconds
 	closed atomic.Bool
 }
 
@@ -78,7 +79,8 @@ func New(opts ...Option) *Store {
 			o(&cfg)
 		}
 	}
-	return &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: time.Now()}
+	start := time.Now()
+	return &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: start, base: start.UnixMicro()}
 }
 
 // Local marks the store as a slidelog.LocalStore.
@@ -96,7 +98,7 @@ func (s *Store) now() int64 {
 	if s.clock != nil {
 		return s.clock().UnixMicro()
 	}
-	return s.start.UnixMicro() + time.Since(s.start).Microseconds()
+	return s.base + time.Since(s.start).Microseconds()
 }
 
 func (s *Store) usable(ctx context.Context) error {
