@@ -184,7 +184,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // smallest limit, ErrClosed after Close, the context's error when the
 // caller's context is done, and, with FailError only, ErrUnavailable when
 // the store failed.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, err error) {
 	if err := l.check(ctx, key); err != nil {
 		l.metrics.error(errorReason(err))
 		return Result{}, err
@@ -202,9 +202,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	if l.local && l.metrics == nil && l.deny == nil {
 		// A memory store answers at once and fails only when closed or
 		// when ctx is done: no deadline, breaker or fallback to pay for.
-		res, err := l.store.Take(ctx, req)
+		res, err = l.store.Take(ctx, req)
 		if err == nil && res.Allowed {
-			res.ticket = req
+			res.ticket = ticketOf(l, &req)
 		}
 		return res, err
 	}
@@ -218,8 +218,6 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		done = d
 	}
-	var res Result
-	var err error
 	if l.journal.hasPending() {
 		// A write-back that fails means the node fails: the decision goes
 		// to the failure mode at once, not after a second wait.
@@ -238,7 +236,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		}
 		l.metrics.commandDone("ok", took)
 		if res.Allowed {
-			res.ticket = req
+			res.ticket = ticketOf(l, &req)
 			if l.deny != nil {
 				l.deny.remove(key) // a denial cached before it no longer holds
 			}
@@ -414,7 +412,7 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 			return Result{}, err
 		}
 		if r.Allowed {
-			r.ticket = taken
+			r.ticket = ticketOf(l, &taken)
 			if l.journal != nil {
 				l.journal.add(req, r.DecidedAt)
 			}
@@ -451,24 +449,31 @@ func (l *Limiter) unchecked(req Request, allowed bool) Result {
 // request the server failed (a 5xx). A fallback admission is refunded to
 // the fallback. It fails with ErrNotRefundable when res recorded nothing.
 func (l *Limiter) Refund(ctx context.Context, res Result) error {
-	if res.ticket.Cost == 0 || !res.Allowed {
+	t := res.ticket
+	if t.from == nil || !res.Allowed {
 		return ErrNotRefundable
 	}
-	if err := l.check(ctx, res.ticket.Key); err != nil {
+	if err := l.check(ctx, t.key); err != nil {
 		return err
 	}
+	// The admission's own limiter's namespace and policies, as when it
+	// was recorded.
+	req := Request{Namespace: t.from.namespace, Key: t.key, Cost: t.cost, Policies: t.from.policies, ID: t.id}
 	if res.Source == SourceFallback {
-		if l.journal != nil {
-			l.journal.remove(res.ticket)
+		if t.from.fallback != nil {
+			req.Policies = t.from.fallback.policies
 		}
-		return l.fallback.refund(ctx, res.ticket)
+		if l.journal != nil {
+			l.journal.remove(req)
+		}
+		return l.fallback.refund(ctx, req)
 	}
 	if l.deny != nil {
-		l.deny.remove(res.ticket.Key)
+		l.deny.remove(t.key)
 	}
 	rctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	return l.store.Refund(rctx, res.ticket)
+	return l.store.Refund(rctx, req)
 }
 
 // Reset removes every entry of key, in the store, the deny cache and the

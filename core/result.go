@@ -95,9 +95,25 @@ type Result struct {
 	// it without asking the store. Zero when the store does not say.
 	StableFor time.Duration
 
-	// ticket identifies what was recorded, for Refund; Cost == 0 when
-	// nothing was.
-	ticket Request
+	// ticket identifies what was recorded, for Refund; zero when nothing
+	// was.
+	ticket ticket
+}
+
+// ticket is what Limiter.Refund needs of an admission: the limiter that
+// made it (whose namespace and policies complete the request) and what
+// only the call knew. It is small because a Result is copied on every
+// decision.
+type ticket struct {
+	from *Limiter // nil when nothing was recorded
+	key  string
+	id   uint64
+	cost int
+}
+
+// ticketOf returns the ticket of req, recorded by l.
+func ticketOf(l *Limiter, req *Request) ticket {
+	return ticket{from: l, key: req.Key, id: req.ID, cost: req.Cost}
 }
 
 // NewResult builds a Result from the state of every policy: allowed only

@@ -16,9 +16,8 @@ import (
 	"github.com/slidelog/slidelog/core/memstore"
 )
 
-// fakeClock is a store clock that the benchmark moves: an atomic count of
-// microseconds, so that admissions come exactly at the rate that keeps a
-// key's window nearly full, whatever the speed of the machine.
+// fakeClock is a store clock that BenchmarkBytesPerKey sets by hand: an
+// atomic count of microseconds.
 type fakeClock struct{ us atomic.Int64 }
 
 func newFakeClock() *fakeClock {
@@ -27,18 +26,16 @@ func newFakeClock() *fakeClock {
 	return c
 }
 
-func (c *fakeClock) now() time.Time            { return time.UnixMicro(c.us.Load()) }
-func (c *fakeClock) advance(d time.Duration)   { c.us.Add(d.Microseconds()) }
-func (c *fakeClock) set(us int64)              { c.us.Store(us) }
-func (c *fakeClock) micros() int64             { return c.us.Load() }
-func (c *fakeClock) tick(step int64) time.Time { return time.UnixMicro(c.us.Add(step)) }
+func (c *fakeClock) now() time.Time { return time.UnixMicro(c.us.Load()) }
+func (c *fakeClock) set(us int64)   { c.us.Store(us) }
+func (c *fakeClock) micros() int64  { return c.us.Load() }
 
 const (
 	benchLimit  = 100
 	benchWindow = time.Second
 )
 
-// policies of the benchmarks: 100 per second, exact or with 100 buckets.
+// policies of BenchmarkDeny: 100 per second, exact or with 100 buckets.
 var models = []struct {
 	name   string
 	policy slidelog.Policy
@@ -91,22 +88,27 @@ func modeName(parallel bool) string {
 	return "serial"
 }
 
-// BenchmarkAllow measures admissions on warm keys. slidelog's keys
-// receive one request every 10 ms + 1 µs of store time (the fake clock
-// advances that much per call), so a 100-per-second window stays nearly
-// full and every request fits; go-limiter's bucket holds more tokens than
-// any run takes.
+// BenchmarkAllow measures admissions on warm keys, on the process clock
+// as users run the store (go-limiter reads the process clock too). Every
+// request fits: slidelog's policies allow MaxLimit per window (1 ms exact,
+// 100 ms in 1 ms buckets), so the exact window holds the last millisecond
+// of admissions and slides, one eviction per admission, as a full window
+// does; go-limiter's bucket holds more tokens than any run takes.
 func BenchmarkAllow(b *testing.B) {
+	allowModels := []struct {
+		name   string
+		policy slidelog.Policy
+	}{
+		{"exact", slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: time.Millisecond}},
+		{"bucketed", slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: 100 * time.Millisecond, Precision: time.Millisecond}},
+	}
+	// warmFor is how long a key is warmed: past its window, so that the
+	// exact ring has grown to what the run needs and allocates no more.
+	const warmFor = 5 * time.Millisecond
 	for _, parallel := range []bool{false, true} {
-		for _, m := range models {
-			step := (benchWindow/benchLimit + time.Microsecond).Microseconds()
-			if m.policy.Precision > 0 {
-				// Buckets count up to one width longer than the window.
-				step = ((benchWindow + 2*m.policy.Precision) / (benchLimit - 1)).Microseconds() + 1
-			}
+		for _, m := range allowModels {
 			b.Run(fmt.Sprintf("slidelog-take/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
-				clock := newFakeClock()
-				store := memstore.New(memstore.WithClock(func() time.Time { return clock.tick(step) }))
+				store := memstore.New()
 				defer store.Close()
 				req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{m.policy}}
 				take := func(key string) bool {
@@ -119,7 +121,7 @@ func BenchmarkAllow(b *testing.B) {
 					return res.Allowed
 				}
 				run(b, parallel, func(key string) {
-					for range 3 * benchLimit {
+					for end := time.Now().Add(warmFor); time.Now().Before(end); {
 						take(key)
 					}
 				}, func(key string) {
@@ -129,8 +131,7 @@ func BenchmarkAllow(b *testing.B) {
 				})
 			})
 			b.Run(fmt.Sprintf("slidelog-limiter/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
-				clock := newFakeClock()
-				store := memstore.New(memstore.WithClock(func() time.Time { return clock.tick(step) }))
+				store := memstore.New()
 				defer store.Close()
 				l := slidelog.MustNew(store, m.policy)
 				defer l.Close()
@@ -142,7 +143,7 @@ func BenchmarkAllow(b *testing.B) {
 					return res.Allowed
 				}
 				run(b, parallel, func(key string) {
-					for range 3 * benchLimit {
+					for end := time.Now().Add(warmFor); time.Now().Before(end); {
 						allow(key)
 					}
 				}, func(key string) {

@@ -39,6 +39,7 @@ type Store struct {
 	table  *memlog.Table
 	clock  func() time.Time
 	start  time.Time
+	base   int64 // start in Unix microseconds
 	closed atomic.Bool
 }
 
@@ -78,7 +79,8 @@ func New(opts ...Option) *Store {
 			o(&cfg)
 		}
 	}
-	return &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: time.Now()}
+	start := time.Now()
+	return &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: start, base: start.UnixMicro()}
 }
 
 // Local marks the store as a slidelog.LocalStore.
@@ -96,7 +98,7 @@ func (s *Store) now() int64 {
 	if s.clock != nil {
 		return s.clock().UnixMicro()
 	}
-	return s.start.UnixMicro() + time.Since(s.start).Microseconds()
+	return s.base + time.Since(s.start).Microseconds()
 }
 
 func (s *Store) usable(ctx context.Context) error {
@@ -111,7 +113,7 @@ func (s *Store) usable(ctx context.Context) error {
 const maxStack = 4
 
 // request converts req for the table.
-func request(req slidelog.Request) memlog.Request {
+func request(req *slidelog.Request) memlog.Request {
 	return memlog.Request{Namespace: req.Namespace, Key: req.Key, ID: req.ID, Cost: int64(req.Cost)}
 }
 
@@ -127,32 +129,37 @@ func policies(req slidelog.Request, ps []window.Policy) []window.Policy {
 // Take implements slidelog.Store. Within one process a call is never sent
 // twice, so Take does not look for an earlier call with the same ID. A
 // decision on a key the store tracks, with one policy, allocates nothing.
-func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Result, err error) {
 	if err := s.usable(ctx); err != nil {
-		return slidelog.Result{}, err
+		return res, err
 	}
-	if err := req.Validate(); err != nil {
-		return slidelog.Result{}, err
+	if len(req.Policies) != 1 || !validExact(&req.Policies[0], req.Cost) {
+		if err := req.Validate(); err != nil {
+			return res, err
+		}
 	}
 	now := s.now()
+	if len(req.Policies) == 1 {
+		// The Result is written in place, field by field: it is large,
+		// and every copy shows.
+		p := &req.Policies[0]
+		var st [1]window.State
+		ps := [1]window.Policy{{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Precision: p.Precision.Microseconds()}}
+		d := s.table.Take(now, request(&req), ps[:], st[:])
+		res.Allowed, res.Limit, res.Policy, res.Remaining = d.Allowed, p.Limit, *p, int(st[0].Remaining)
+		res.RetryAfter = time.Duration(st[0].RetryAfter) * time.Microsecond
+		res.ResetAfter = time.Duration(st[0].ResetAfter) * time.Microsecond
+		res.Source, res.DecidedAt = slidelog.SourceMemory, time.UnixMicro(now)
+		res.StableFor = time.Duration(d.Steady) * time.Microsecond
+		return res, nil
+	}
 	var pbuf [maxStack]window.Policy
 	var sbuf [maxStack]window.State
 	states := sbuf[:]
 	if n := len(req.Policies); n > maxStack {
 		states = make([]window.State, n)
 	}
-	d := s.table.Take(now, request(req), policies(req, pbuf[:0]), states)
-	if len(req.Policies) == 1 {
-		// Built in place: a Result is large, and every copy shows.
-		p, st := req.Policies[0], &states[0]
-		return slidelog.Result{
-			Allowed: d.Allowed, Limit: p.Limit, Policy: p, Remaining: int(st.Remaining),
-			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
-			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
-			Source:     slidelog.SourceMemory, DecidedAt: time.UnixMicro(now),
-			StableFor: time.Duration(d.Steady) * time.Microsecond,
-		}, nil
-	}
+	d := s.table.Take(now, request(&req), policies(req, pbuf[:0]), states)
 	out := make([]slidelog.PolicyResult, len(req.Policies))
 	for i, st := range states[:len(req.Policies)] {
 		out[i] = slidelog.PolicyResult{
@@ -161,10 +168,18 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
 		}
 	}
-	res := slidelog.NewResult(out, slidelog.SourceMemory)
+	res = slidelog.NewResult(out, slidelog.SourceMemory)
 	res.DecidedAt = time.UnixMicro(now)
 	res.StableFor = time.Duration(d.Steady) * time.Microsecond
 	return res, nil
+}
+
+// validExact reports, cheaper than Request.Validate, that a request of
+// cost on the one exact policy p is valid; false leaves the check (and
+// the error) to Validate.
+func validExact(p *slidelog.Policy, cost int) bool {
+	return p.Precision == 0 && p.Limit <= slidelog.MaxLimit && cost >= 1 && cost <= p.Limit &&
+		p.Window >= slidelog.MinWindow && p.Window <= slidelog.MaxWindow
 }
 
 // Record implements slidelog.Recorder.
@@ -176,7 +191,7 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 		return err
 	}
 	var pbuf [maxStack]window.Policy
-	s.table.Record(s.now(), at.UnixMicro(), request(req), policies(req, pbuf[:0]))
+	s.table.Record(s.now(), at.UnixMicro(), request(&req), policies(req, pbuf[:0]))
 	return nil
 }
 
@@ -186,7 +201,7 @@ func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	s.table.Refund(request(req))
+	s.table.Refund(request(&req))
 	return nil
 }
 
@@ -195,7 +210,7 @@ func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	s.table.Reset(request(req))
+	s.table.Reset(request(&req))
 	return nil
 }
 

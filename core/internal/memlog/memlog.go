@@ -31,6 +31,17 @@ type log struct {
 	mu   sync.Mutex
 	w    window.Log
 	dead atomic.Bool // removed from the table; a caller holding it must look again
+
+	// Set when the log is made, for its shard's map: the identity, and
+	// its hash, under which the shard keeps it.
+	key  logKey
+	hash uint64
+	// next is the following log of the same hash in the shard (hashes of
+	// different identities may collide; namespaces share a hash for the
+	// same key), and in tells whether the log is in its shard. Guarded by
+	// the shard's lock.
+	next *log
+	in   bool
 }
 
 // Take decides req at now against policies: it admits the request only if
@@ -39,7 +50,7 @@ type log struct {
 // earlier call with the same ID: in one process a call is never sent
 // twice. On a key the table already tracks it allocates nothing.
 func (t *Table) Take(now int64, req Request, policies []window.Policy, out []window.State) window.Decision {
-	l := t.lock(logKey{req.Namespace, req.Key}, true, now)
+	l := t.lock(&logKey{req.Namespace, req.Key}, true, now)
 	d := l.w.Take(now, req.ID, req.Cost, policies, out)
 	l.mu.Unlock()
 	return d
@@ -49,7 +60,7 @@ func (t *Table) Take(now int64, req Request, policies []window.Policy, out []win
 // idempotent by ID as far as window.Log.Record tells, not written when it
 // already left every window. policies are the limiter's, for retention.
 func (t *Table) Record(now, at int64, req Request, policies []window.Policy) {
-	l := t.lock(logKey{req.Namespace, req.Key}, true, now)
+	l := t.lock(&logKey{req.Namespace, req.Key}, true, now)
 	l.w.Record(now, at, req.ID, req.Cost, policies)
 	l.mu.Unlock()
 }
@@ -60,7 +71,7 @@ func (t *Table) Record(now, at int64, req Request, policies []window.Policy) {
 // refund of an ID not found changes nothing.
 func (t *Table) Refund(req Request) {
 	key := logKey{req.Namespace, req.Key}
-	if l := t.lock(key, false, 0); l != nil {
+	if l := t.lock(&key, false, 0); l != nil {
 		found := l.w.Refund(req.ID)
 		l.mu.Unlock()
 		if found {
@@ -76,9 +87,9 @@ func (t *Table) Refund(req Request) {
 // Reset forgets the log of req's key.
 func (t *Table) Reset(req Request) {
 	key := logKey{req.Namespace, req.Key}
-	if l := t.lock(key, false, 0); l != nil {
+	if l := t.lock(&key, false, 0); l != nil {
 		l.dead.Store(true)
-		t.remove(key, l)
+		t.remove(l)
 		l.mu.Unlock()
 	}
 }

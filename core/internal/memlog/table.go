@@ -28,7 +28,9 @@ import (
 // the identities active in the longest window when fewer.
 //
 // The logs are spread over shards by a hash of the key, each
-// shard with its own lock, map and expiry heap, so decisions on different
+// shard with its own lock, map and expiry heap. The key is hashed once per
+// call: the hash picks the shard and is the key of the shard's map, whose
+// logs of one hash are chained and told apart by their identity, so decisions on different
 // keys rarely meet on a lock; a decision on a tracked key takes its
 // shard's read lock and its log's lock only. The bound is global (an
 // atomic count), so that a table of max logs holds max logs however the
@@ -58,8 +60,9 @@ const sweepPerAdd = 2
 // shard is one lock's share of a table's logs.
 type shard struct {
 	mu     sync.RWMutex
-	logs   map[logKey]*log
-	expiry expiryHeap // at least one entry per log in logs, plus stale ones
+	logs   map[uint64]*log // by hash, each the head of its hash's chain
+	n      int             // logs in logs, chains included
+	expiry expiryHeap      // at least one entry per log in logs, plus stale ones
 	// next is the earliest expiry in the heap (MaxInt64 when empty), read
 	// without the lock to skip shards with nothing to drop.
 	next atomic.Int64
@@ -70,25 +73,77 @@ type shard struct {
 func NewTable(max int) *Table {
 	t := &Table{max: int64(max), seed: maphash.MakeSeed(), overflow: make(map[string]*log)}
 	for i := range t.shards {
-		t.shards[i].logs = make(map[logKey]*log)
+		t.shards[i].logs = make(map[uint64]*log)
 		t.shards[i].next.Store(math.MaxInt64)
 	}
 	return t
 }
 
-// shard returns the shard of key, chosen by the identity alone: the
-// namespaces of a table are few (a limiter each), so they need not spread
-// the keys, and one string hashes faster than two.
-func (t *Table) shard(key logKey) *shard {
-	return &t.shards[maphash.String(t.seed, key.key)%numShards]
+// hash returns the hash of key, of the identity alone: the namespaces of
+// a table are few (a limiter each), so they need not spread the keys, and
+// one string hashes faster than two. The same key in two namespaces
+// shares a chain.
+func (t *Table) hash(key *logKey) uint64 { return maphash.String(t.seed, key.key) }
+
+// shardOf returns the shard of hash h.
+func (t *Table) shardOf(h uint64) *shard { return &t.shards[h%numShards] }
+
+// find returns key's log in s, or nil. Called with s.mu held.
+func (s *shard) find(h uint64, key *logKey) *log {
+	for l := s.logs[h]; l != nil; l = l.next {
+		if l.key.key == key.key && l.key.namespace == key.namespace {
+			return l
+		}
+	}
+	return nil
 }
 
-// expiryEntry says that log, stored under key, expired no earlier than at
-// when the entry was pushed (a log's expiry only moves later while it is
-// in the table).
+// insert adds l, not in s, at the head of its hash's chain. Called with
+// s.mu held.
+func (s *shard) insert(l *log) {
+	l.next, l.in = s.logs[l.hash], true
+	s.logs[l.hash] = l
+	s.n++
+}
+
+// unlink removes l from s and reports whether it was there. Called with
+// s.mu held.
+func (s *shard) unlink(l *log) bool {
+	if !l.in {
+		return false
+	}
+	head := s.logs[l.hash]
+	if head == l {
+		if l.next == nil {
+			delete(s.logs, l.hash)
+		} else {
+			s.logs[l.hash] = l.next
+		}
+	} else {
+		p := head
+		for p.next != l {
+			p = p.next
+		}
+		p.next = l.next
+	}
+	l.next, l.in = nil, false
+	s.n--
+	return true
+}
+
+// each calls f for every log in s. Called with s.mu held.
+func (s *shard) each(f func(*log)) {
+	for _, l := range s.logs {
+		for ; l != nil; l = l.next {
+			f(l)
+		}
+	}
+}
+
+// expiryEntry says that log expired no earlier than at when the entry was
+// pushed (a log's expiry only moves later while it is in the table).
 type expiryEntry struct {
 	at  int64
-	key logKey
 	log *log
 }
 
@@ -143,11 +198,11 @@ func (s *shard) setNext() {
 	s.next.Store(s.expiry[0].at)
 }
 
-// get returns key's log, or nil when the table has none.
-func (t *Table) get(key logKey) *log {
-	s := t.shard(key)
+// get returns key's log, of hash h, or nil when the table has none.
+func (t *Table) get(h uint64, key *logKey) *log {
+	s := t.shardOf(h)
 	s.mu.RLock()
-	l := s.logs[key]
+	l := s.find(h, key)
 	s.mu.RUnlock()
 	return l
 }
@@ -155,20 +210,20 @@ func (t *Table) get(key logKey) *log {
 // getOrAdd returns key's log, adding one when the table has none. It
 // first drops up to sweepPerAdd expired logs; when the table is still
 // full, it returns the namespace's overflow log.
-func (t *Table) getOrAdd(key logKey, now int64) *log {
-	s := t.shard(key)
+func (t *Table) getOrAdd(h uint64, key *logKey, now int64) *log {
+	s := t.shardOf(h)
 	t.sweep(now, s, sweepPerAdd)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l := s.logs[key]; l != nil {
+	if l := s.find(h, key); l != nil {
 		return l
 	}
 	if !t.reserve() {
 		return t.overflowLog(key.namespace)
 	}
-	l := &log{}
-	s.logs[key] = l
-	s.push(expiryEntry{at: 0, key: key, log: l})
+	l := &log{key: *key, hash: h}
+	s.insert(l)
+	s.push(expiryEntry{at: 0, log: l})
 	return l
 }
 
@@ -231,21 +286,21 @@ func (s *shard) dropExpired(t *Table, now int64) bool {
 	defer s.setNext()
 	for len(s.expiry) > 0 && s.expiry[0].at <= now {
 		e := s.expiry.pop()
-		if s.logs[e.key] != e.log {
-			continue // removed (reset) or replaced since
-		}
 		l := e.log
+		if !l.in {
+			continue // removed (reset) since
+		}
 		if !l.mu.TryLock() {
-			s.expiry.push(expiryEntry{at: now + 1, key: e.key, log: l})
+			s.expiry.push(expiryEntry{at: now + 1, log: l})
 			continue
 		}
 		if exp := l.w.Expires(); exp > now {
-			s.expiry.push(expiryEntry{at: exp, key: e.key, log: l})
+			s.expiry.push(expiryEntry{at: exp, log: l})
 			l.mu.Unlock()
 			continue
 		}
 		l.dead.Store(true)
-		delete(s.logs, e.key)
+		s.unlink(l)
 		t.n.Add(-1)
 		l.mu.Unlock()
 		return true
@@ -257,23 +312,21 @@ func (s *shard) dropExpired(t *Table, now int64) bool {
 // stale entries (of logs reset) make up more than half of it. Called with
 // s.mu held.
 func (s *shard) push(e expiryEntry) {
-	if len(s.expiry) > 2*len(s.logs)+64 {
+	if len(s.expiry) > 2*s.n+64 {
+		clear(s.expiry)
 		s.expiry = s.expiry[:0]
-		for k, l := range s.logs {
-			s.expiry.push(expiryEntry{at: 0, key: k, log: l})
-		}
+		s.each(func(l *log) { s.expiry.push(expiryEntry{at: 0, log: l}) })
 	}
 	s.expiry.push(e)
 	s.setNext()
 }
 
-// remove drops key's log if it is still l.
-func (t *Table) remove(key logKey, l *log) {
-	s := t.shard(key)
+// remove drops l from the table if it is still there.
+func (t *Table) remove(l *log) {
+	s := t.shardOf(l.hash)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.logs[key] == l {
-		delete(s.logs, key)
+	if s.unlink(l) {
 		t.n.Add(-1)
 	}
 }
@@ -315,11 +368,13 @@ func (t *Table) Purge() {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		for _, l := range s.logs {
+		s.each(func(l *log) {
 			l.dead.Store(true)
-		}
-		t.n.Add(-int64(len(s.logs)))
+			l.in = false
+		})
+		t.n.Add(-int64(s.n))
 		clear(s.logs)
+		s.n = 0
 		s.expiry = nil
 		s.setNext()
 		s.mu.Unlock()
@@ -335,14 +390,15 @@ func (t *Table) Purge() {
 // lock returns key's log, locked, creating it when create is set (at a
 // full table of live logs, the namespace's overflow log). It returns nil
 // when the key has no log and create is not set.
-func (t *Table) lock(key logKey, create bool, now int64) *log {
+func (t *Table) lock(key *logKey, create bool, now int64) *log {
+	h := t.hash(key)
 	for {
-		l := t.get(key)
+		l := t.get(h, key)
 		if l == nil {
 			if !create {
 				return nil
 			}
-			l = t.getOrAdd(key, now)
+			l = t.getOrAdd(h, key, now)
 		}
 		l.mu.Lock()
 		if !l.dead.Load() {

@@ -291,6 +291,11 @@ func (l *Log) count(now int64, p Policy) (units int64, from int64) {
 // It writes the state of policies[i] to out[i]; out must be at least as
 // long as policies. On a warm log it allocates nothing.
 func (l *Log) Take(now int64, id uint64, cost int64, policies []Policy, out []State) Decision {
+	if len(policies) == 1 && policies[0].Precision == 0 && len(l.rings) == 0 && l.exact.live {
+		if x, w := &l.exact, policies[0].Window; !(x.retain > w && x.retainUntil > now) {
+			return l.takeExact(now, id, cost, policies[0], &out[0])
+		}
+	}
 	l.prepare(now, policies)
 	out = out[:len(policies)]
 	allowed := true
@@ -349,6 +354,35 @@ func (l *Log) Take(now int64, id uint64, cost int64, policies []Policy, out []St
 		}
 	}
 	return Decision{Allowed: allowed, Steady: steady}
+}
+
+// takeExact is Take for the common case: one exact policy p on a log
+// holding the exact model only, whose retention is p's window (no longer
+// window of another limiter is retained). It does what prepare and Take
+// do then, without their loops: the eviction leaves exactly p's window,
+// so the oldest entry in it is the head and no cursor is needed.
+func (l *Log) takeExact(now int64, id uint64, cost int64, p Policy, out *State) Decision {
+	x := &l.exact
+	x.retain, x.retainUntil = p.Window, now+p.Window
+	x.evict(now - p.Window)
+	l.expires = max(l.expires, now+p.Window)
+	units := x.cumBefore(x.tail) - x.base
+	allowed := units+cost <= p.Limit
+	*out = State{Allowed: allowed}
+	if allowed {
+		x.insert(now, id, cost)
+		units += cost
+	}
+	out.Remaining = max(0, p.Limit-units)
+	if x.tail == x.head {
+		return Decision{Allowed: allowed}
+	}
+	out.ResetAfter = max(0, x.get(x.tail-1).at+p.Window-now)
+	if allowed {
+		return Decision{Allowed: true}
+	}
+	out.RetryAfter = x.get(x.nth(x.head, units+cost-p.Limit)).at + p.Window - now
+	return Decision{Steady: x.get(x.head).at + p.Window - now}
 }
 
 func minPositive(a, b int64) int64 {

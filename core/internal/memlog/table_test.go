@@ -1,0 +1,73 @@
+package memlog
+
+import (
+	"testing"
+
+	"github.com/slidelog/slidelog/core/internal/window"
+)
+
+var onePerSecond = []window.Policy{{Limit: 1, Window: 1_000_000}}
+
+func take(t *Table, now int64, ns, key string, id uint64) bool {
+	var out [1]window.State
+	return t.Take(now, Request{Namespace: ns, Key: key, ID: id, Cost: 1}, onePerSecond, out[:]).Allowed
+}
+
+// The same key in several namespaces has one hash, so its logs share a
+// chain in one shard: each must stay its own log through takes, resets and
+// expiry.
+func TestChainedLogsStayApart(t *testing.T) {
+	tb := NewTable(3)
+	nss := []string{"a", "b", "c"}
+	for i, ns := range nss {
+		if !take(tb, 1, ns, "k", uint64(i+1)) {
+			t.Fatalf("%s: first request denied", ns)
+		}
+	}
+	if tb.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", tb.Len())
+	}
+	for _, ns := range nss {
+		if take(tb, 2, ns, "k", 9) {
+			t.Fatalf("%s: second request admitted", ns)
+		}
+	}
+	// Reset the middle of the chain: only that log starts over.
+	tb.Reset(Request{Namespace: "b", Key: "k"})
+	if tb.Len() != 2 {
+		t.Fatalf("Len after reset = %d, want 2", tb.Len())
+	}
+	for _, c := range []struct {
+		ns   string
+		want bool
+	}{{"a", false}, {"b", true}, {"c", false}} {
+		if got := take(tb, 3, c.ns, "k", 10); got != c.want {
+			t.Fatalf("%s after reset of b: allowed = %v, want %v", c.ns, got, c.want)
+		}
+	}
+	// Refund finds the admission in its own log only.
+	tb.Refund(Request{Namespace: "b", Key: "k", ID: 10})
+	if take(tb, 4, "a", "k", 11) || !take(tb, 4, "b", "k", 12) {
+		t.Fatal("refund of b's admission reached another log or missed b's")
+	}
+	// Once every log expired, new identities at the full table drop them,
+	// chain and all, and the old identities start over.
+	later := int64(10_000_000)
+	for i, key := range []string{"x", "y", "z"} {
+		if !take(tb, later, "a", key, uint64(100+i)) {
+			t.Fatalf("new key %s denied", key)
+		}
+	}
+	if tb.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", tb.Len())
+	}
+	for i, key := range []string{"x", "y", "z"} {
+		if take(tb, later+1, "a", key, uint64(200+i)) {
+			t.Fatalf("key %s shares a log: second request admitted", key)
+		}
+	}
+	tb.Purge()
+	if tb.Len() != 0 || !take(tb, later+2, "a", "k", 300) || take(tb, later+2, "b", "k", 301) != true {
+		t.Fatal("after Purge the logs are not fresh")
+	}
+}
