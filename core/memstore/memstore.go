@@ -179,8 +179,15 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 // the error) to Validate.
 func validExact(p *slidelog.Policy, cost int) bool {
 	return p.Precision == 0 && p.Limit <= slidelog.MaxLimit && cost >= 1 && cost <= p.Limit &&
-		p.Window >= slidelog.MinWindow && p.Window <= slidelog.MaxWindow
+		p.Window >= minWindow && p.Window <= maxWindow
 }
+
+// The window bounds of slidelog.Policy.Validate; TestValidExactAgreesWithValidate
+// holds validExact to it.
+const (
+	minWindow = time.Millisecond
+	maxWindow = 100 * 365 * 24 * time.Hour
+)
 
 // Record implements slidelog.Recorder.
 func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) error {

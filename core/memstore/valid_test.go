@@ -11,8 +11,8 @@ import (
 // for the common ones: it is Take's shortcut past Validate.
 func TestValidExactAgreesWithValidate(t *testing.T) {
 	limits := []int{-1, 0, 1, 2, 100, slidelog.MaxLimit, slidelog.MaxLimit + 1}
-	windows := []time.Duration{0, slidelog.MinWindow - 1, slidelog.MinWindow, time.Second, slidelog.MaxWindow, slidelog.MaxWindow + 1}
-	precisions := []time.Duration{0, slidelog.MinPrecision, time.Millisecond * 500}
+	windows := []time.Duration{0, minWindow - 1, minWindow, time.Second, maxWindow, maxWindow + 1}
+	precisions := []time.Duration{0, time.Millisecond, time.Millisecond * 500}
 	costs := []int{-1, 0, 1, 2, 100, 101, slidelog.MaxLimit + 1}
 	vouched := 0
 	for _, l := range limits {
