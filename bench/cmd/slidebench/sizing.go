@@ -100,7 +100,7 @@ var quotaDivisors = []int{100, 1000}
 // request of cost bucketFill × limit × P / W for a window and two more
 // buckets (so that it holds its steady number of buckets and its oldest
 // have left), then recentTail requests of cost 1 at the limit's rate, so
-// that its ":r" set holds its steady RECENT (128) latest admissions. The
+// that its ":r" set holds its steady RECENT (127) latest admissions. The
 // 10% headroom lets those be admitted.
 const (
 	bucketFill = 0.9

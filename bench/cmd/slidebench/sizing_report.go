@@ -134,7 +134,7 @@ func sizingMethod(sz []Sizing, redisVersion string) string {
 	p("(`redisstore.WithClock`), so that a day passes in seconds: the exact log gets requests of cost 1 at the\n")
 	p("limit's rate for a window; a bucketed key one request per bucket of cost %.0f%% of the bucket's share of\n", 100*bucketFill)
 	p("the limit, for a window and two buckets, then %d requests of cost 1 at the limit's rate, so that its\n", recentTail)
-	p("set of recent admissions (`:r`, kept for retries and refunds) holds its steady 128 members. Bytes\n")
+	p("set of recent admissions (`:r`, kept for retries and refunds) holds its steady 127 members. Bytes\n")
 	p("per key are `MEMORY USAGE <key> SAMPLES 0` summed over all of an identity's Redis keys (the log,\n")
 	p("`:c`, `:s`, `:b`, `:r`), averaged over %d keys (exact: %d), the larger of the readings after the\n", keys, exactKeys)
 	p("fill and after the measured decisions. Redis µs per decision is `INFO commandstats` (every\n")
