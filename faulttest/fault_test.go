@@ -24,8 +24,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/prommetrics"
+	"github.com/slidelog/slidelog/core/redisstore"
 	"go.uber.org/goleak"
 )
 
