@@ -25,16 +25,7 @@ import (
 // constant policy that cannot work shows at start-up; it also panics when
 // an option is invalid.
 func LimitByIP(p slidelog.Policy, opts ...httplimit.Option) gin.HandlerFunc {
-	return Middleware(memoryLimiter(p), opts...)
-}
-
-// memoryLimiter returns a limiter of p on a new memory store, or panics.
-func memoryLimiter(p slidelog.Policy) *slidelog.Limiter {
-	l, err := slidelog.New(memstore.New(), p)
-	if err != nil {
-		panic("slidegin: LimitByIP: " + err.Error())
-	}
-	return l
+	return Middleware(slidelog.MustNew(memstore.New(), p), opts...)
 }
 
 // Middleware returns gin middleware that rate-limits requests with l, or
