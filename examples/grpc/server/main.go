@@ -5,7 +5,10 @@
 //	go run . -addr 127.0.0.1:50051 -limit 3 -window 1m
 //
 // Check and Watch are limited to -limit calls per -window per client
-// address; try it with the client next to this file (../client). In a real
+// address; try it with the client next to this file (../client), or with
+// any gRPC client: a denial is a trailers-only RESOURCE_EXHAUSTED with
+// RetryInfo and grpc-retry-pushback-ms, which grpc-go's retry policy
+// obeys. In a real
 // server, skip health checks instead:
 // httplimit.WithSkipFunc(httplimit.SkipPaths("/grpc.health.v1.Health/Check")).
 // With -metrics-addr, GET /metrics on that address serves the limiter's
@@ -23,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -51,6 +55,7 @@ func main() {
 	limit := flag.Int("limit", 10, "calls allowed per client address per window")
 	window := flag.Duration("window", time.Minute, "length of the sliding window")
 	metricsAddr := flag.String("metrics-addr", "", "listen address of the Prometheus /metrics endpoint (none if empty)")
+	flag.Usage = usage
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 
@@ -59,6 +64,21 @@ func main() {
 		os.Exit(1)
 	}
 	slog.Info("stopped")
+}
+
+// usage prints the flags and the environment variables the example reads.
+func usage() {
+	out := flag.CommandLine.Output()
+	fmt.Fprintf(out, "Usage of %s:\n", os.Args[0])
+	flag.PrintDefaults()
+	fmt.Fprint(out, `
+Environment:
+  SLIDELOG_REDIS_ADDRS
+    	Redis addresses, comma-separated: one for a standalone Redis, several
+    	for a Redis Cluster (default: the limits live in process memory)
+  SLIDELOG_KEY_PREFIX
+    	prefix of the Redis keys, replacing the store's default
+`)
 }
 
 func run(addr, metricsAddr string, policy slidelog.Policy) (err error) {

@@ -1,0 +1,192 @@
+// Command server serves a connect-go handler limited per client address
+// with slideconnect: the standard health service (grpc.health.v1.Health,
+// from connectrpc.com/grpchealth) stands in for your own, so the example
+// needs no generated code. One handler answers the Connect, gRPC and
+// gRPC-Web protocols, over HTTP/1.1 and cleartext HTTP/2.
+//
+//	go run . -addr 127.0.0.1:8080 -limit 3 -window 1m
+//
+// Check and Watch are limited to -limit calls per -window per client
+// address; try it with the client next to this file (../client), with
+// -protocol connect, grpc or grpcweb. A denial is resource_exhausted with a
+// RetryInfo detail and the RateLimit, Retry-After and
+// grpc-retry-pushback-ms metadata. In a real server, skip health checks
+// instead:
+// httplimit.WithSkipFunc(httplimit.SkipPaths("/grpc.health.v1.Health/Check")).
+// With -metrics-addr, GET /metrics on that address serves the limiter's
+// Prometheus metrics.
+//
+// The limits live in process memory unless SLIDELOG_REDIS_ADDRS lists
+// Redis addresses: one for a standalone Redis, several (comma-separated)
+// for a Redis Cluster. SLIDELOG_KEY_PREFIX, when set, replaces the Redis
+// key prefix. SIGINT or SIGTERM stops the server gracefully.
+//
+// This file stands alone: copy it into a module of your own.
+package main
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	slideconnect "github.com/slidelog/slidelog/adapters/connect"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/prommetrics"
+	"github.com/slidelog/slidelog/core/redisstore"
+)
+
+func main() {
+	addr := flag.String("addr", ":8080", "listen address")
+	limit := flag.Int("limit", 10, "calls allowed per client address per window")
+	window := flag.Duration("window", time.Minute, "length of the sliding window")
+	metricsAddr := flag.String("metrics-addr", "", "listen address of the Prometheus /metrics endpoint (none if empty)")
+	flag.Usage = usage
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+
+	if err := run(*addr, *metricsAddr, slidelog.Policy{Name: policyName(*window), Limit: *limit, Window: *window}); err != nil {
+		slog.Error("connect example", "err", err)
+		os.Exit(1)
+	}
+	slog.Info("stopped")
+}
+
+// usage prints the flags and the environment variables the example reads.
+func usage() {
+	out := flag.CommandLine.Output()
+	fmt.Fprintf(out, "Usage of %s:\n", os.Args[0])
+	flag.PrintDefaults()
+	fmt.Fprint(out, `
+Environment:
+  SLIDELOG_REDIS_ADDRS
+    	Redis addresses, comma-separated: one for a standalone Redis, several
+    	for a Redis Cluster (default: the limits live in process memory)
+  SLIDELOG_KEY_PREFIX
+    	prefix of the Redis keys, replacing the store's default
+`)
+}
+
+func run(addr, metricsAddr string, policy slidelog.Policy) (err error) {
+	store, closeStore, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeStore()) }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	l, err := slidelog.New(store, policy, slidelog.WithName("hello"), slidelog.WithObserver(prommetrics.New(reg)))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, l.Close()) }()
+	if metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metrics := &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := metrics.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				slog.Error("metrics", "err", err)
+			}
+		}()
+		defer metrics.Close()
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(),
+		connect.WithInterceptors(slideconnect.NewInterceptor(l))))
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // gRPC clients speak HTTP/2; use TLS in production
+	return serve(addr, &http.Server{Handler: mux, Protocols: protocols, ReadHeaderTimeout: 5 * time.Second})
+}
+
+// openStore returns the Redis store when SLIDELOG_REDIS_ADDRS lists
+// addresses, the memory store otherwise, and a function that closes it and
+// its Redis client.
+func openStore() (slidelog.Store, func() error, error) {
+	addrs := strings.FieldsFunc(os.Getenv("SLIDELOG_REDIS_ADDRS"), func(r rune) bool { return r == ',' || r == ' ' })
+	var client redis.UniversalClient
+	switch len(addrs) {
+	case 0:
+		slog.Info("store", "kind", "memory")
+		store := memstore.New()
+		return store, store.Close, nil
+	case 1:
+		slog.Info("store", "kind", "redis", "addr", addrs[0])
+		client = redis.NewClient(redisstore.ClientOptions(addrs[0]))
+	default:
+		slog.Info("store", "kind", "redis-cluster", "addrs", strings.Join(addrs, ","))
+		client = redis.NewClusterClient(redisstore.ClusterOptions(addrs...))
+	}
+	var opts []redisstore.Option
+	if prefix, ok := os.LookupEnv("SLIDELOG_KEY_PREFIX"); ok {
+		opts = append(opts, redisstore.WithKeyPrefix(prefix))
+	}
+	store, err := redisstore.New(client, opts...)
+	if err != nil {
+		return nil, nil, errors.Join(err, client.Close())
+	}
+	return store, func() error { return errors.Join(store.Close(), client.Close()) }, nil
+}
+
+// policyName names a policy of one second, minute or hour as
+// slidelog.PerSecond, PerMinute and PerHour do ("per-minute"), and any
+// other after its window ("per-1m30s").
+func policyName(window time.Duration) string {
+	switch window {
+	case time.Second:
+		return "per-second"
+	case time.Minute:
+		return "per-minute"
+	case time.Hour:
+		return "per-hour"
+	}
+	return "per-" + window.String()
+}
+
+// serve serves srv on addr until SIGINT or SIGTERM, then shuts down
+// gracefully, giving in-flight calls 10 seconds to finish.
+func serve(addr string, srv *http.Server) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	slog.Info("listening", "addr", ln.Addr().String())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	slog.Info("shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
