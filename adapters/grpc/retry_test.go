@@ -235,3 +235,16 @@ func TestLimitByPeer(t *testing.T) {
 	}()
 	slidegrpc.LimitByPeer(slidelog.Policy{})
 }
+
+// A FailClosed denial checked nothing: its status names no violated
+// policy, and its message says the limiter was unavailable.
+func TestDeniedStatusFailClosed(t *testing.T) {
+	st := slidegrpc.DeniedStatus(slidelog.NewResult([]slidelog.PolicyResult{
+		{Policy: slidelog.PerMinute(10), RetryAfter: time.Second}}, slidelog.SourceFailClosed))
+	if got, want := st.Message(), "rate limiter unavailable; retry after 1 second"; got != want {
+		t.Errorf("message: got %q, want %q", got, want)
+	}
+	if d := st.Details(); len(d) != 1 {
+		t.Errorf("details: got %v, want the RetryInfo only", d)
+	}
+}

@@ -25,14 +25,15 @@ const (
 	// q is the policy's limit and w its window in seconds; r is the exact
 	// number of units remaining after this decision and t the seconds,
 	// rounded up, until the policy's window holds no entries (full
-	// capacity is back). An admission of FailOpen, which checked nothing,
-	// carries RateLimit-Policy only: its state is unknown, which the draft
-	// lets a server say by omitting the field. The default.
+	// capacity is back). A decision of FailOpen or FailClosed, which
+	// checked nothing, carries RateLimit-Policy only: its state is
+	// unknown, which the draft lets a server say by omitting the field.
+	// The default.
 	HeadersIETF HeaderStyle = iota
 	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until full capacity, rounded up) for the
-	// binding policy (see Result); only X-RateLimit-Limit on an admission
-	// of FailOpen, whose state is unknown. When two middlewares limit one request,
+	// binding policy (see Result); only X-RateLimit-Limit on a decision
+	// of FailOpen or FailClosed, whose state is unknown. When two middlewares limit one request,
 	// the inner one's values replace the outer one's.
 	HeadersLegacy
 	// HeadersNone sends no rate-limit header fields. Retry-After is still
@@ -89,12 +90,12 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 			state.WriteString(strconv.FormatInt(ceilSeconds(p.ResetAfter), 10))
 		}
 		h = append(h, HeaderField{Name: "RateLimit-Policy", Value: policy.String(), Append: true})
-		if res.Source == slidelog.SourceFailOpen {
+		if unchecked(res) {
 			return h // nothing was checked: the state is unknown, not "none left"
 		}
 		return append(h, HeaderField{Name: "RateLimit", Value: state.String(), Append: true})
 	case HeadersLegacy:
-		if res.Source == slidelog.SourceFailOpen {
+		if unchecked(res) {
 			return append(h, HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)})
 		}
 		return append(h,
@@ -103,6 +104,22 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 			HeaderField{Name: "X-RateLimit-Reset", Value: strconv.FormatInt(ceilSeconds(res.ResetAfter), 10)})
 	}
 	return h
+}
+
+// unchecked reports whether res was decided without asking the store, by
+// FailOpen or FailClosed: it knows no policy's state and violated none.
+func unchecked(res slidelog.Result) bool {
+	s := res.Source.String()
+	return s == "fail_open" || s == "fail_closed"
+}
+
+// secondsText is d in whole seconds, rounded up, with its unit: "1 second",
+// "5 seconds".
+func secondsText(d time.Duration) string {
+	if s := ceilSeconds(d); s != 1 {
+		return strconv.FormatInt(s, 10) + " seconds"
+	}
+	return "1 second"
 }
 
 // retryAfterSeconds formats d as a Retry-After value: whole seconds,
@@ -182,8 +199,18 @@ func (p Problem) JSON() []byte {
 }
 
 // DeniedProblem returns the body of a 429 for the denial res: its
-// violated policies and when to retry.
+// violated policies and when to retry. A denial of FailClosed checked
+// nothing and violated no policy: its body says the limiter was
+// unavailable and lists no violated policies.
 func DeniedProblem(res slidelog.Result) Problem {
+	if unchecked(res) {
+		return Problem{
+			Type:   ProblemTypeRateLimited,
+			Title:  "Too Many Requests",
+			Status: http.StatusTooManyRequests,
+			Detail: "The rate limiter is unavailable; retry after " + secondsText(res.RetryAfter) + ".",
+		}
+	}
 	violated := res.Violated()
 	if violated == nil {
 		violated = []string{}
@@ -192,7 +219,7 @@ func DeniedProblem(res slidelog.Result) Problem {
 		Type:             ProblemTypeRateLimited,
 		Title:            "Too Many Requests",
 		Status:           http.StatusTooManyRequests,
-		Detail:           "Rate limit exceeded; retry after " + retryAfterSeconds(res.RetryAfter) + " seconds.",
+		Detail:           "Rate limit exceeded; retry after " + secondsText(res.RetryAfter) + ".",
 		ViolatedPolicies: violated,
 	}
 }

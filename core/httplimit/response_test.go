@@ -66,7 +66,7 @@ func TestDeniedProblem(t *testing.T) {
 		"type":              httplimit.ProblemTypeRateLimited,
 		"title":             "Too Many Requests",
 		"status":            float64(429),
-		"detail":            "Rate limit exceeded; retry after 1 seconds.",
+		"detail":            "Rate limit exceeded; retry after 1 second.",
 		"violated-policies": []any{"per-second"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -95,6 +95,45 @@ func TestErrorProblem(t *testing.T) {
 		}
 		if body := string(p.JSON()); strings.Contains(body, "10.0.0.1") || strings.Contains(body, "slidelog:") {
 			t.Errorf("ErrorProblem(%v): body %s carries internal text", tt.give, body)
+		}
+	}
+}
+
+// A decision of FailOpen or FailClosed checked nothing: its headers name
+// the policies but invent no state, and a FailClosed denial's body lists
+// no violated policy.
+func TestUncheckedSendsNoState(t *testing.T) {
+	for _, src := range []slidelog.Source{slidelog.SourceFailOpen, slidelog.SourceFailClosed} {
+		allowed := src == slidelog.SourceFailOpen
+		st := slidelog.PolicyResult{Policy: slidelog.PerMinute(10), Allowed: allowed}
+		if !allowed {
+			st.RetryAfter = 5 * time.Second
+		}
+		res := slidelog.NewResult([]slidelog.PolicyResult{st}, src)
+		for _, tt := range []struct {
+			style httplimit.HeaderStyle
+			want  string
+		}{
+			{httplimit.HeadersIETF, `RateLimit-Policy: "per-minute";q=10;w=60`},
+			{httplimit.HeadersLegacy, "X-RateLimit-Limit: 10"},
+		} {
+			var lines []string
+			for _, f := range httplimit.RateLimitHeaders(tt.style, res) {
+				lines = append(lines, f.Name+": "+f.Value)
+			}
+			if got := strings.Join(lines, "\n"); got != tt.want {
+				t.Errorf("%v %s: got %q, want %q", src, tt.style, got, tt.want)
+			}
+		}
+		if allowed {
+			continue
+		}
+		p := httplimit.DeniedProblem(res)
+		if p.ViolatedPolicies != nil || strings.Contains(string(p.JSON()), "violated") {
+			t.Errorf("FailClosed problem: got %s, want no violated policies", p.JSON())
+		}
+		if p.Detail != "The rate limiter is unavailable; retry after 5 seconds." {
+			t.Errorf("FailClosed problem detail: got %q", p.Detail)
 		}
 	}
 }
