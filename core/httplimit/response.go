@@ -261,3 +261,120 @@ func ErrorProblem(err error) Problem {
 		Detail: "The rate limiter could not decide on this request; try again later.",
 	}
 }
+
+// SetHeader applies a decision's header fields to h, in order: a field
+// with Append adds its value to h's values of its name, any other
+// replaces them. Adapters built on net/http call it before the handler
+// or the denied handler writes the response.
+//
+// When a RateLimit-Policy member repeats the name of a policy h already
+// lists (two middlewares on one request whose policies share a name, such
+// as two LimitByIP(slidelog.PerMinute(n)) on nested routes), this
+// decision's policy is listed under its name with "-2" appended (or "-3",
+// and so on: the first not yet listed), in RateLimit-Policy and RateLimit
+// alike, so that each name in the response names one policy.
+func SetHeader(h http.Header, fields []HeaderField) {
+	for _, f := range DistinctPolicyNames(fields, h.Values("RateLimit-Policy")) {
+		if f.Append {
+			h.Add(f.Name, f.Value)
+		} else {
+			h.Set(f.Name, f.Value)
+		}
+	}
+}
+
+// DistinctPolicyNames returns fields with the policies of its
+// RateLimit-Policy and RateLimit fields renamed where their names repeat
+// one the response already lists in listed (its RateLimit-Policy
+// values), as SetHeader does. It returns fields itself when nothing
+// repeats. It is for adapters whose framework has no http.Header.
+func DistinctPolicyNames(fields []HeaderField, listed []string) []HeaderField {
+	taken := map[string]bool{}
+	for _, v := range listed {
+		for _, m := range sfMembers(v) {
+			taken[m.name] = true
+		}
+	}
+	if len(taken) == 0 {
+		return fields
+	}
+	rename := map[string]string{}
+	for _, f := range fields {
+		if !strings.EqualFold(f.Name, "RateLimit-Policy") {
+			continue
+		}
+		for _, m := range sfMembers(f.Value) {
+			if !taken[m.name] {
+				taken[m.name] = true
+				continue
+			}
+			for i := 2; ; i++ {
+				if n := m.name + "-" + strconv.Itoa(i); !taken[n] {
+					rename[m.name], taken[n] = n, true
+					break
+				}
+			}
+		}
+	}
+	if len(rename) == 0 {
+		return fields
+	}
+	out := make([]HeaderField, len(fields))
+	for i, f := range fields {
+		if strings.EqualFold(f.Name, "RateLimit-Policy") || strings.EqualFold(f.Name, "RateLimit") {
+			var b strings.Builder
+			for j, m := range sfMembers(f.Value) {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				name := m.name
+				if n, ok := rename[name]; ok {
+					name = n
+				}
+				b.WriteString(sfString(name))
+				b.WriteString(m.params)
+			}
+			f.Value = b.String()
+		}
+		out[i] = f
+	}
+	return out
+}
+
+// sfMember is one member of a Structured Field List whose items are
+// Strings: the string's value and the parameters after it, such as
+// ";q=100;w=60".
+type sfMember struct{ name, params string }
+
+// sfMembers splits a RateLimit-Policy or RateLimit value into its
+// members. A member that is not a String is skipped.
+func sfMembers(v string) []sfMember {
+	var out []sfMember
+	for i := 0; i < len(v); {
+		for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == ',') {
+			i++
+		}
+		if i >= len(v) {
+			break
+		}
+		var name strings.Builder
+		quoted := v[i] == '"'
+		if quoted {
+			for i++; i < len(v) && v[i] != '"'; i++ {
+				if v[i] == '\\' && i+1 < len(v) {
+					i++
+				}
+				name.WriteByte(v[i])
+			}
+			i++ // the closing quote
+		}
+		start := i
+		for i < len(v) && v[i] != ',' {
+			i++
+		}
+		if quoted {
+			out = append(out, sfMember{name: name.String(), params: strings.TrimRight(v[start:i], " \t")})
+		}
+	}
+	return out
+}

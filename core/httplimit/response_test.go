@@ -137,3 +137,31 @@ func TestUncheckedSendsNoState(t *testing.T) {
 		}
 	}
 }
+
+// Two middlewares whose policies share a name list them under distinct
+// names, in RateLimit-Policy and RateLimit alike.
+func TestSetHeaderDistinctPolicyNames(t *testing.T) {
+	h := http.Header{}
+	outer := slidelog.NewResult([]slidelog.PolicyResult{{Policy: slidelog.PerMinute(100), Allowed: true, Remaining: 99, ResetAfter: time.Minute}}, slidelog.SourceMemory)
+	inner := slidelog.NewResult([]slidelog.PolicyResult{{Policy: slidelog.PerMinute(10), Allowed: true, Remaining: 9, ResetAfter: time.Minute}}, slidelog.SourceMemory)
+	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, outer))
+	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, inner))
+	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, inner))
+	for _, tt := range []struct{ give, want string }{
+		{"RateLimit-Policy", `"per-minute";q=100;w=60, "per-minute-2";q=10;w=60, "per-minute-3";q=10;w=60`},
+		{"RateLimit", `"per-minute";r=99;t=60, "per-minute-2";r=9;t=60, "per-minute-3";r=9;t=60`},
+	} {
+		if got := strings.Join(h.Values(tt.give), ", "); got != tt.want {
+			t.Errorf("%s: got %s, want %s", tt.give, got, tt.want)
+		}
+	}
+	fields := httplimit.RateLimitHeaders(httplimit.HeadersIETF, inner)
+	if got := httplimit.DistinctPolicyNames(fields, []string{`"other";q=1;w=1`}); &got[0] != &fields[0] {
+		t.Errorf("no repeated name: got a copy %v, want fields itself", got)
+	}
+	got := httplimit.DistinctPolicyNames([]httplimit.HeaderField{{Name: "RateLimit-Policy", Value: `"a\"b, c";q=1;w=1`, Append: true}},
+		[]string{`"a\"b, c";q=2;w=2`})
+	if got[0].Value != `"a\"b, c-2";q=1;w=1` {
+		t.Errorf("escaped name: got %s", got[0].Value)
+	}
+}
