@@ -103,6 +103,7 @@ func TestNewFailsOnMisconfiguredRedis(t *testing.T) {
 			store, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
 			took := time.Since(start)
 			require.Error(t, err, "got a store, want an error")
+			t.Logf("New: %v (after %v)", err, took.Round(time.Millisecond))
 			assert.Nil(t, store)
 			assert.ErrorIs(t, err, tt.wantErr)
 			for _, w := range tt.wantText {
@@ -268,6 +269,7 @@ func TestConnectErrors(t *testing.T) {
 				_ = client.Close()
 			}
 			require.Error(t, err)
+			t.Logf("Connect: %v", err)
 			assert.Nil(t, client)
 			assert.True(t, errors.Is(err, tt.wantErr), "got %v, want %v", err, tt.wantErr)
 			for _, w := range tt.wantText {
