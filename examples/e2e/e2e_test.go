@@ -112,6 +112,20 @@ func TestExamplesFailOnBadRedis(t *testing.T) {
 	}
 }
 
+// TestExamplesHelp: -h lists the flags and the environment variables.
+func TestExamplesHelp(t *testing.T) {
+	for _, fw := range frameworks {
+		t.Run(fw, func(t *testing.T) {
+			out, _ := exec.CommandContext(t.Context(), build(t, fw), "-h").CombinedOutput()
+			for _, want := range []string{"-addr", "-metrics-addr", "-limit", "-window", envRedisAddrs, envKeyPrefix, "SLIDELOG_KEY_SECRET"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("-h does not mention %s:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
 // redisEnv returns the rig's address variable name, failing with the
 // command that starts the rig when it is not set (skipping with -short).
 func redisEnv(t *testing.T, name string) string {
