@@ -255,11 +255,11 @@ func reach(ctx context.Context, client redis.UniversalClient) (down []error, err
 		var dialErrs []error
 		for _, a := range o.Addrs {
 			if err := dial(ctx, o.Dialer, "tcp", a); err != nil {
-				dialErrs = append(dialErrs, unreachableError(a, err))
+				dialErrs = append(dialErrs, fmt.Errorf("%s: %w", a, err))
 			}
 		}
 		if len(o.Addrs) > 0 && len(dialErrs) == len(o.Addrs) {
-			return nil, fmt.Errorf("%w: no seed of the Cluster answered: %w", ErrUnreachable, errors.Join(dialErrs...))
+			return nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(dialErrs...))
 		}
 		var mu sync.Mutex
 		answered := 0
