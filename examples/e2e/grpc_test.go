@@ -83,3 +83,18 @@ func TestConnectExample(t *testing.T) {
 		t.Errorf("grpc: got %q, want a denial from the same budget", lines[0])
 	}
 }
+
+// TestRPCExamplesHelp: the gRPC and connect servers' -h lists their flags
+// and environment variables.
+func TestRPCExamplesHelp(t *testing.T) {
+	for _, ex := range []string{"grpc/server", "connect/server"} {
+		t.Run(ex, func(t *testing.T) {
+			out, _ := exec.CommandContext(t.Context(), build(t, ex), "-h").CombinedOutput()
+			for _, want := range []string{"-addr", "-metrics-addr", "-limit", "-window", envRedisAddrs, envKeyPrefix, "SLIDELOG_KEY_SECRET"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("-h does not mention %s:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
