@@ -130,9 +130,20 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// startNginx runs nginx in the foreground with server (the body of one
-// server block, listening on the returned port) and stops it at cleanup.
+// startNginx runs nginx with server (the body of one server block) on a
+// free loopback port, which it returns.
 func startNginx(t *testing.T, server string) int {
+	t.Helper()
+	return StartNginx(t, "", server)
+}
+
+// StartNginx runs nginx in the foreground (-g 'daemon off;') with its own
+// prefix and configuration in a temporary directory: one server block
+// with body server, listening on a free loopback port with listenParams
+// (such as "http2" for gRPC), which it returns. nginx is stopped when the
+// test ends. A missing nginx fails or skips the test as RunProxySuite
+// says.
+func StartNginx(t *testing.T, listenParams, server string) int {
 	t.Helper()
 	bin := findProxy(t, "nginx")
 	dir := t.TempDir()
@@ -151,11 +162,11 @@ http {
 	uwsgi_temp_path %[1]s/uwsgi;
 	scgi_temp_path %[1]s/scgi;
 	server {
-		listen 127.0.0.1:%[2]d;
+		listen 127.0.0.1:%[2]d %[4]s;
 %[3]s
 	}
 }
-`, dir, port, server)
+`, dir, port, server, listenParams)
 		path := filepath.Join(dir, "nginx.conf")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
