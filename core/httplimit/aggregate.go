@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,7 +21,7 @@ const (
 	DefaultIPv6PrefixesPerNetwork = 64
 	// DefaultIPv6Networks is how many networks are tracked, least
 	// recently seen forgotten first.
-	DefaultIPv6Networks = 4096
+	DefaultIPv6Networks = 16384
 	// ipv6AggregationPeriod is how long a network's count of prefixes
 	// lasts: an hour after its first counted prefix it starts again.
 	ipv6AggregationPeriod = time.Hour
@@ -27,7 +29,8 @@ const (
 
 // networks counts, per IPv6 network, the client prefixes seen in it, and
 // says when a new prefix must share the network's identity. Its memory is
-// bounded: at most max prefixes for each of at most size networks.
+// bounded: at most max prefixes (8 bytes each) for each of at most size
+// networks.
 type networks struct {
 	bits  int
 	max   int
@@ -37,7 +40,15 @@ type networks struct {
 type network struct {
 	mu    sync.Mutex
 	since time.Time
-	seen  map[netip.Prefix]struct{}
+	seen  []uint64 // prefixes seen, as prefixID; two that collide count once, which only lets a prefix keep its own identity
+}
+
+// prefixID condenses a client prefix to 64 bits.
+func prefixID(p netip.Prefix) uint64 {
+	b := p.Masked().Addr().As16()
+	hi := binary.BigEndian.Uint64(b[:8])
+	lo := binary.BigEndian.Uint64(b[8:])
+	return hi ^ (lo * 0x9e3779b97f4a7c15)
 }
 
 func newNetworks(bits, max, size int) *networks {
@@ -69,15 +80,16 @@ func (ns *networks) group(a netip.Addr, p netip.Prefix) netip.Prefix {
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.seen == nil || now.Sub(n.since) > ipv6AggregationPeriod {
-		n.seen, n.since = make(map[netip.Prefix]struct{}), now
+	if n.since.IsZero() || now.Sub(n.since) > ipv6AggregationPeriod {
+		n.seen, n.since = n.seen[:0], now
 	}
-	if _, ok := n.seen[p]; ok {
+	id := prefixID(p)
+	if slices.Contains(n.seen, id) {
 		return p
 	}
 	if len(n.seen) >= ns.max {
 		return netp
 	}
-	n.seen[p] = struct{}{}
+	n.seen = append(n.seen, id)
 	return p
 }

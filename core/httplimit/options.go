@@ -275,9 +275,10 @@ func WithIPv6Prefix(bits int) Option {
 // both see these identities).
 //
 // The default is DefaultIPv6Network (/48), DefaultIPv6PrefixesPerNetwork
-// (64) and DefaultIPv6Networks (4,096) networks tracked: at most
-// 4,096 x 64 remembered prefixes, and at most 65 identities per /48 per
-// hour. Raise maxPrefixes when many real clients share one /48 (a large
+// (64) and DefaultIPv6Networks (16,384) networks tracked, least recently
+// seen forgotten first: at most 16,384 x 64 remembered prefixes (about
+// 11 MB when full), and at most 65 identities per /48 per hour while the
+// /48 is tracked. Raise maxPrefixes when many real clients share one /48 (a large
 // site); network 0 turns the grouping off. It applies to ByClientIP, the
 // default key. network must be 1..127 and shorter than WithIPv6Prefix's
 // length, maxPrefixes at least 1.
