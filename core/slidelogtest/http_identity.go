@@ -133,6 +133,26 @@ func testMintedIPv6Prefixes(t *testing.T, e *httpEnv) {
 		store := NewCountingStore(mem)
 		run(t, newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute}), store)
 	})
+	t.Run("behind a trusted proxy", func(t *testing.T) {
+		mem := memstore.New(memstore.WithMaxKeys(table))
+		t.Cleanup(func() { _ = mem.Close() })
+		store := NewCountingStore(mem)
+		l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute})
+		serve := e.serve(t, HTTPApp{
+			Global: mw(l, httplimit.WithTrustedProxies("10.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")),
+			Routes: []HTTPRoute{{Pattern: "/hello"}},
+		})
+		for i := range minted {
+			r := get(t, serve, "/hello", "10.0.0.1:1000", "X-Forwarded-For", fmt.Sprintf("2001:db8:%x:%x::1", 0xb0+i%2, i/2))
+			if r.status != http.StatusOK && r.status != http.StatusTooManyRequests {
+				t.Fatalf("minted /64 %d: status %d", i, r.status)
+			}
+		}
+		get(t, serve, "/hello", "10.0.0.1:1000", "X-Forwarded-For", "2001:db8:ff:1::1").wantStatus(t, http.StatusOK)
+		if n, max := len(store.Identities()), 2*(httplimit.DefaultIPv6PrefixesPerNetwork+1)+1; n > max {
+			t.Errorf("identities: got %d, want at most %d", n, max)
+		}
+	})
 	t.Run("fallback", func(t *testing.T) {
 		store := NewCountingStore(failingStore{})
 		l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute},
