@@ -45,6 +45,7 @@ func RunProxySuite(t *testing.T, factory HTTPFactory) {
 		{"TrustAllXFF", testNginxTrustAllXFF},
 		{"TrustedProxyXFF", testNginxTrustedXFF},
 		{"RealIP", testNginxRealIP},
+		{"Forwarded", testNginxForwarded},
 		{"UnixSocket", testNginxUnixSocket},
 		{"OuterHopHeader", testNginxOuterHop},
 		{"HAProxyAddHeader", testHAProxyAddHeader},
@@ -389,6 +390,20 @@ func testNginxRealIP(t *testing.T, factory HTTPFactory) {
 			proxy_set_header X-Real-IP $remote_addr;
 		}`, app))
 	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Real-IP", "X-Forwarded-For")
+	wantOneKey(t, got, store, "ip:"+AttackerAddr)
+}
+
+// testNginxForwarded: the RFC 7239 row as written (the proxy's address
+// trusted, "Forwarded" named) starts, and a proxy appending for= to the
+// client's own Forwarded makes 5 spoofed values one identity.
+func testNginxForwarded(t *testing.T, factory HTTPFactory) {
+	l, store := proxyLimiter(t)
+	app := backend(t, factory, proxyApp(l, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("Forwarded")), "tcp", "127.0.0.1:0")
+	port := startNginx(t, fmt.Sprintf(`		location / {
+			proxy_pass http://%s;
+			proxy_set_header Forwarded "$http_forwarded, for=$remote_addr";
+		}`, app))
+	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "Forwarded", "X-Forwarded-For")
 	wantOneKey(t, got, store, "ip:"+AttackerAddr)
 }
 
