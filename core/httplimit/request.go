@@ -163,11 +163,12 @@ func (r *Request) HeaderValue(name string) string {
 }
 
 // ClientIP returns the client's address: the socket peer's, or, when the
-// peer is a trusted proxy (WithTrustedProxies), the rightmost address of
-// the header named by WithClientIPHeader that is not a trusted proxy.
+// peer is a trusted proxy (WithTrustedProxies, WithAllPeersTrusted,
+// WithUnixSocketProxy), the rightmost address of the header named by
+// WithClientIPHeader that is not listed by WithTrustedProxies.
 // Ports and zones are dropped and IPv4-mapped IPv6 addresses become IPv4.
 // The error wraps slidelog.ErrInvalidKey when the socket address is not
-// an IP address.
+// an IP address (and, with WithUnixSocketProxy, the header names none).
 func (r *Request) ClientIP() (netip.Addr, error) {
 	if r == nil {
 		return netip.Addr{}, errNoClientAddr
