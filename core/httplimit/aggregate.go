@@ -29,12 +29,12 @@ const (
 
 // networks counts, per IPv6 network, the client prefixes seen in it, and
 // says when a new prefix must share the network's identity. Its memory is
-// bounded: at most max prefixes (8 bytes each) for each of at most size
+// bounded: at most perNet prefixes (8 bytes each) for each of at most size
 // networks.
 type networks struct {
-	bits  int
-	max   int
-	cache *lru.Cache[netip.Prefix, *network]
+	bits   int
+	perNet int
+	cache  *lru.Cache[netip.Prefix, *network]
 }
 
 type network struct {
@@ -51,12 +51,12 @@ func prefixID(p netip.Prefix) uint64 {
 	return hi ^ (lo * 0x9e3779b97f4a7c15)
 }
 
-func newNetworks(bits, max, size int) *networks {
+func newNetworks(bits, perNet, size int) *networks {
 	c, err := lru.New[netip.Prefix, *network](size)
 	if err != nil {
 		panic(err) // size > 0, checked by the option
 	}
-	return &networks{bits: bits, max: max, cache: c}
+	return &networks{bits: bits, perNet: perNet, cache: c}
 }
 
 // group returns the identity prefix of p, a client prefix of a.
@@ -87,7 +87,7 @@ func (ns *networks) group(a netip.Addr, p netip.Prefix) netip.Prefix {
 	if slices.Contains(n.seen, id) {
 		return p
 	}
-	if len(n.seen) >= ns.max {
+	if len(n.seen) >= ns.perNet {
 		return netp
 	}
 	n.seen = append(n.seen, id)

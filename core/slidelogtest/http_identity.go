@@ -122,9 +122,9 @@ func testMintedIPv6Prefixes(t *testing.T, e *httpEnv) {
 		}
 		get(t, serve, "/hello", "[2001:db8:ff:1::1]:1000").wantStatus(t, http.StatusOK)
 		get(t, serve, "/hello", "192.0.2.200:1").wantStatus(t, http.StatusOK)
-		max := 2*(httplimit.DefaultIPv6PrefixesPerNetwork+1) + 2
-		if n := len(store.Identities()); n > max {
-			t.Errorf("identities: got %d, want at most %d", n, max)
+		most := 2*(httplimit.DefaultIPv6PrefixesPerNetwork+1) + 2
+		if n := len(store.Identities()); n > most {
+			t.Errorf("identities: got %d, want at most %d", n, most)
 		}
 	}
 	t.Run("memory store", func(t *testing.T) {
@@ -149,8 +149,8 @@ func testMintedIPv6Prefixes(t *testing.T, e *httpEnv) {
 			}
 		}
 		get(t, serve, "/hello", "10.0.0.1:1000", "X-Forwarded-For", "2001:db8:ff:1::1").wantStatus(t, http.StatusOK)
-		if n, max := len(store.Identities()), 2*(httplimit.DefaultIPv6PrefixesPerNetwork+1)+1; n > max {
-			t.Errorf("identities: got %d, want at most %d", n, max)
+		if n, most := len(store.Identities()), 2*(httplimit.DefaultIPv6PrefixesPerNetwork+1)+1; n > most {
+			t.Errorf("identities: got %d, want at most %d", n, most)
 		}
 	})
 	t.Run("fallback", func(t *testing.T) {
