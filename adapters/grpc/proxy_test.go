@@ -119,3 +119,30 @@ func TestMetadataSentTwice(t *testing.T) {
 		t.Errorf("store calls %d, handler calls %d: want 0 and 0", store.Takes(), svc.Reached())
 	}
 }
+
+// TestMintedIPv6Prefixes: behind a trusted proxy, a client rotating /64s
+// of two /48s through x-forwarded-for cannot fill a small memory store
+// and lock a new client out: past 64 /64s, a /48's further ones share its
+// identity.
+func TestMintedIPv6Prefixes(t *testing.T) {
+	const table, minted = 200, 1000
+	store := slidelogtest.NewCountingStore(memstore.New(memstore.WithMaxKeys(table)))
+	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+	client, _ := serve(t, interceptors(newLimiter(t, store, "minted", 1),
+		httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("x-forwarded-for"))...)
+	call := func(xff string) error {
+		_, err := client.EmptyCall(metadata.AppendToOutgoingContext(t.Context(), "x-forwarded-for", xff), &testgrpc.Empty{})
+		return err
+	}
+	for i := range minted {
+		if err := call(fmt.Sprintf("2001:db8:%x:%x::1", 0xa0+i%2, i/2)); err != nil && status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("minted /64 %d: %v", i, err)
+		}
+	}
+	if err := call("2001:db8:ff:1::1"); err != nil {
+		t.Errorf("new client: got %v, want admitted", err)
+	}
+	if n, most := len(store.Identities()), 2*(httplimit.DefaultIPv6PrefixesPerNetwork+1)+1; n > most {
+		t.Errorf("identities: got %d, want at most %d", n, most)
+	}
+}
