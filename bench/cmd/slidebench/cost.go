@@ -10,8 +10,8 @@ import (
 
 // costContenders are the rows of the cost tables: slidelog with its
 // default options, redis_rate, and the design article's four-command
-// script (the EVALSHA round trip row).
-var costContenders = []string{contender.Slidelog, contender.RedisRate, contender.EvalSHA}
+// script.
+var costContenders = []string{contender.Slidelog, contender.RedisRate, contender.Article}
 
 // writeCost writes, per concurrency, what a decision costs each contender
 // on the Cluster with many keys: decisions/s, p50/p99, client CPU, Redis

@@ -171,7 +171,7 @@ func runAll(cfg runConfig) error {
 			names := append([]string(nil), contender.Redis...)
 			switch sc.name {
 			case "many-keys":
-				names = append(names, contender.SlidelogNoPipelining, contender.EvalSHA)
+				names = append(names, contender.SlidelogNoPipelining, contender.Article, contender.EvalSHA)
 				if scriptSrc != "" {
 					names = append(names, contender.SlidelogScript)
 				}
