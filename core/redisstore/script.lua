@@ -134,10 +134,10 @@ end
 -- else (a retry, whose ZADD NX adds nothing; an expiry set by a limiter of
 -- another retention; a special log) runs the full steps below, and the
 -- common path wrote nothing in those cases.
-if op == 'take' and cost == 1 and nsers == 0 and xlog and (xlog == -2 or (xlog >= 0 and xlog % 2 == 0)) then
+if op == 'take' and cost == 1 and nsers == 0 and xlog and (xlog == -2 or (xlog >= 0 and xlog % 2 == 0 and xlog % 1024 == tag(longest))) then
   local fresh = xlog == -2
   local due = fresh or at_(xlog) < now + longest
-  if not due or fresh or xlog % 1024 == tag(longest) then
+  do
     local counts, byw, deny = {}, {}, false
     for i = 1, npolicies do
       local w = windows[i]
@@ -421,8 +421,12 @@ local counts, sums, cuts = {}, {}, {}
 -- hold: keep every entry until then (µs), for a limiter of another
 -- retention whose expiry a plain log had. stale: the state hash holds
 -- fields of another life of the log, deleted before it is written.
-local special = xlog == nil or xlog == -1 or (xlog >= 0 and xlog % 2 == 1)
 local nolog = xlog == -2
+-- foreign: an even expiry without this limiter's tag, set by a limiter of
+-- another retention (or by a version of this script that kept a state
+-- hash for every log): read as a special log that lost its state.
+local foreign = xlog ~= nil and xlog >= 0 and xlog % 2 == 0 and xlog % 1024 ~= tag(longest)
+local special = xlog == nil or xlog == -1 or (xlog >= 0 and xlog % 2 == 1) or foreign
 local nocosts, hold, newhold, stale, evicted = false, 0, false, false, false
 
 -- convert makes a plain log special, deleting what an earlier life of the
@@ -454,7 +458,11 @@ if nexact > 0 then
   if special then
     local raw = redis.call('HGETALL', state)
     for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
-    if next(st) and ((xlog and tonumber(st['x']) ~= xlog) or (not xlog and redis.call('EXISTS', log) == 0)) then
+    if next(st) and xlog and tonumber(st['x']) ~= xlog and (tonumber(st['x']) or 0) > 1e14 then
+      -- The state of a script that kept one for every log (its x in µs):
+      -- valid, but its expiry is rewritten.
+      st['x'] = nil
+    elseif next(st) and ((xlog and tonumber(st['x']) ~= xlog) or (not xlog and redis.call('EXISTS', log) == 0)) then
       -- The state of a log that was lost (or, on Redis 6.2, is gone).
       stale, st = true, {}
       if not xlog then redis.call('DEL', costs) end
@@ -463,14 +471,14 @@ if nexact > 0 then
     -- cost is recorded ('k'), a window's sum is its number of entries. A
     -- special log that lost its state is rebuilt as weighted, from the
     -- costs that are left.
-    weighted = st['k'] ~= nil or (not st['x'] and not nolog and (xlog ~= nil or redis.call('EXISTS', costs) == 1))
+    weighted = st['k'] ~= nil or (next(st) == nil and not nolog and (xlog ~= nil or redis.call('EXISTS', costs) == 1))
     if weighted and not st['k'] then out[#out + 1], out[#out + 2] = 'k', '1' end
     if tonumber(st['h']) and tonumber(st['h']) > now then hold = tonumber(st['h']) end
-  elseif not nolog and at_(xlog) < now + longest and xlog % 1024 ~= tag(longest) then
-    -- A plain log whose expiry a limiter of another retention set: keep
-    -- every entry until that expiry, as its retention mark would.
-    convert()
-    hold, newhold = at_(xlog), true
+    if foreign and at_(xlog) > hold then
+      -- Keep every entry until the other limiter's expiry, as its
+      -- retention mark would.
+      hold, newhold = at_(xlog), true
+    end
   end
 
   -- 1. Retention follows the longest window of any limiter on this log:
@@ -481,7 +489,7 @@ if nexact > 0 then
     local r, ru = tonumber(st['r']), tonumber(st['ru'])
     if r and ru and ru > now and r > longest then
       retention = r
-    elseif not newhold and (r ~= longest or not ru or ru < now + longest) then
+    elseif r ~= longest or not ru or ru < now + longest then
       out[#out + 1], out[#out + 2] = 'r', fmt(longest)
       out[#out + 1], out[#out + 2] = 'ru', fmt(now + longest + math.floor(longest / 4))
     end
@@ -668,13 +676,22 @@ if nexact > 0 then
       renew = true
       out[#out + 1], out[#out + 2] = 'x', fmt(x)
     end
-    if stale then redis.call('DEL', state) end
-    if #out > 0 then redis.call('HSET', state, unpack(out)) end
-    if renew then
+    if renew and xlog and not weighted and hold == 0 and retention == longest then
+      -- Nothing left that needs the state (no costs, no other limiter's
+      -- retention, no hold): the log becomes plain again.
+      redis.call('DEL', state)
+      redis.call('PEXPIREAT', log, plainx(keep + math.floor(longest / 4), longest))
+    elseif renew then
+      if stale then redis.call('DEL', state) end
+      redis.call('HSET', state, unpack(out))
       redis.call('PEXPIREAT', log, x)
       redis.call('PEXPIREAT', state, x)
       if weighted then redis.call('PEXPIREAT', costs, x) end
-    elseif added then
+    else
+      if stale then redis.call('DEL', state) end
+      if #out > 0 then redis.call('HSET', state, unpack(out)) end
+    end
+    if not renew and added then
       if nolog or evicted or (not xlog and redis.call('PTTL', log) == -1) then redis.call('PEXPIREAT', log, x) end
       if cost ~= 1 then redis.call('PEXPIREAT', costs, x) end
     end
