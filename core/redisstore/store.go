@@ -513,18 +513,29 @@ func member(id uint64) string {
 	return string(b[8-memberBytes:])
 }
 
-// decode turns the reply of the script's take into a Result.
+// decode turns the reply of the script's take into a Result. Whether the
+// request was admitted is the script's verdict alone (reply[0]); on a
+// denial the policies it violated are those with a retry (the script gives
+// every violated policy one), and should none have one, every policy is
+// reported denied rather than the denial read as an admission.
 func decode(reply []int64, policies []slidelog.Policy, source slidelog.Source) slidelog.Result {
 	allowed := reply[0] == 1
 	states := make([]slidelog.PolicyResult, len(policies))
+	denied := false
 	for i, p := range policies {
 		v := reply[3+3*i:]
 		states[i] = slidelog.PolicyResult{
 			Policy:     p,
-			Allowed:    allowed || v[1] == 0,
+			Allowed:    allowed || v[1] <= 0,
 			Remaining:  int(v[0]),
-			RetryAfter: time.Duration(v[1]) * time.Microsecond,
+			RetryAfter: time.Duration(max(v[1], 0)) * time.Microsecond,
 			ResetAfter: time.Duration(v[2]) * time.Microsecond,
+		}
+		denied = denied || !states[i].Allowed
+	}
+	if !allowed && !denied {
+		for i := range states {
+			states[i].Allowed = false
 		}
 	}
 	res := slidelog.NewResult(states, source)
