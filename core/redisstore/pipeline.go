@@ -327,18 +327,18 @@ func poolSize(client redis.UniversalClient) int {
 // run runs sc through the batcher of r's node. Calls
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
-func (p *pipelines) run(ctx context.Context, sc *redis.Script, r route, w *slidelog.Watch, args []any) ([]int64, error) {
+func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, error) {
 	b := p.single
 	if b == nil {
 		p.mu.Lock()
-		b = p.nodes[r.node]
+		b = p.nodes[r.Node]
 		if b == nil {
 			b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch}
-			p.nodes[r.node] = b
+			p.nodes[r.Node] = b
 		}
 		p.mu.Unlock()
 	}
-	call := &scriptCall{script: sc, ctx: ctx, key: r.key, args: args, done: make(chan struct{})}
+	call := &scriptCall{script: sc, ctx: ctx, key: r.Key, args: args, done: make(chan struct{})}
 	if w != nil {
 		call.stalled, call.replied = w.Stalled(), w.Replied
 	}
