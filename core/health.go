@@ -16,33 +16,40 @@ const DefaultStallTimeout = 150 * time.Millisecond
 // health tells a store node that is failing from one that is merely busy.
 //
 // A decision waits for its node as long as the node makes progress: a
-// decision queued behind a pipeline is not a failure. A node is stalled
-// when decisions wait on it and it has sent no reply for the stall
-// timeout, counted from the later of its last reply and the moment it
-// became busy. Then every decision waiting on it is handed to the failure
-// mode.
+// decision queued behind a pipeline, or whose goroutine was not scheduled
+// for a while, is not a failure. A node is stalled when decisions wait on
+// it and it has sent no reply for the stall timeout, counted from the
+// later of its last reply and the moment it became busy. Then every
+// decision waiting on it is handed to the failure mode.
 //
 // Nothing runs per decision: a decision counts itself in and out of its
-// node under the node's lock, and each node has one timer, armed when the
-// node becomes busy for the moment its silence would reach the stall
-// timeout. A lone decision that is answered in time never sees the timer
-// fire. When it fires, it first yields (a goroutine with a reply to read
-// gets its turn), and when it finds that it ran late, or queued for a CPU,
-// by more than a quarter of the stall timeout, the process rather than the
-// node was slow: it looks again a quarter stall timeout later instead of
-// judging, for at most three stall timeouts. So a stopped node is found
-// within the stall timeout on a machine with CPU to spare and within four
-// stall timeouts (plus the timer's own delay) on a saturated one, and a
-// node that answers is never judged stalled because this process could
-// not read its replies. The time is the monotonic clock; no tick is
-// counted, so a timer that fires late loses nothing.
+// node under the node's lock, and a reply stores the time. One timer per
+// limiter is armed when a node becomes busy, for half the stall timeout;
+// a decision answered before it fires (a lone decision on a healthy
+// node) costs nothing more. When it fires with decisions still waiting,
+// a monitor goroutine starts and runs until no decision waits: it counts
+// each node's silence in alive time, which a tick advances by at most
+// two ticks, less the time the monitor itself then queued for a CPU, and
+// at least a quarter tick. So a process that was not scheduled (a
+// CPU-starved machine, a long GC pause) does not count the time it could
+// not read replies against its nodes. On top of that, a node silent for
+// four stall timeouts of wall time is stalled whatever the ticks said (a
+// starved ticker drops ticks): the slowest decision on a stopped node is
+// bounded by four stall timeouts plus the monitor's scheduling delay.
 type health struct {
 	stall time.Duration
+	tick  time.Duration
 	start time.Time
 
-	mu     sync.Mutex
-	nodes  map[string]*nodeHealth
-	closed bool
+	mu      sync.Mutex
+	nodes   map[string]*nodeHealth
+	waiting int  // decisions waiting on all nodes
+	armed   bool // the timer is set
+	running bool // the monitor goroutine runs
+	closed  bool
+	timer   *time.Timer
+	stop    chan struct{}
+	stopped sync.WaitGroup
 }
 
 // nodeHealth is the progress of one node. Entries are never removed: a
@@ -51,123 +58,154 @@ type nodeHealth struct {
 	h         *health
 	lastReply atomic.Int64 // health time (ns) of the last reply
 
-	mu        sync.Mutex
+	// Under health.mu:
 	waiting   int
 	busySince int64  // health time when waiting went from 0 to 1
 	watch     *Watch // the current epoch, ended when the node is found stalled
-	timer     *time.Timer
-	armed     bool  // the timer is set
-	due       int64 // health time the timer is set for
-	grace     int64 // health time the check first deferred its judgement; 0: none
-	closed    bool
+	silence   int64  // alive ns without a reply, counted by the monitor
+	seenReply int64  // lastReply when the monitor last looked
 }
 
 func newHealth(stall time.Duration) *health {
-	return &health{stall: stall, start: time.Now(), nodes: make(map[string]*nodeHealth)}
+	h := &health{
+		stall: stall,
+		tick:  max(time.Millisecond, stall/10),
+		start: time.Now(),
+		nodes: make(map[string]*nodeHealth),
+		stop:  make(chan struct{}),
+	}
+	h.timer = time.AfterFunc(time.Hour, h.fire)
+	h.timer.Stop()
+	return h
 }
 
 // now is the health's monotonic time in nanoseconds.
 func (h *health) now() int64 { return int64(time.Since(h.start)) }
 
-// node returns the health of node, creating it on first use.
-func (h *health) node(node string) *nodeHealth {
-	h.mu.Lock()
-	n := h.nodes[node]
-	if n == nil {
-		n = &nodeHealth{h: h, closed: h.closed}
-		n.watch = newWatch(n)
-		n.timer = time.AfterFunc(time.Hour, n.check)
-		n.timer.Stop()
-		h.nodes[node] = n
-	}
-	h.mu.Unlock()
-	return n
-}
-
 // begin registers a decision waiting on node and returns the Watch of
 // its call.
 func (h *health) begin(node string) *Watch {
-	n := h.node(node)
-	n.mu.Lock()
+	h.mu.Lock()
+	n := h.nodes[node]
+	if n == nil {
+		n = &nodeHealth{h: h}
+		n.watch = newWatch(n)
+		h.nodes[node] = n
+	}
 	if n.waiting == 0 {
 		n.busySince = h.now()
+		n.silence = 0
 	}
 	n.waiting++
-	if !n.armed && !n.closed {
-		n.arm(max(n.lastReply.Load(), n.busySince) + int64(h.stall))
+	h.waiting++
+	if !h.armed && !h.running && !h.closed {
+		h.armed = true
+		h.timer.Reset(h.stall / 2)
 	}
 	w := n.watch
-	n.mu.Unlock()
+	h.mu.Unlock()
 	return w
-}
-
-// arm sets the timer for health time at; n.mu is held.
-func (n *nodeHealth) arm(at int64) {
-	n.armed, n.due = true, at
-	n.timer.Reset(time.Duration(max(at-n.h.now(), 0)))
 }
 
 // end unregisters a decision that waited on the node.
 func (n *nodeHealth) end() {
-	n.mu.Lock()
+	n.h.mu.Lock()
 	n.waiting--
-	n.mu.Unlock()
+	n.h.waiting--
+	n.h.mu.Unlock()
 }
 
-// check runs when the node's silence may have reached the stall timeout.
-func (n *nodeHealth) check() {
-	h := n.h
-	fired := h.now()
-	// Yield once: goroutines that were runnable before this one (a
-	// sender with a reply to read, say) have had their turn when it runs
-	// again.
-	runtime.Gosched()
-	now := h.now()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.armed = false
-	if n.closed || n.waiting == 0 {
-		n.grace = 0
-		return
-	}
-	stall := int64(h.stall)
-	since := max(n.lastReply.Load(), n.busySince)
-	if now-since < stall {
-		n.grace = 0
-		n.arm(since + stall)
-		return
-	}
-	if slow := (fired - n.due) + (now - fired); slow > stall/4 {
-		// This process was slow to look: a reply may be waiting to be
-		// read. Look again soon, within a bound.
-		if n.grace == 0 {
-			n.grace = now
-		}
-		if now-n.grace < 3*stall {
-			n.arm(now + stall/4)
-			return
-		}
-	}
-	n.grace = 0
-	n.watch.cancel(ErrStalled)
-	n.watch = newWatch(n)
-	// Decisions that arrive now wait on the new epoch, measured from the
-	// same last reply: they are judged at the next check.
-	n.arm(now + stall/4)
-}
-
-// close stops the timers. Decisions waiting at that moment wait for their
-// reply or their context only.
-func (h *health) close() {
+// fire starts the monitor when decisions still wait half a stall timeout
+// after a node became busy.
+func (h *health) fire() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.closed = true
-	for _, n := range h.nodes {
-		n.mu.Lock()
-		n.closed = true
-		n.timer.Stop()
-		n.mu.Unlock()
+	h.armed = false
+	if h.closed || h.running || h.waiting == 0 {
+		return
 	}
+	now := h.now()
+	for _, n := range h.nodes {
+		// The wall time a node has been silent so far counts, up to
+		// the half stall timeout the timer waited.
+		n.silence = min(now-max(n.lastReply.Load(), n.busySince), int64(h.stall/2))
+		n.seenReply = n.lastReply.Load()
+	}
+	h.running = true
+	h.stopped.Add(1)
+	go h.run()
+}
+
+// run advances the nodes' alive silence and looks for stalled nodes,
+// until no decision waits or the health is closed.
+func (h *health) run() {
+	defer h.stopped.Done()
+	t := time.NewTicker(h.tick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			// Yield once: when this goroutine runs again, the goroutines
+			// that were runnable before it (a sender with a reply to
+			// read, say) have had their turn. Time spent queueing for a
+			// CPU is the process's, not the node's: it does not count.
+			yield := time.Now()
+			runtime.Gosched()
+			now := time.Now()
+			queued := now.Sub(yield)
+			alive := int64(max(h.tick/4, min(now.Sub(last), 2*h.tick)-queued))
+			last = now
+			if !h.check(alive) {
+				return
+			}
+		}
+	}
+}
+
+// check adds alive to the silence of every waiting node, ends the epoch
+// of every stalled node, and reports whether the monitor should go on.
+func (h *health) check(alive int64) bool {
+	now := h.now()
+	stall := int64(h.stall)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiting == 0 || h.closed {
+		h.running = false
+		return false
+	}
+	for _, n := range h.nodes {
+		if n.waiting == 0 {
+			continue
+		}
+		if r := n.lastReply.Load(); r != n.seenReply {
+			n.seenReply, n.silence = r, 0
+		} else {
+			n.silence += alive
+		}
+		wall := now - max(n.lastReply.Load(), n.busySince)
+		if n.silence >= stall || wall >= 4*stall {
+			n.watch.cancel(ErrStalled)
+			n.watch = newWatch(n)
+			n.silence = 0
+		}
+	}
+	return true
+}
+
+// close stops the timer and the monitor. Decisions waiting at that moment
+// wait for their reply or their context only.
+func (h *health) close() {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		h.timer.Stop()
+		close(h.stop)
+	}
+	h.mu.Unlock()
+	h.stopped.Wait()
 }
 
 // Watch follows the store calls of a limiter on one node (Request.Watch):

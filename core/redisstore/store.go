@@ -201,6 +201,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}
 	s.pipes = newPipelines(client, cfg.pipelinesPerNode)
+	s.pipes.watchDials(client)
 	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.topology = &reloader{client: c}
@@ -392,7 +393,10 @@ func (s *Store) failed(ctx context.Context, err error) error {
 // slot map does not know yet; the client then routes by key itself).
 func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route {
 	r := slidelog.Route{Key: s.Key(req.Namespace, req.Key)}
-	if c, ok := s.client.(*redis.ClusterClient); ok {
+	// Without a slot map, finding the master would wait for its first
+	// load (seconds on a dead Cluster): leave the node unknown, and the
+	// client routes the call by its key.
+	if c, ok := s.client.(*redis.ClusterClient); ok && s.pipes.mapped.Load() {
 		if m, err := c.MasterForKey(ctx, r.Key); err == nil {
 			r.Node = m.Options().Addr
 		}
