@@ -335,6 +335,10 @@ func (l *Limiter) writeBackKey(ctx context.Context, req Request) error {
 	return err
 }
 
+// errWriteBackStopped marks the journaled admissions not tried because
+// an earlier write of the same round failed.
+var errWriteBackStopped = fmt.Errorf("%w: an earlier write-back failed", ErrUnavailable)
+
 // writeBackConcurrency is how many journaled admissions a limiter writes
 // back at once: concurrent calls leave in one pipeline per node.
 const writeBackConcurrency = 64
@@ -346,11 +350,22 @@ func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(jour
 	errs := make([]error, len(es))
 	sem := make(chan struct{}, writeBackConcurrency)
 	var wg sync.WaitGroup
+	var failing atomic.Bool
 	for i, e := range es {
 		sem <- struct{}{}
+		if failing.Load() {
+			// A node that failed one write fails the rest: they wait
+			// for the next attempt instead of one stall timeout per
+			// round of writeBackConcurrency.
+			<-sem
+			errs[i] = errWriteBackStopped
+			continue
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = l.record(ctx, e, at(e))
+			if errs[i] = l.record(ctx, e, at(e)); errs[i] != nil {
+				failing.Store(true)
+			}
 		})
 	}
 	wg.Wait()
