@@ -79,7 +79,7 @@ type batcher struct {
 	refusal    chan struct{}
 	refusedErr error
 	refusedAt  time.Time
-	refused    atomic.Bool // refusedErr is set: a reply must clear it
+	refused    atomic.Bool  // refusedErr is set: a reply must clear it
 	mapped     *atomic.Bool // the pipelines' mapped; nil on a single server
 }
 
