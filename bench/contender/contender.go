@@ -159,7 +159,7 @@ func newSlidelog(store slidelog.Store, limit int, window time.Duration, opts ...
 
 func (s slidelogLimiter) Allow(ctx context.Context, key string) (bool, error) {
 	res, err := s.l.Allow(ctx, key)
-	if err == nil && res.Source != slidelog.SourceRedis && res.Source != slidelog.SourceMemory && res.Source != slidelog.SourceDenyCache {
+	if err == nil && res.Source != redisstore.Source && res.Source != memstore.Source && res.Source != slidelog.SourceDenyCache {
 		return false, fmt.Errorf("%w (%v)", ErrFailureMode, res.Source)
 	}
 	return res.Allowed, err

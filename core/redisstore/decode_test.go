@@ -29,7 +29,7 @@ func TestDecodeAllowedIsTheVerdict(t *testing.T) {
 		{"two policies, no retry", []int64{0, 1e15, 0, 3, 0, 0, 0, 0, 0}, []slidelog.Policy{a, b}, false, []bool{false, false}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			res := redisstore.Decode(tt.reply, tt.policies, slidelog.SourceRedis)
+			res := redisstore.Decode(tt.reply, tt.policies, redisstore.Source)
 			assert.Equal(t, tt.want, res.Allowed, "Allowed")
 			states := res.States()
 			for i, w := range tt.wantEach {

@@ -9,8 +9,10 @@
 //	if err != nil { ... }
 //	limiter, err := slidelog.New(store, slidelog.PerMinute(100), slidelog.WithName("api"))
 //
-// A Store implements slidelog.Store, slidelog.NodeStore (so a limiter keeps
-// a circuit breaker and a stall watch per Cluster master) and
+// A Store implements slidelog.Store, slidelog.Describer (a store named
+// "redis" that follows the limiter's stall watch), slidelog.Router (so a
+// limiter keeps a circuit breaker and a stall watch per Cluster master,
+// and the key and master of a request are computed once per decision) and
 // slidelog.Recorder (so the limiter's fallback admissions are written back
 // once Redis answers again). Decisions headed for one node while its
 // pipelines are busy leave together in the next pipeline (see
@@ -199,6 +201,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}
 	s.pipes = newPipelines(client, cfg.pipelinesPerNode)
+	s.pipes.watchDials(client)
 	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.topology = &reloader{client: c}
@@ -341,8 +344,15 @@ func WithStartUnreachable() Option {
 	})
 }
 
-// Clock returns the clock given with WithClock, nil for the servers'.
-func (s *Store) Clock() func() time.Time { return s.clock }
+// Source is the Source of a Redis store's decisions.
+const Source slidelog.Source = "redis"
+
+// Describe implements slidelog.Describer: a remote store named "redis"
+// whose calls follow the limiter's Watch, on the clock given with
+// WithClock (nil: the servers').
+func (s *Store) Describe() slidelog.StoreInfo {
+	return slidelog.StoreInfo{Name: string(Source), Clock: s.clock, Watched: true}
+}
 
 // Key returns the Redis key that holds the log of identity in namespace
 // (slidelog.Request.Namespace: a limiter's name). The
@@ -370,27 +380,26 @@ func (s *Store) Key(namespace, identity string) string {
 	return string(b)
 }
 
-// Node implements slidelog.NodeStore: on a Cluster, the address of the
-// master holding req's key by the client's slot map; "" on a single
-// server.
-func (s *Store) Node(ctx context.Context, req slidelog.Request) string {
-	return s.route(ctx, req).node
+// Route implements slidelog.Router: req's Redis key (Key) and, on a
+// Cluster, the address of the master holding it by the client's slot map
+// ("" on a single server, or while the slot map does not know it).
+func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route {
+	return s.route(ctx, req)
 }
 
 // Take implements slidelog.Store with one run of the decision script,
-// through the pipelines of the key's node.
+// through the pipelines of the key's node, at req.Route when the limiter
+// routed it. It expects a valid request (slidelog.Request.Validate), as a
+// limiter sends.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
-	if err := req.Validate(); err != nil {
-		return slidelog.Result{}, err
-	}
-	reply, err := s.pipes.run(ctx, s.script(), s.route(ctx, req), slidelog.WatchFrom(ctx), s.args(opTake, req, 0))
+	reply, err := s.pipes.run(ctx, s.script(), s.routed(ctx, req), req.Watch, s.args(opTake, req, 0))
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}
 	if len(reply) != 3+3*len(req.Policies) {
 		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
-	return decode(reply, req.Policies, slidelog.SourceRedis), nil
+	return decode(reply, req.Policies, Source), nil
 }
 
 // failed turns a failed call's error into one wrapping
@@ -411,16 +420,25 @@ func (s *Store) failed(ctx context.Context, err error) error {
 // route is where req's decision runs: its key and, on a Cluster, the
 // address of the master holding it ("" on a single server or when the
 // slot map does not know yet; the client then routes by key itself).
-type route struct{ key, node string }
-
-func (s *Store) route(ctx context.Context, req slidelog.Request) route {
-	r := route{key: s.Key(req.Namespace, req.Key)}
-	if c, ok := s.client.(*redis.ClusterClient); ok {
-		if m, err := c.MasterForKey(ctx, r.key); err == nil {
-			r.node = m.Options().Addr
+func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route {
+	r := slidelog.Route{Key: s.Key(req.Namespace, req.Key)}
+	// Without a slot map, finding the master would wait for its first
+	// load (seconds on a dead Cluster): leave the node unknown, and the
+	// client routes the call by its key.
+	if c, ok := s.client.(*redis.ClusterClient); ok && s.pipes.mapped.Load() {
+		if m, err := c.MasterForKey(ctx, r.Key); err == nil {
+			r.Node = m.Options().Addr
 		}
 	}
 	return r
+}
+
+// routed is req.Route, or req's route when the caller did not give one.
+func (s *Store) routed(ctx context.Context, req slidelog.Request) slidelog.Route {
+	if req.Route.Key != "" {
+		return req.Route
+	}
+	return s.route(ctx, req)
 }
 
 // args are the script's arguments for op on req; at is the time of a
@@ -471,7 +489,7 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	if err := req.ValidateRecord(at); err != nil {
 		return err
 	}
-	if _, err := s.pipes.run(ctx, s.script(), s.route(ctx, req), slidelog.WatchFrom(ctx), s.args(opRecord, req, at.UnixMicro())); err != nil {
+	if _, err := s.pipes.run(ctx, s.script(), s.routed(ctx, req), req.Watch, s.args(opRecord, req, at.UnixMicro())); err != nil {
 		return s.failed(ctx, err)
 	}
 	return nil
