@@ -143,8 +143,8 @@ func TestUncheckedSendsNoState(t *testing.T) {
 // names, in RateLimit-Policy and RateLimit alike.
 func TestSetHeaderDistinctPolicyNames(t *testing.T) {
 	h := http.Header{}
-	outer := slidelog.NewResult([]slidelog.PolicyResult{{Policy: slidelog.PerMinute(100), Allowed: true, Remaining: 99, ResetAfter: time.Minute}}, slidelog.SourceMemory)
-	inner := slidelog.NewResult([]slidelog.PolicyResult{{Policy: slidelog.PerMinute(10), Allowed: true, Remaining: 9, ResetAfter: time.Minute}}, slidelog.SourceMemory)
+	outer := slidelog.NewResult([]slidelog.PolicyResult{{Policy: slidelog.PerMinute(100), Allowed: true, Remaining: 99, ResetAfter: time.Minute}}, slidelog.Source("memory"))
+	inner := slidelog.NewResult([]slidelog.PolicyResult{{Policy: slidelog.PerMinute(10), Allowed: true, Remaining: 9, ResetAfter: time.Minute}}, slidelog.Source("memory"))
 	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, outer))
 	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, inner))
 	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, inner))
