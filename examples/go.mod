@@ -4,6 +4,7 @@ go 1.26.0
 
 replace (
 	github.com/slidelog/slidelog/adapters/chi => ../adapters/chi
+	github.com/slidelog/slidelog/adapters/connect => ../adapters/connect
 	github.com/slidelog/slidelog/adapters/echo => ../adapters/echo
 	github.com/slidelog/slidelog/adapters/echov5 => ../adapters/echov5
 	github.com/slidelog/slidelog/adapters/fiber => ../adapters/fiber
@@ -13,6 +14,8 @@ replace (
 )
 
 require (
+	connectrpc.com/connect v1.21.1
+	connectrpc.com/grpchealth v1.5.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/gofiber/fiber/v2 v2.52.15
@@ -21,6 +24,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/slidelog/slidelog/adapters/chi v0.0.0-00010101000000-000000000000
+	github.com/slidelog/slidelog/adapters/connect v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/adapters/echo v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/adapters/echov5 v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/adapters/fiber v0.0.0-00010101000000-000000000000
@@ -61,7 +65,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/common v0.72.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
@@ -76,9 +80,9 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/arch v0.22.0 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

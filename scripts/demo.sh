@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh - run one example and show the limiter at work (make demo).
 #
-#   scripts/demo.sh [FRAMEWORK]    FRAMEWORK: gin, echo, echov5, chi (default) or fiber
+#   scripts/demo.sh [FRAMEWORK]    FRAMEWORK: gin, echo, echov5, chi (default), fiber,
+#                                  grpc or connect (these two: scripts/demo-rpc.sh)
 #
 # Builds examples/FRAMEWORK and the demo client (examples/cmd/demo) with
 # the Go toolchain, starts the example on a free loopback port with
@@ -26,7 +27,8 @@ REQUESTS="${DEMO_REQUESTS:-14}"
 
 case "$FRAMEWORK" in
   gin | echo | echov5 | chi | fiber) ;;
-  *) echo "usage: $0 [gin|echo|echov5|chi|fiber]" >&2; exit 2 ;;
+  grpc | connect) exec bash "$(dirname "${BASH_SOURCE[0]}")/demo-rpc.sh" "$FRAMEWORK" ;;
+  *) echo "usage: $0 [gin|echo|echov5|chi|fiber|grpc|connect]" >&2; exit 2 ;;
 esac
 command -v go >/dev/null 2>&1 || { echo "demo: the Go toolchain (go) is not on PATH" >&2; exit 1; }
 

@@ -83,7 +83,7 @@ done
 # FuzzMiddleware drives each adapter with crafted requests; a count, not a
 # duration, for the same reason as above.
 HTTP_FUZZTIME="${SLIDELOG_HTTP_FUZZTIME:-5000x}"
-for a in gin echo echov5 chi fiber grpc; do
+for a in gin echo echov5 chi fiber grpc connect; do
   if grep -qs 'func FuzzMiddleware' "$ROOT/adapters/$a"/*_test.go; then
     echo
     echo "=== module adapters/$a: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME ."

@@ -54,11 +54,11 @@ func TestOrdersRateLimit(t *testing.T) {
 	for _, wantRemaining := range []int{1, 0} {
 		resp := get("203.0.113.7")
 		rl := slidelogtest.AssertAdmitted(t, resp)
-		if got, _ := rl.Remaining(); got != wantRemaining {
-			t.Errorf("remaining: got %d, want %d", got, wantRemaining)
+		if got, ok := rl.Remaining(); !ok || got != wantRemaining {
+			t.Errorf("remaining: got %d (known: %v), want %d", got, ok, wantRemaining)
 		}
-		if body, _ := io.ReadAll(resp.Body); string(body) != "order 7" {
-			t.Errorf("body: got %q, want %q", body, "order 7")
+		if body, err := io.ReadAll(resp.Body); err != nil || string(body) != "order 7" {
+			t.Errorf("body: got %q (%v), want %q", body, err, "order 7")
 		}
 	}
 

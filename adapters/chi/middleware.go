@@ -60,14 +60,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := e.Check(&request{r: r})
-			h := w.Header()
-			for _, f := range d.Header {
-				if f.Append {
-					h.Add(f.Name, f.Value)
-				} else {
-					h.Set(f.Name, f.Value)
-				}
-			}
+			httplimit.SetHeader(w.Header(), d.Header)
 			switch d.Outcome {
 			case httplimit.OutcomeDenied:
 				denied(w, r, d.Result)

@@ -58,14 +58,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) echo.MiddlewareFu
 		}
 		return func(c *echo.Context) error {
 			d := e.Check(request{c})
-			h := c.Response().Header()
-			for _, f := range d.Header {
-				if f.Append {
-					h.Add(f.Name, f.Value)
-				} else {
-					h.Set(f.Name, f.Value)
-				}
-			}
+			httplimit.SetHeader(c.Response().Header(), d.Header)
 			switch d.Outcome {
 			case httplimit.OutcomeDenied:
 				return denied(c, d.Result)

@@ -58,7 +58,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) fiber.Handler {
 	}
 	return func(c *fiber.Ctx) error {
 		d := e.Check(&request{c: c})
-		for _, f := range d.Header {
+		for _, f := range httplimit.DistinctPolicyNames(d.Header, []string{c.GetRespHeader("RateLimit-Policy")}) {
 			if f.Append {
 				c.Append(f.Name, f.Value)
 			} else {

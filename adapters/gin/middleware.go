@@ -54,14 +54,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	}
 	return func(c *gin.Context) {
 		d := e.Check(request{c})
-		h := c.Writer.Header()
-		for _, f := range d.Header {
-			if f.Append {
-				h.Add(f.Name, f.Value)
-			} else {
-				h.Set(f.Name, f.Value)
-			}
-		}
+		httplimit.SetHeader(c.Writer.Header(), d.Header)
 		switch d.Outcome {
 		case httplimit.OutcomeDenied:
 			denied(c, d.Result)

@@ -1,7 +1,10 @@
 // Package slidegrpc rate-limits gRPC calls with a slidelog.Limiter: a
 // strict sliding-window log on Redis, Redis Cluster or memory.
 //
-//	l, _ := slidelog.New(memstore.New(), slidelog.PerMinute(100))
+//	srv := grpc.NewServer(slidegrpc.LimitByPeer(slidelog.PerMinute(100)))
+//
+// or, with a limiter of your own (on Redis, say):
+//
 //	srv := grpc.NewServer(
 //		grpc.ChainUnaryInterceptor(slidegrpc.UnaryServerInterceptor(l)),
 //		grpc.ChainStreamInterceptor(slidegrpc.StreamServerInterceptor(l)),
@@ -12,7 +15,11 @@
 // response header metadata: ratelimit-policy and ratelimit, the same
 // values as slidelog's HTTP adapters send. A denied call fails with
 // codes.ResourceExhausted, a RetryInfo detail giving the delay and a
-// retry-after header; a call with a bad identity fails with
+// QuotaFailure naming the violated policies, in a trailers-only response
+// whose trailer carries the rate-limit fields, retry-after and
+// grpc-retry-pushback-ms (the delay in milliseconds): no header metadata
+// is sent first, so a grpc-go client whose retry policy lists
+// RESOURCE_EXHAUSTED waits the pushback and retries. A call with a bad identity fails with
 // InvalidArgument; when the limiter cannot decide, the call fails with
 // Unavailable (Internal when the server is misconfigured), never with the
 // error's text.

@@ -20,7 +20,9 @@ import (
 )
 
 // Limit every method to 2 calls per minute per client address, on a real
-// server; the third call fails with ResourceExhausted and a RetryInfo.
+// server; the third call fails with ResourceExhausted and a RetryInfo, in
+// a trailers-only response whose trailer carries the rate-limit metadata
+// and grpc-retry-pushback-ms (which grpc-go's retry policy obeys).
 func Example() {
 	store := memstore.New()
 	defer store.Close()
@@ -49,9 +51,12 @@ func Example() {
 	defer conn.Close()
 	client := healthpb.NewHealthClient(conn)
 	for range 3 {
-		var header metadata.MD
-		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+		var header, trailer metadata.MD
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
 		st := status.Convert(err)
+		if err != nil {
+			header = trailer // a denial sends its metadata as trailers only
+		}
 		fmt.Println(st.Code(), header.Get("ratelimit"), header.Get("retry-after"))
 		for _, d := range st.Details() {
 			if ri, ok := d.(*errdetails.RetryInfo); ok {
@@ -64,6 +69,16 @@ func Example() {
 	// OK ["api";r=0;t=60] []
 	// ResourceExhausted ["api";r=0;t=60] [60]
 	// retry in 1m0s
+}
+
+// The common case in one statement: every method, unary or streaming,
+// limited to 100 calls per minute per client address, in memory.
+func ExampleLimitByPeer() {
+	srv := grpc.NewServer(slidegrpc.LimitByPeer(slidelog.PerMinute(100)))
+	defer srv.Stop()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	fmt.Println(len(srv.GetServiceInfo()), "service")
+	// Output: 1 service
 }
 
 // Per-method costs and limiters: Search costs 5 units of the shared

@@ -38,11 +38,14 @@ func UnaryServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc.
 	e := build("UnaryServerInterceptor", l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		d := e.Check(&call{ctx: ctx, method: info.FullMethod})
-		if md := headerMetadata(d.Header); md != nil {
-			_ = grpc.SetHeader(ctx, md) // fails only when the call has already ended
-		}
 		if err := rejection(d); err != nil {
+			if md := trailerMetadata(d); md != nil {
+				_ = grpc.SetTrailer(ctx, md) // fails only when the call has already ended
+			}
 			return nil, err
+		}
+		if md := headerMetadata(d.Header); md != nil {
+			_ = grpc.SetHeader(ctx, md)
 		}
 		resp, err := handler(ctx, req)
 		d.Finish(finishStatus(err))
@@ -59,11 +62,14 @@ func StreamServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc
 	e := build("StreamServerInterceptor", l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		d := e.Check(&call{ctx: ss.Context(), method: info.FullMethod})
+		if err := rejection(d); err != nil {
+			if md := trailerMetadata(d); md != nil {
+				ss.SetTrailer(md)
+			}
+			return err
+		}
 		if md := headerMetadata(d.Header); md != nil {
 			_ = ss.SetHeader(md)
-		}
-		if err := rejection(d); err != nil {
-			return err
 		}
 		err := handler(srv, ss)
 		d.Finish(finishStatus(err))
@@ -74,10 +80,22 @@ func StreamServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc
 // DeniedStatus returns the status a denied call fails with:
 // codes.ResourceExhausted, a message saying when to retry (whole seconds,
 // rounded up, as the retry-after metadata), a RetryInfo detail with the
-// exact delay and a QuotaFailure detail naming the violated policies. It
-// is for applications that call the limiter themselves.
+// exact delay and a QuotaFailure detail naming the violated policies. A
+// denial of FailClosed checked nothing and violated no policy: its status
+// carries the RetryInfo only, and a message saying the limiter was
+// unavailable. It is for applications that call the limiter themselves;
+// send PushbackMetadata(res) as the call's trailer beside it, so that
+// grpc-go clients with a retry policy wait for the delay.
 func DeniedStatus(res slidelog.Result) *status.Status {
-	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+retryAfterSeconds(res.RetryAfter)+" seconds")
+	retry := &errdetails.RetryInfo{RetryDelay: durationpb.New(max(res.RetryAfter, 0))}
+	if unchecked(res) {
+		st := status.New(codes.ResourceExhausted, "rate limiter unavailable; retry after "+seconds(res.RetryAfter))
+		if withDetails, err := st.WithDetails(retry); err == nil {
+			return withDetails
+		}
+		return st
+	}
+	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+seconds(res.RetryAfter))
 	quota := &errdetails.QuotaFailure{}
 	for _, name := range res.Violated() {
 		quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{
@@ -85,11 +103,33 @@ func DeniedStatus(res slidelog.Result) *status.Status {
 			Description: "rate limit policy " + strconv.Quote(name) + " exceeded",
 		})
 	}
-	withDetails, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(max(res.RetryAfter, 0))}, quota)
+	withDetails, err := st.WithDetails(retry, quota)
 	if err != nil { // cannot happen: both details marshal
 		return st
 	}
 	return withDetails
+}
+
+// PushbackMetadata returns the grpc-retry-pushback-ms trailer of the
+// denial res: its RetryAfter in milliseconds, rounded up. A grpc-go client
+// whose retry policy lists RESOURCE_EXHAUSTED waits that long before its
+// next attempt instead of its own backoff (gRPC's retry design, A6). The
+// interceptors send it on every denial; it is for applications that call
+// the limiter themselves and answer with DeniedStatus.
+func PushbackMetadata(res slidelog.Result) metadata.MD {
+	return metadata.Pairs(PushbackKey, pushbackMillis(res.RetryAfter))
+}
+
+// PushbackKey is the trailer key gRPC clients read a server's retry
+// pushback from.
+const PushbackKey = "grpc-retry-pushback-ms"
+
+func pushbackMillis(d time.Duration) string {
+	ms := int64(0)
+	if d > 0 {
+		ms = int64((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	return strconv.FormatInt(ms, 10)
 }
 
 // ErrorStatus returns the status of a call on which no decision could be
@@ -122,6 +162,20 @@ func rejection(d *httplimit.Decision) error {
 		return ErrorStatus(d.Err).Err()
 	}
 	return nil
+}
+
+// trailerMetadata returns the metadata a rejected call ends with: the
+// decision's header fields (the rate-limit fields and retry-after) and,
+// on a denial, grpc-retry-pushback-ms. A rejection sends no header
+// metadata, so that it is a trailers-only response, which a grpc-go client
+// with a retry policy may retry: a call that received headers is
+// committed and never retried.
+func trailerMetadata(d *httplimit.Decision) metadata.MD {
+	md := headerMetadata(d.Header)
+	if d.Outcome == httplimit.OutcomeDenied {
+		md = metadata.Join(md, PushbackMetadata(d.Result))
+	}
+	return md
 }
 
 // headerMetadata returns the decision's header fields as gRPC metadata
@@ -178,6 +232,13 @@ func (c *call) RemoteAddr() string {
 	return ""
 }
 
+// unchecked reports whether res was decided without asking the store
+// (FailOpen, FailClosed): its policy states are not known.
+func unchecked(res slidelog.Result) bool {
+	s := res.Source.String()
+	return s == "fail_open" || s == "fail_closed"
+}
+
 // retryAfterSeconds formats d as whole seconds, rounded up, as the
 // retry-after metadata does.
 func retryAfterSeconds(d time.Duration) string {
@@ -186,4 +247,12 @@ func retryAfterSeconds(d time.Duration) string {
 		s = int64((d + time.Second - 1) / time.Second)
 	}
 	return strconv.FormatInt(s, 10)
+}
+
+// seconds is retryAfterSeconds with its unit: "1 second", "5 seconds".
+func seconds(d time.Duration) string {
+	if s := retryAfterSeconds(d); s != "1" {
+		return s + " seconds"
+	}
+	return "1 second"
 }

@@ -41,17 +41,23 @@ func NewMiddlewareLimiter(l *slidelog.Limiter, opts ...httplimit.Option) *Middle
 
 // Limit decides the call whose server context ctx is: its full method
 // comes from grpc.Method(ctx). It sets the rate-limit header metadata on
-// the call and returns nil to admit it; otherwise an error whose text is
+// the call and returns nil to admit it; otherwise it sets the rate-limit
+// metadata, retry-after and grpc-retry-pushback-ms as the call's trailer
+// (so that the denial is trailers-only and a client's retry policy
+// applies) and returns an error whose text is
 // DeniedStatus's or ErrorStatus's message (never internal error text) and
 // whose GRPCStatus method returns that status, details included.
 func (m *MiddlewareLimiter) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
 	d := m.e.Check(&call{ctx: ctx, method: method})
-	if md := headerMetadata(d.Header); md != nil {
-		_ = grpc.SetHeader(ctx, md) // fails outside a server call: nothing to send then
-	}
 	if err := rejection(d); err != nil {
+		if md := trailerMetadata(d); md != nil {
+			_ = grpc.SetTrailer(ctx, md) // fails outside a server call: nothing to send then
+		}
 		return &limitError{st: status.Convert(err)}
+	}
+	if md := headerMetadata(d.Header); md != nil {
+		_ = grpc.SetHeader(ctx, md)
 	}
 	return nil
 }

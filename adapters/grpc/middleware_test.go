@@ -37,13 +37,13 @@ func TestMiddlewareLimiter(t *testing.T) {
 			if got := first(header, "ratelimit"); got != `"mw";r=0;t=60` {
 				t.Errorf("ratelimit: got %q, want %q", got, `"mw";r=0;t=60`)
 			}
-			header = nil
-			_, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Header(&header))
+			var trailer metadata.MD
+			_, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Trailer(&trailer))
 			if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "rate limit exceeded; retry after ") {
 				t.Errorf("denied: got %v %q, want ResourceExhausted quoting our message", st.Code(), st.Message())
 			}
-			if first(header, "retry-after") == "" {
-				t.Error("denied: no retry-after metadata")
+			if first(trailer, "retry-after") == "" || first(trailer, "grpc-retry-pushback-ms") == "" {
+				t.Errorf("denied: trailer %v, want retry-after and grpc-retry-pushback-ms", trailer)
 			}
 			stream, err := client.StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 			if err != nil {

@@ -151,9 +151,9 @@ func retryInfo(err error) *errdetails.RetryInfo {
 }
 
 // assertDenied checks that err is a denial with a RetryInfo delay in
-// (0, 60s] and a retry-after header that is the delay in whole seconds,
+// (0, 60s] and a retry-after trailer that is the delay in whole seconds,
 // rounded up.
-func assertDenied(t *testing.T, err error, header metadata.MD) {
+func assertDenied(t *testing.T, err error, trailer metadata.MD) {
 	t.Helper()
 	if got := status.Code(err); got != codes.ResourceExhausted {
 		t.Fatalf("code: got %v (%v), want ResourceExhausted", got, err)
@@ -166,7 +166,7 @@ func assertDenied(t *testing.T, err error, header metadata.MD) {
 	if delay <= 0 || delay > time.Minute {
 		t.Errorf("RetryInfo delay: got %v, want in (0, 1m]", delay)
 	}
-	if got, want := first(header, "retry-after"), slidegrpc.RetryAfterSeconds(delay); got != want {
+	if got, want := first(trailer, "retry-after"), slidegrpc.RetryAfterSeconds(delay); got != want {
 		t.Errorf("retry-after: got %q, want %q", got, want)
 	}
 }
@@ -199,10 +199,10 @@ func TestDenial(t *testing.T) {
 						t.Errorf("call %d ratelimit-policy: got %q, want %q", i+1, got, `"unary";q=2;w=60`)
 					}
 				}
-				var header metadata.MD
-				_, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Header(&header))
-				assertDenied(t, err, header)
-				if got := first(header, "ratelimit"); got != `"unary";r=0;t=60` {
+				var trailer metadata.MD
+				_, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Trailer(&trailer))
+				assertDenied(t, err, trailer)
+				if got := first(trailer, "ratelimit"); got != `"unary";r=0;t=60` {
 					t.Errorf("denied ratelimit: got %q, want %q", got, `"unary";r=0;t=60`)
 				}
 				if got := svc.Reached(); got != 2 {
@@ -237,8 +237,7 @@ func TestDenial(t *testing.T) {
 					t.Fatal(err)
 				}
 				_, err = stream.Recv()
-				header, _ := stream.Header()
-				assertDenied(t, err, header)
+				assertDenied(t, err, stream.Trailer())
 				if got := svc.Reached(); got != 1 {
 					t.Errorf("handler calls: got %d, want 1", got)
 				}
@@ -364,6 +363,9 @@ func TestPerMethod(t *testing.T) {
 		}
 		_, err = stream.Recv()
 		header, _ := stream.Header()
+		if err != io.EOF {
+			header = stream.Trailer() // a denial is trailers-only
+		}
 		if err == io.EOF {
 			err = nil
 		}

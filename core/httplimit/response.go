@@ -25,14 +25,15 @@ const (
 	// q is the policy's limit and w its window in seconds; r is the exact
 	// number of units remaining after this decision and t the seconds,
 	// rounded up, until the policy's window holds no entries (full
-	// capacity is back). An admission of FailOpen, which checked nothing,
-	// carries RateLimit-Policy only: its state is unknown, which the draft
-	// lets a server say by omitting the field. The default.
+	// capacity is back). A decision of FailOpen or FailClosed, which
+	// checked nothing, carries RateLimit-Policy only: its state is
+	// unknown, which the draft lets a server say by omitting the field.
+	// The default.
 	HeadersIETF HeaderStyle = iota
 	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until full capacity, rounded up) for the
-	// binding policy (see Result); only X-RateLimit-Limit on an admission
-	// of FailOpen, whose state is unknown. When two middlewares limit one request,
+	// binding policy (see Result); only X-RateLimit-Limit on a decision
+	// of FailOpen or FailClosed, whose state is unknown. When two middlewares limit one request,
 	// the inner one's values replace the outer one's.
 	HeadersLegacy
 	// HeadersNone sends no rate-limit header fields. Retry-After is still
@@ -89,12 +90,12 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 			state.WriteString(strconv.FormatInt(ceilSeconds(p.ResetAfter), 10))
 		}
 		h = append(h, HeaderField{Name: "RateLimit-Policy", Value: policy.String(), Append: true})
-		if res.Source == slidelog.SourceFailOpen {
+		if unchecked(res) {
 			return h // nothing was checked: the state is unknown, not "none left"
 		}
 		return append(h, HeaderField{Name: "RateLimit", Value: state.String(), Append: true})
 	case HeadersLegacy:
-		if res.Source == slidelog.SourceFailOpen {
+		if unchecked(res) {
 			return append(h, HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)})
 		}
 		return append(h,
@@ -103,6 +104,22 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 			HeaderField{Name: "X-RateLimit-Reset", Value: strconv.FormatInt(ceilSeconds(res.ResetAfter), 10)})
 	}
 	return h
+}
+
+// unchecked reports whether res was decided without asking the store, by
+// FailOpen or FailClosed: it knows no policy's state and violated none.
+func unchecked(res slidelog.Result) bool {
+	s := res.Source.String()
+	return s == "fail_open" || s == "fail_closed"
+}
+
+// secondsText is d in whole seconds, rounded up, with its unit: "1 second",
+// "5 seconds".
+func secondsText(d time.Duration) string {
+	if s := ceilSeconds(d); s != 1 {
+		return strconv.FormatInt(s, 10) + " seconds"
+	}
+	return "1 second"
 }
 
 // retryAfterSeconds formats d as a Retry-After value: whole seconds,
@@ -182,8 +199,18 @@ func (p Problem) JSON() []byte {
 }
 
 // DeniedProblem returns the body of a 429 for the denial res: its
-// violated policies and when to retry.
+// violated policies and when to retry. A denial of FailClosed checked
+// nothing and violated no policy: its body says the limiter was
+// unavailable and lists no violated policies.
 func DeniedProblem(res slidelog.Result) Problem {
+	if unchecked(res) {
+		return Problem{
+			Type:   ProblemTypeRateLimited,
+			Title:  "Too Many Requests",
+			Status: http.StatusTooManyRequests,
+			Detail: "The rate limiter is unavailable; retry after " + secondsText(res.RetryAfter) + ".",
+		}
+	}
 	violated := res.Violated()
 	if violated == nil {
 		violated = []string{}
@@ -192,7 +219,7 @@ func DeniedProblem(res slidelog.Result) Problem {
 		Type:             ProblemTypeRateLimited,
 		Title:            "Too Many Requests",
 		Status:           http.StatusTooManyRequests,
-		Detail:           "Rate limit exceeded; retry after " + retryAfterSeconds(res.RetryAfter) + " seconds.",
+		Detail:           "Rate limit exceeded; retry after " + secondsText(res.RetryAfter) + ".",
 		ViolatedPolicies: violated,
 	}
 }
@@ -233,4 +260,121 @@ func ErrorProblem(err error) Problem {
 		Status: http.StatusServiceUnavailable,
 		Detail: "The rate limiter could not decide on this request; try again later.",
 	}
+}
+
+// SetHeader applies a decision's header fields to h, in order: a field
+// with Append adds its value to h's values of its name, any other
+// replaces them. Adapters built on net/http call it before the handler
+// or the denied handler writes the response.
+//
+// When a RateLimit-Policy member repeats the name of a policy h already
+// lists (two middlewares on one request whose policies share a name, such
+// as two LimitByIP(slidelog.PerMinute(n)) on nested routes), this
+// decision's policy is listed under its name with "-2" appended (or "-3",
+// and so on: the first not yet listed), in RateLimit-Policy and RateLimit
+// alike, so that each name in the response names one policy.
+func SetHeader(h http.Header, fields []HeaderField) {
+	for _, f := range DistinctPolicyNames(fields, h.Values("RateLimit-Policy")) {
+		if f.Append {
+			h.Add(f.Name, f.Value)
+		} else {
+			h.Set(f.Name, f.Value)
+		}
+	}
+}
+
+// DistinctPolicyNames returns fields with the policies of its
+// RateLimit-Policy and RateLimit fields renamed where their names repeat
+// one the response already lists in listed (its RateLimit-Policy
+// values), as SetHeader does. It returns fields itself when nothing
+// repeats. It is for adapters whose framework has no http.Header.
+func DistinctPolicyNames(fields []HeaderField, listed []string) []HeaderField {
+	taken := map[string]bool{}
+	for _, v := range listed {
+		for _, m := range sfMembers(v) {
+			taken[m.name] = true
+		}
+	}
+	if len(taken) == 0 {
+		return fields
+	}
+	rename := map[string]string{}
+	for _, f := range fields {
+		if !strings.EqualFold(f.Name, "RateLimit-Policy") {
+			continue
+		}
+		for _, m := range sfMembers(f.Value) {
+			if !taken[m.name] {
+				taken[m.name] = true
+				continue
+			}
+			for i := 2; ; i++ {
+				if n := m.name + "-" + strconv.Itoa(i); !taken[n] {
+					rename[m.name], taken[n] = n, true
+					break
+				}
+			}
+		}
+	}
+	if len(rename) == 0 {
+		return fields
+	}
+	out := make([]HeaderField, len(fields))
+	for i, f := range fields {
+		if strings.EqualFold(f.Name, "RateLimit-Policy") || strings.EqualFold(f.Name, "RateLimit") {
+			var b strings.Builder
+			for j, m := range sfMembers(f.Value) {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				name := m.name
+				if n, ok := rename[name]; ok {
+					name = n
+				}
+				b.WriteString(sfString(name))
+				b.WriteString(m.params)
+			}
+			f.Value = b.String()
+		}
+		out[i] = f
+	}
+	return out
+}
+
+// sfMember is one member of a Structured Field List whose items are
+// Strings: the string's value and the parameters after it, such as
+// ";q=100;w=60".
+type sfMember struct{ name, params string }
+
+// sfMembers splits a RateLimit-Policy or RateLimit value into its
+// members. A member that is not a String is skipped.
+func sfMembers(v string) []sfMember {
+	var out []sfMember
+	for i := 0; i < len(v); {
+		for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == ',') {
+			i++
+		}
+		if i >= len(v) {
+			break
+		}
+		var name strings.Builder
+		quoted := v[i] == '"'
+		if quoted {
+			for i++; i < len(v) && v[i] != '"'; i++ {
+				if v[i] == '\\' && i+1 < len(v) {
+					i++
+				}
+				name.WriteByte(v[i])
+			}
+			i++ // the closing quote
+		}
+		start := i
+		for i < len(v) && v[i] != ',' {
+			i++
+		}
+		if quoted {
+			out = append(out, sfMember{name: name.String(), params: strings.TrimRight(v[start:i], " \t")})
+		}
+	}
+	return out
 }

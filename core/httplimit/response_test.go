@@ -67,7 +67,7 @@ func TestDeniedProblem(t *testing.T) {
 		"type":              httplimit.ProblemTypeRateLimited,
 		"title":             "Too Many Requests",
 		"status":            float64(429),
-		"detail":            "Rate limit exceeded; retry after 1 seconds.",
+		"detail":            "Rate limit exceeded; retry after 1 second.",
 		"violated-policies": []any{"per-second"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -97,5 +97,72 @@ func TestErrorProblem(t *testing.T) {
 		if body := string(p.JSON()); strings.Contains(body, "10.0.0.1") || strings.Contains(body, "slidelog:") {
 			t.Errorf("ErrorProblem(%v): body %s carries internal text", tt.give, body)
 		}
+	}
+}
+
+// A decision of FailOpen or FailClosed checked nothing: its headers name
+// the policies but invent no state, and a FailClosed denial's body lists
+// no violated policy.
+func TestUncheckedSendsNoState(t *testing.T) {
+	for _, src := range []slidelog.Source{slidelog.SourceFailOpen, slidelog.SourceFailClosed} {
+		allowed := src == slidelog.SourceFailOpen
+		st := slidelog.PolicyResult{Policy: slidelog.PerMinute(10), Allowed: allowed}
+		if !allowed {
+			st.RetryAfter = 5 * time.Second
+		}
+		res := slidelog.NewResult([]slidelog.PolicyResult{st}, src)
+		for _, tt := range []struct {
+			style httplimit.HeaderStyle
+			want  string
+		}{
+			{httplimit.HeadersIETF, `RateLimit-Policy: "per-minute";q=10;w=60`},
+			{httplimit.HeadersLegacy, "X-RateLimit-Limit: 10"},
+		} {
+			var lines []string
+			for _, f := range httplimit.RateLimitHeaders(tt.style, res) {
+				lines = append(lines, f.Name+": "+f.Value)
+			}
+			if got := strings.Join(lines, "\n"); got != tt.want {
+				t.Errorf("%v %s: got %q, want %q", src, tt.style, got, tt.want)
+			}
+		}
+		if allowed {
+			continue
+		}
+		p := httplimit.DeniedProblem(res)
+		if p.ViolatedPolicies != nil || strings.Contains(string(p.JSON()), "violated") {
+			t.Errorf("FailClosed problem: got %s, want no violated policies", p.JSON())
+		}
+		if p.Detail != "The rate limiter is unavailable; retry after 5 seconds." {
+			t.Errorf("FailClosed problem detail: got %q", p.Detail)
+		}
+	}
+}
+
+// Two middlewares whose policies share a name list them under distinct
+// names, in RateLimit-Policy and RateLimit alike.
+func TestSetHeaderDistinctPolicyNames(t *testing.T) {
+	h := http.Header{}
+	outer := slidelog.NewResult([]slidelog.PolicyResult{{Policy: slidelog.PerMinute(100), Allowed: true, Remaining: 99, ResetAfter: time.Minute}}, slidelog.Source("memory"))
+	inner := slidelog.NewResult([]slidelog.PolicyResult{{Policy: slidelog.PerMinute(10), Allowed: true, Remaining: 9, ResetAfter: time.Minute}}, slidelog.Source("memory"))
+	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, outer))
+	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, inner))
+	httplimit.SetHeader(h, httplimit.RateLimitHeaders(httplimit.HeadersIETF, inner))
+	for _, tt := range []struct{ give, want string }{
+		{"RateLimit-Policy", `"per-minute";q=100;w=60, "per-minute-2";q=10;w=60, "per-minute-3";q=10;w=60`},
+		{"RateLimit", `"per-minute";r=99;t=60, "per-minute-2";r=9;t=60, "per-minute-3";r=9;t=60`},
+	} {
+		if got := strings.Join(h.Values(tt.give), ", "); got != tt.want {
+			t.Errorf("%s: got %s, want %s", tt.give, got, tt.want)
+		}
+	}
+	fields := httplimit.RateLimitHeaders(httplimit.HeadersIETF, inner)
+	if got := httplimit.DistinctPolicyNames(fields, []string{`"other";q=1;w=1`}); &got[0] != &fields[0] {
+		t.Errorf("no repeated name: got a copy %v, want fields itself", got)
+	}
+	got := httplimit.DistinctPolicyNames([]httplimit.HeaderField{{Name: "RateLimit-Policy", Value: `"a\"b, c";q=1;w=1`, Append: true}},
+		[]string{`"a\"b, c";q=2;w=2`})
+	if got[0].Value != `"a\"b, c-2";q=1;w=1` {
+		t.Errorf("escaped name: got %s", got[0].Value)
 	}
 }

@@ -26,6 +26,10 @@ import (
 // so all of a test's requests share one budget; http.NewRequest gives
 // none, and the middleware answers such a request 400 (no identity).
 //
+// fiber's app.Test serves every request from 0.0.0.0, whatever
+// RemoteAddr says; serve requests with slidefiber.Test instead, which
+// keeps it.
+//
 // SetClientIP panics when ip is not an IP address, as httptest.NewRequest
 // does on a bad target: it is meant for tests. To test a request behind a
 // trusted proxy, set RemoteAddr to the proxy and the forwarding header to

@@ -203,6 +203,7 @@ var httpCases = []httpCase{
 	{"Cost", testCost},
 	{"PerRoutePolicies", testPerRoutePolicies},
 	{"NestedMiddlewares", testNestedMiddlewares},
+	{"NestedSamePolicyNames", testNestedSamePolicyNames},
 	{"KeyByRoute", testKeyByRoute},
 	{"LimiterFunc", testLimiterFunc},
 	{"SpoofedForwardedHeaders", testSpoofedForwardedHeaders},
@@ -445,6 +446,20 @@ func testNestedMiddlewares(t *testing.T, e *httpEnv) {
 	if got := fmt.Sprint(p["violated-policies"]); got != "[inner]" {
 		t.Errorf("violated-policies: got %s, want [inner]", got)
 	}
+}
+
+// testNestedSamePolicyNames: two middlewares whose policies share a name
+// (two PerMinute policies) list them under distinct names.
+func testNestedSamePolicyNames(t *testing.T, e *httpEnv) {
+	outer := e.limiter(t, slidelog.PerMinute(10), slidelog.WithName("outer"))
+	inner := e.limiter(t, slidelog.PerMinute(2), slidelog.WithName("inner"))
+	serve := e.serve(t, HTTPApp{
+		Global: mw(outer),
+		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: mw(inner)}},
+	})
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit-Policy", `"per-minute";q=10;w=60, "per-minute-2";q=2;w=60`).
+		wantHeader(t, "RateLimit", `"per-minute";r=9;t=60, "per-minute-2";r=1;t=60`)
 }
 
 func testKeyByRoute(t *testing.T, e *httpEnv) {

@@ -12,7 +12,7 @@ import (
 
 // examplePrograms are the example commands, relative to the examples
 // module: each is one main.go meant to be copied alone.
-var examplePrograms = []string{"chi", "gin", "echo", "echov5", "fiber", "grpc/server", "grpc/client", "cmd/demo"}
+var examplePrograms = []string{"chi", "gin", "echo", "echov5", "fiber", "grpc/server", "grpc/client", "connect/server", "connect/client", "cmd/demo"}
 
 // TestExamplesStandAlone copies each example's main.go alone into a new
 // module and builds it there: an example that needs another file of its

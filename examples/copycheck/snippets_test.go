@@ -15,150 +15,82 @@ import (
 	"testing"
 )
 
-// snippetPages are the pages whose ```go blocks TestDocSnippets builds,
-// relative to the repository root, with the context their fragments
-// assume (see TestDocSnippets).
-var snippetPages = map[string]snippetContext{
-	"README.md": {
-		imports: map[string]string{"chi": "github.com/go-chi/chi/v5"},
-		decls: `var (
-	ctx      context.Context
-	clientID string
-	secret   []byte
-)`,
-	},
-	"docs/chi.md": {
-		imports: map[string]string{"chi": "github.com/go-chi/chi/v5"},
-		decls: `var (
-	l                                       *slidelog.Limiter
-	r                                       *chi.Mux
-	searchHandler, userHandler, teamHandler http.HandlerFunc
-	auth                                    func(http.Handler) http.Handler
-)`,
-	},
-	"docs/gin.md": {
-		imports: map[string]string{"gin": "github.com/gin-gonic/gin"},
-		decls: `var (
-	l                                             *slidelog.Limiter
-	r                                             *gin.Engine
-	searchHandler, userHandler, teamHandler, auth gin.HandlerFunc
-)`,
-	},
-	"docs/echo.md": {
-		imports: map[string]string{"echo": "github.com/labstack/echo/v4"},
-		decls: `var (
-	l                                       *slidelog.Limiter
-	e                                       *echo.Echo
-	searchHandler, userHandler, teamHandler echo.HandlerFunc
-	auth                                    echo.MiddlewareFunc
-)`,
-	},
-	"docs/echov5.md": {
-		imports: map[string]string{"echo": "github.com/labstack/echo/v5"},
-		decls: `var (
-	l                                       *slidelog.Limiter
-	e                                       *echo.Echo
-	searchHandler, userHandler, teamHandler echo.HandlerFunc
-	auth                                    echo.MiddlewareFunc
-)`,
-	},
-	"docs/fiber.md": {
-		imports: map[string]string{"fiber": "github.com/gofiber/fiber/v2"},
-		decls: `var (
-	l                                             *slidelog.Limiter
-	app                                           *fiber.App
-	searchHandler, userHandler, teamHandler, auth fiber.Handler
-)`,
-	},
-	"docs/grpc.md": {
-		decls: `var (
-	l      *slidelog.Limiter
-	ctx    context.Context
-	client healthpb.HealthClient
-	req    *healthpb.HealthCheckRequest
-)`,
-	},
+// Markers of a fragment's first comment lines (see TestDocSnippets).
+const (
+	fragmentMark = "// Fragment:"
+	importsMark  = "// Imports:"
+	needsMark    = "// Needs:"
+)
+
+// snippetPages returns the pages whose ```go blocks TestDocSnippets
+// builds, relative to the repository root: README.md and every docs page.
+func snippetPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{"README.md"}
+	for _, p := range pages {
+		rel, err := filepath.Rel(repoRoot, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, filepath.ToSlash(rel))
+	}
+	return out
 }
 
-// snippetContext is what the fragments of one page may use without
-// declaring it: package-level declarations (decls) and, besides
-// commonImports, the page's own import paths by package name.
-type snippetContext struct {
-	imports map[string]string
-	decls   string
-}
-
-// commonImports are the packages a fragment may use by name without
-// importing them, on every page.
-var commonImports = map[string]string{
-	"context":     "context",
-	"errors":      "errors",
-	"fmt":         "fmt",
-	"log":         "log",
-	"net":         "net",
-	"os":          "os",
-	"http":        "net/http",
-	"slog":        "log/slog",
-	"time":        "time",
-	"prometheus":  "github.com/prometheus/client_golang/prometheus",
-	"promhttp":    "github.com/prometheus/client_golang/prometheus/promhttp",
-	"redis":       "github.com/redis/go-redis/v9",
-	"slidelog":    "github.com/slidelog/slidelog/core",
-	"httplimit":   "github.com/slidelog/slidelog/core/httplimit",
-	"memstore":    "github.com/slidelog/slidelog/core/memstore",
-	"redisstore":  "github.com/slidelog/slidelog/core/redisstore",
-	"prommetrics": "github.com/slidelog/slidelog/core/prommetrics",
-	"readiness":   "github.com/slidelog/slidelog/core/readiness",
-	"slidechi":    "github.com/slidelog/slidelog/adapters/chi",
-	"slidegin":    "github.com/slidelog/slidelog/adapters/gin",
-	"slideecho":   "github.com/slidelog/slidelog/adapters/echo",
-	"slideechov5": "github.com/slidelog/slidelog/adapters/echov5",
-	"slidefiber":  "github.com/slidelog/slidelog/adapters/fiber",
-	"slidegrpc":   "github.com/slidelog/slidelog/adapters/grpc",
-	"adaptor":     "github.com/gofiber/fiber/v2/middleware/adaptor",
-	"grpc":        "google.golang.org/grpc",
-	"codes":       "google.golang.org/grpc/codes",
-	"metadata":    "google.golang.org/grpc/metadata",
-	"status":      "google.golang.org/grpc/status",
-	"healthpb":    "google.golang.org/grpc/health/grpc_health_v1",
-	"errdetails":  "google.golang.org/genproto/googleapis/rpc/errdetails",
-	"ratelimit":   "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit",
-}
-
-// fragmentMark starts the first line of a ```go block that is not a
-// complete program.
-const fragmentMark = "// Fragment:"
-
-// TestDocSnippets builds every ```go block of the README and the framework
-// pages, each in a new module of its own (see build), and fails naming the
-// page, the block's number and its line.
+// TestDocSnippets builds every ```go block of README.md and docs/*.md,
+// each in a new module of its own (see build), exactly as the page gives
+// it, and fails naming the page, the block's number and its line.
 //
 // A block whose first line is a package clause is a complete program and
-// is built as it stands. A block whose first line starts with
-// "// Fragment:" is compiled too, wrapped: declarations (a block that
-// parses as top-level declarations) go into a file of package fragment;
-// statements go into the body of a function returning error, followed by
-// "_ = v" for each variable they declare (code after the fragment would use
-// them) and "return nil". The wrapper imports, from commonImports and the
-// page's own table, the packages whose names the fragment uses, and a
-// second file declares the names the page's fragments assume (the limiter
-// l, the router, handlers, auth middleware; see snippetPages). Any other
-// block fails: mark it as a program or a fragment.
+// is built as it stands. Any other block must be a fragment that says what
+// it needs, in its first comment lines:
+//
+//	// Fragment: what it is and where it goes (prose).
+//	// Imports: "net/http" "github.com/slidelog/slidelog/core/httplimit"
+//	// Needs: l *slidelog.Limiter; ctx context.Context
+//
+// Imports is the fragment's complete import list (it may be omitted when
+// the fragment uses no package) and Needs the names it uses without
+// declaring them, as Go declarations (omitted when none). The test builds
+// the fragment with exactly those: no import or declaration of its own, so
+// an import too many or too few fails as it would for a reader. Needs are
+// package-level variables; a fragment that parses as top-level
+// declarations is built as such, one of statements as the body of a
+// function returning error, followed by "_ = v" for each variable it
+// declares and "return nil".
+//
+// A fragment whose prose says it goes in "the quick start" (and does not
+// say it replaces part of it) extends the nearest complete program above
+// it on the page: it must not declare any name that program's main
+// declares again (a var, or a := with no new name).
+//
+// No block may declare a call's value while discarding its last result
+// ("v, _ := f()"): the error an example throws away is one its reader
+// never sees.
 func TestDocSnippets(t *testing.T) {
-	for page, pc := range snippetPages {
+	for _, page := range snippetPages(t) {
 		text, err := os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(page)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		blocks := goBlocks(string(text))
-		if len(blocks) == 0 {
-			t.Errorf("%s has no ```go block", page)
-		}
+		var quickStart []string // names main of the nearest program above declares
 		for i, b := range blocks {
+			if names, ok := mainNames(b.code); ok {
+				quickStart = names
+			}
 			name := fmt.Sprintf("%s block %d (line %d)", page, i+1, b.line)
+			qs := quickStart
 			t.Run(strings.ReplaceAll(fmt.Sprintf("%s/%d", page, i+1), "/", "_"), func(t *testing.T) {
 				t.Parallel()
-				files, err := snippetFiles(b.code, pc)
+				if d := discardedErrors(b.code); len(d) > 0 {
+					t.Errorf("%s discards an error: %s", name, strings.Join(d, "; "))
+				}
+				files, err := snippetFiles(b.code, qs)
 				if err != nil {
 					t.Fatalf("%s: %v\n%s", name, err, numbered([]byte(b.code)))
 				}
@@ -209,78 +141,227 @@ func goBlocks(text string) []block {
 	return blocks
 }
 
-// snippetFiles returns the files of the module that builds one block.
-func snippetFiles(code string, pc snippetContext) (map[string][]byte, error) {
-	first, _, _ := strings.Cut(code, "\n")
-	switch {
-	case strings.HasPrefix(first, "package "):
+// fragment is what a fragment's header says.
+type fragment struct {
+	prose   string
+	imports []string // import specs: a quoted path, or a name and a quoted path
+	needs   string   // Go declarations of the names it needs, one per line
+}
+
+// parseHeader reads a fragment's header comment lines.
+func parseHeader(code string) (fragment, error) {
+	var f fragment
+	lines := strings.Split(code, "\n")
+	if !strings.HasPrefix(lines[0], fragmentMark) {
+		return f, fmt.Errorf("the block is neither a program (first line a package clause) nor a fragment (first line %q)", fragmentMark)
+	}
+	for _, line := range lines {
+		if !strings.HasPrefix(line, "//") {
+			break
+		}
+		switch {
+		case strings.HasPrefix(line, fragmentMark):
+			f.prose = strings.TrimSpace(strings.TrimPrefix(line, fragmentMark))
+		case strings.HasPrefix(line, importsMark):
+			specs, err := importSpecs(strings.TrimPrefix(line, importsMark))
+			if err != nil {
+				return f, err
+			}
+			f.imports = append(f.imports, specs...)
+		case strings.HasPrefix(line, needsMark):
+			for d := range strings.SplitSeq(strings.TrimPrefix(line, needsMark), ";") {
+				if d = strings.TrimSpace(d); d != "" {
+					f.needs += "var " + d + "\n"
+				}
+			}
+		default:
+			f.prose += " " + strings.TrimSpace(strings.TrimPrefix(line, "//"))
+		}
+	}
+	return f, nil
+}
+
+// importSpecs splits an Imports line into import specs: quoted paths,
+// each optionally preceded by a package name.
+func importSpecs(s string) ([]string, error) {
+	var specs []string
+	fields := strings.Fields(s)
+	for i := 0; i < len(fields); i++ {
+		spec := fields[i]
+		if !strings.HasPrefix(spec, `"`) {
+			if i+1 == len(fields) || !strings.HasPrefix(fields[i+1], `"`) {
+				return nil, fmt.Errorf("Imports: %q is neither a quoted path nor a name before one", spec)
+			}
+			i++
+			spec += " " + fields[i]
+		}
+		if _, err := strconv.Unquote(strings.TrimSpace(spec[strings.LastIndex(spec, " ")+1:])); err != nil {
+			return nil, fmt.Errorf("Imports: %s: %v", spec, err)
+		}
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
+// snippetFiles returns the files of the module that builds one block;
+// quickStart holds the names main of the nearest program above declares.
+func snippetFiles(code string, quickStart []string) (map[string][]byte, error) {
+	if hasPackageClause(code) {
 		return map[string][]byte{"main.go": []byte(code)}, nil
-	case !strings.HasPrefix(first, fragmentMark):
-		return nil, fmt.Errorf("the block is neither a program (first line a package clause) nor marked %q", fragmentMark)
+	}
+	frag, err := parseHeader(code)
+	if err != nil {
+		return nil, err
+	}
+	var imports strings.Builder
+	if len(frag.imports) > 0 {
+		imports.WriteString("import (\n")
+		for _, spec := range frag.imports {
+			imports.WriteString("\t" + spec + "\n")
+		}
+		imports.WriteString(")\n\n")
+	}
+	header := "package fragment\n\n" + imports.String() + frag.needs + "\n"
+	if _, err := parser.ParseFile(token.NewFileSet(), "needs.go", "package fragment\n"+frag.needs, 0); err != nil {
+		return nil, fmt.Errorf("Needs: %v", err)
 	}
 
 	fset := token.NewFileSet()
-	var body string
-	var unresolved []*ast.Ident
-	if f, err := parser.ParseFile(fset, "fragment.go", "package fragment\n"+code, 0); err == nil {
-		body, unresolved = code, freeNames(f)
-	} else {
-		f, serr := parser.ParseFile(fset, "fragment.go", "package fragment\nfunc _() error {\n"+code+"\nreturn nil\n}\n", 0)
-		if serr != nil {
-			return nil, fmt.Errorf("parses neither as declarations (%v) nor as statements (%v)", err, serr)
-		}
-		var uses strings.Builder
-		for _, name := range declaredNames(f.Decls[0].(*ast.FuncDecl).Body.List) {
-			fmt.Fprintf(&uses, "\t_ = %s\n", name)
-		}
-		body = "func fragment() error {\n" + code + uses.String() + "\treturn nil\n}\n"
-		unresolved = freeNames(f)
+	if _, err := parser.ParseFile(fset, "fragment.go", header+code, 0); err == nil {
+		return map[string][]byte{"fragment.go": []byte(header + code)}, nil
 	}
-	ctxFile, err := parser.ParseFile(token.NewFileSet(), "context.go", "package fragment\n"+pc.decls, 0)
+	f, serr := parser.ParseFile(fset, "fragment.go", "package fragment\nfunc _() error {\n"+code+"\nreturn nil\n}\n", 0)
+	if serr != nil {
+		return nil, fmt.Errorf("parses neither as declarations nor as statements (%v)", serr)
+	}
+	stmts := f.Decls[0].(*ast.FuncDecl).Body.List
+	declared := declaredNames(stmts)
+	if strings.Contains(frag.prose, "quick start") && !strings.Contains(frag.prose, "replac") {
+		if quickStart == nil {
+			return nil, fmt.Errorf("extends the quick start, but the page has no complete program with func main")
+		}
+		if n := redeclared(stmts, quickStart); n != "" {
+			return nil, fmt.Errorf("redeclares %s of the quick start: add to it, or say what the fragment replaces", n)
+		}
+	}
+	var uses strings.Builder
+	for _, name := range declared {
+		fmt.Fprintf(&uses, "\t_ = %s\n", name)
+	}
+	body := "func fragment() error {\n" + code + uses.String() + "\treturn nil\n}\n"
+	return map[string][]byte{"fragment.go": []byte(header + body)}, nil
+}
+
+// redeclared returns a name of taken that stmts declare again where Go
+// would refuse it after taken's declarations: a var declaration, or a :=
+// that declares no new variable; "" when none.
+func redeclared(stmts []ast.Stmt, taken []string) string {
+	for _, s := range stmts {
+		switch s := s.(type) {
+		case *ast.AssignStmt:
+			if s.Tok != token.DEFINE {
+				continue
+			}
+			var old string
+			fresh := false
+			for _, e := range s.Lhs {
+				if id, ok := e.(*ast.Ident); ok && id.Name != "_" {
+					if slices.Contains(taken, id.Name) {
+						old = id.Name
+					} else {
+						fresh = true
+					}
+				}
+			}
+			if old != "" && !fresh {
+				return old
+			}
+		case *ast.DeclStmt:
+			if g, ok := s.Decl.(*ast.GenDecl); ok && g.Tok == token.VAR {
+				for _, spec := range g.Specs {
+					for _, id := range spec.(*ast.ValueSpec).Names {
+						if slices.Contains(taken, id.Name) {
+							return id.Name
+						}
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// mainNames returns the names main of a complete program declares at the
+// top level of its body, and whether code is such a program.
+func mainNames(code string) ([]string, bool) {
+	if !hasPackageClause(code) {
+		return nil, false
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", code, 0)
 	if err != nil {
-		return nil, fmt.Errorf("page context: %v", err)
+		return nil, false
 	}
-	return map[string][]byte{
-		"fragment.go": importBlock("package fragment\n\n", pc.importsFor(unresolved), body),
-		"context.go":  importBlock("package fragment\n\n", pc.importsFor(freeNames(ctxFile)), pc.decls+"\n"),
-	}, nil
-}
-
-// importsFor returns the import paths, by package name, of the names in
-// ids that are packages of the page's table or commonImports.
-func (pc snippetContext) importsFor(ids []*ast.Ident) map[string]string {
-	imports := map[string]string{}
-	for _, id := range ids {
-		if path, ok := pc.imports[id.Name]; ok {
-			imports[id.Name] = path
-		} else if path, ok := commonImports[id.Name]; ok {
-			imports[id.Name] = path
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "main" && fd.Recv == nil && fd.Body != nil {
+			return append(declaredNames(fd.Body.List), "main"), true
 		}
 	}
-	return imports
+	return nil, false
 }
 
-// importBlock returns header, an import declaration of imports (name to
-// path) and body.
-func importBlock(header string, imports map[string]string, body string) []byte {
-	var b bytes.Buffer
-	b.WriteString(header)
-	if len(imports) > 0 {
-		b.WriteString("import (\n")
-		for _, name := range slices.Sorted(maps.Keys(imports)) {
-			fmt.Fprintf(&b, "\t%s %s\n", name, strconv.Quote(imports[name]))
+// hasPackageClause reports whether the first line of code that is not
+// blank or a comment is a package clause.
+func hasPackageClause(code string) bool {
+	for line := range strings.SplitSeq(code, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
 		}
-		b.WriteString(")\n\n")
+		return strings.HasPrefix(line, "package ")
 	}
-	b.WriteString(body)
-	return b.Bytes()
+	return false
 }
 
-// freeNames returns the identifiers a file (parsed with object
-// resolution) uses without declaring them: package names, the page
-// context's names and predeclared ones.
-func freeNames(f *ast.File) []*ast.Ident {
-	return f.Unresolved
+// discardedErrors returns the multi-value short variable declarations of
+// code whose last left-hand side is the blank identifier and whose
+// right-hand side is a call ("api, _ := slidelog.New(...)"): they keep a
+// value and throw away the call's error (or, as in "got, _ :=
+// rl.Remaining()", a flag the example should check).
+func discardedErrors(code string) []string {
+	src := code
+	if !hasPackageClause(code) {
+		src = "package fragment\nfunc _() {\n" + code + "\n}\n"
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "block.go", src, 0)
+	if err != nil {
+		// Declarations: parse them as they are.
+		if f, err = parser.ParseFile(token.NewFileSet(), "block.go", "package fragment\n"+code, 0); err != nil {
+			return nil // the build reports it
+		}
+	}
+	var found []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		a, ok := n.(*ast.AssignStmt)
+		if !ok || a.Tok != token.DEFINE || len(a.Lhs) < 2 || len(a.Rhs) != 1 {
+			return true
+		}
+		if id, ok := a.Lhs[len(a.Lhs)-1].(*ast.Ident); ok && id.Name == "_" {
+			if _, call := a.Rhs[0].(*ast.CallExpr); call {
+				var b bytes.Buffer
+				for i, l := range a.Lhs {
+					if i > 0 {
+						b.WriteString(", ")
+					}
+					if id, ok := l.(*ast.Ident); ok {
+						b.WriteString(id.Name)
+					}
+				}
+				found = append(found, b.String()+" "+a.Tok.String()+" ...")
+			}
+		}
+		return true
+	})
+	return found
 }
 
 // declaredNames returns the variables the statements declare at their

@@ -5,7 +5,10 @@
 //	go run . -addr 127.0.0.1:50051 -limit 3 -window 1m
 //
 // Check and Watch are limited to -limit calls per -window per client
-// address; try it with the client next to this file (../client). In a real
+// address; try it with the client next to this file (../client), or with
+// any gRPC client: a denial is a trailers-only RESOURCE_EXHAUSTED with
+// RetryInfo and grpc-retry-pushback-ms, which grpc-go's retry policy
+// obeys. In a real
 // server, skip health checks instead:
 // httplimit.WithSkipFunc(httplimit.SkipPaths("/grpc.health.v1.Health/Check")).
 // With -metrics-addr, GET /metrics on that address serves the limiter's
@@ -26,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -54,6 +58,7 @@ func main() {
 	limit := flag.Int("limit", 10, "calls allowed per client address per window")
 	window := flag.Duration("window", time.Minute, "length of the sliding window")
 	metricsAddr := flag.String("metrics-addr", "", "listen address of the Prometheus /metrics endpoint (none if empty)")
+	flag.Usage = usage
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 
@@ -62,6 +67,28 @@ func main() {
 		os.Exit(1)
 	}
 	slog.Info("stopped")
+}
+
+// envHelp lists the environment variables the example reads, for -h.
+const envHelp = `
+Environment:
+  SLIDELOG_REDIS_ADDRS  Redis that instances share the limit through: host:port or
+                        redis:// / rediss:// URLs, comma-separated. One address is
+                        enough for a standalone Redis or a Redis Cluster (the server
+                        is asked which it is). Unset: limits in process memory.
+                        The example exits with the error when no Redis answers or
+                        the addresses do not fit the server.
+  SLIDELOG_KEY_PREFIX   prefix of the Redis keys (default "slidelog:")
+  SLIDELOG_KEY_SECRET   secret of the HMAC that turns client addresses into Redis
+                        keys; give every instance the same one
+`
+
+// usage prints the flags and the environment variables.
+func usage() {
+	out := flag.CommandLine.Output()
+	fmt.Fprintf(out, "Usage: %s [flags]\n\nFlags:\n", os.Args[0])
+	flag.PrintDefaults()
+	fmt.Fprint(out, envHelp)
 }
 
 func run(addr, metricsAddr string, policy slidelog.Policy) (err error) {

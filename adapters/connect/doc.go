@@ -1,0 +1,32 @@
+// Package slideconnect rate-limits connect-go handlers
+// (connectrpc.com/connect) with a slidelog.Limiter: a strict
+// sliding-window log on Redis, Redis Cluster or memory. One interceptor
+// covers the Connect, gRPC and gRPC-Web protocols, unary and streaming:
+//
+//	l, err := slidelog.New(memstore.New(), slidelog.PerMinute(100))
+//	...
+//	path, handler := greetv1connect.NewGreetServiceHandler(greeter,
+//		connect.WithInterceptors(slideconnect.NewInterceptor(l)))
+//
+// Each call (each stream, for streaming procedures) is keyed, by default
+// by the peer's address, checked, and given the rate-limit response
+// headers: RateLimit-Policy and RateLimit, the same values as slidelog's
+// HTTP adapters send. A denied call fails with
+// connect.CodeResourceExhausted, a google.rpc.RetryInfo detail giving the
+// delay and a google.rpc.QuotaFailure naming the violated policies; the
+// error's metadata carries the rate-limit fields, Retry-After and
+// grpc-retry-pushback-ms (the delay in milliseconds). A call with a bad
+// identity fails with CodeInvalidArgument; when the limiter cannot decide,
+// with CodeUnavailable (CodeInternal when the server is misconfigured),
+// never with the error's text. These are the codes, details and messages
+// of slidegrpc, so gRPC clients see the same answers from either adapter.
+//
+// The options are package httplimit's, the HTTP adapters', read for
+// connect: a call's path and route are its procedure
+// ("/package.Service/Method"), its headers the request headers, its remote
+// address the peer's. So httplimit.ByRoute keys by procedure,
+// httplimit.ByHeader("X-Api-Key") by a request header,
+// httplimit.SkipPaths skips procedures, and httplimit.WithTrustedProxies
+// with httplimit.WithClientIPHeader("X-Forwarded-For") believes the one
+// header that trusted proxies write.
+package slideconnect
