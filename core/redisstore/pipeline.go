@@ -42,6 +42,7 @@ type scriptCall struct {
 	stalled <-chan struct{} // closed when the node is found stalled; nil: never
 	replied func()          // called when the node answered the call; may be nil
 	reply   []int64
+	acked   int // replicas that acknowledged the call's pipeline (WithReplicaAck)
 	err     error
 	done    chan struct{}
 	gone    atomic.Bool // the caller stopped waiting: do not send
@@ -67,6 +68,7 @@ type batcher struct {
 	queue    []*scriptCall
 	inflight int
 	senders  map[*sender]struct{}
+	ack      *acker // WithReplicaAck; nil without
 }
 
 // sender is one goroutine sending batches for a batcher.
@@ -212,6 +214,10 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	if len(live) == 0 {
 		return
 	}
+	if b.ack != nil {
+		b.sendAcked(parent, live)
+		return
+	}
 	// The round trip has no deadline of the callers': one caller giving
 	// up must not fail the others, and a caller whose context ends
 	// returns that on its own. It ends with its reply, the client's
@@ -291,19 +297,20 @@ type pipelines struct {
 	mu       sync.Mutex
 	nodes    map[string]*batcher
 	single   *batcher
+	ack      *acker // WithReplicaAck; nil without
 }
 
 // newPipelines returns the batchers of client: pipelinesPerNode senders
 // per node that batch up to maxPipelineCalls queued calls each, or, with
 // pipelinesPerNode 0, as many senders as the client's pool has
 // connections, one call each.
-func newPipelines(client redis.UniversalClient, pipelinesPerNode int) *pipelines {
-	p := &pipelines{client: client, limit: pipelinesPerNode, maxBatch: maxPipelineCalls, nodes: map[string]*batcher{}}
+func newPipelines(client redis.UniversalClient, pipelinesPerNode int, ack *acker) *pipelines {
+	p := &pipelines{client: client, limit: pipelinesPerNode, maxBatch: maxPipelineCalls, nodes: map[string]*batcher{}, ack: ack}
 	if pipelinesPerNode == 0 {
 		p.limit, p.maxBatch = poolSize(client), 1
 	}
 	if _, ok := client.(*redis.ClusterClient); !ok {
-		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch}
+		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch, ack: ack}
 	}
 	return p
 }
@@ -328,12 +335,19 @@ func poolSize(client redis.UniversalClient) int {
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
 func (p *pipelines) run(ctx context.Context, sc *redis.Script, r route, w *slidelog.Watch, args []any) ([]int64, error) {
+	reply, _, err := p.runAcked(ctx, sc, r, w, args)
+	return reply, err
+}
+
+// runAcked is run that also returns how many replicas acknowledged the
+// call's pipeline (always 0 without WithReplicaAck).
+func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, r route, w *slidelog.Watch, args []any) ([]int64, int, error) {
 	b := p.single
 	if b == nil {
 		p.mu.Lock()
 		b = p.nodes[r.node]
 		if b == nil {
-			b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch}
+			b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, ack: p.ack}
 			p.nodes[r.node] = b
 		}
 		p.mu.Unlock()
@@ -342,5 +356,6 @@ func (p *pipelines) run(ctx context.Context, sc *redis.Script, r route, w *slide
 	if w != nil {
 		call.stalled, call.replied = w.Stalled(), w.Replied
 	}
-	return b.do(call)
+	reply, err := b.do(call)
+	return reply, call.acked, err
 }

@@ -153,6 +153,7 @@ type config struct {
 	strict           bool
 	pipelinesPerNode int
 	pipeliningSet    bool
+	ack              *acker // WithReplicaAck
 }
 
 // New returns a store on client, a *redis.Client, a *redis.ClusterClient
@@ -198,7 +199,13 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 	if !cfg.pipeliningSet {
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}
-	s.pipes = newPipelines(client, cfg.pipelinesPerNode)
+	if cfg.ack != nil {
+		if err := checkAck(client, cfg.ack); err != nil {
+			return nil, cfg, err
+		}
+		cfg.ack.logger = cfg.logger
+	}
+	s.pipes = newPipelines(client, cfg.pipelinesPerNode, cfg.ack)
 	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.topology = &reloader{client: c}
@@ -354,14 +361,30 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 	if err := req.Validate(); err != nil {
 		return slidelog.Result{}, err
 	}
-	reply, err := s.pipes.run(ctx, s.script(), s.route(ctx, req), slidelog.WatchFrom(ctx), s.args(opTake, req, 0))
+	r := s.route(ctx, req)
+	if s.pipes.ack != nil {
+		if err := s.writeBack(ctx, r); err != nil {
+			return slidelog.Result{}, s.failed(ctx, err)
+		}
+	}
+	sent := s.now()
+	reply, acked, err := s.pipes.runAcked(ctx, s.script(), r, slidelog.WatchFrom(ctx), s.args(opTake, req, 0))
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}
 	if len(reply) != 3+3*len(req.Policies) {
 		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
-	return decode(reply, req.Policies, slidelog.SourceRedis), nil
+	res := decode(reply, req.Policies, slidelog.SourceRedis)
+	if a := s.pipes.ack; a != nil {
+		switch {
+		case acked >= a.replicas:
+			a.acked(r.key, r.node, sent)
+		case res.Allowed:
+			a.keep(r.key, r.node, req, res.DecidedAt, sent, acked)
+		}
+	}
+	return res, nil
 }
 
 // failed turns a failed call's error into one wrapping
@@ -422,7 +445,9 @@ func (s *Store) script() *redis.Script {
 // there, which can only over-count.
 func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
 	req.Cost = max(req.Cost, 1)
-	err := s.script().Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), s.args(opRefund, req, 0)...).Err()
+	key := s.Key(req.Namespace, req.Key)
+	s.pipes.ack.forget(key, req.ID, false)
+	err := s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
 	if err != nil {
 		return s.failed(ctx, err)
 	}
@@ -442,15 +467,23 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	if err := req.ValidateRecord(at); err != nil {
 		return err
 	}
-	if _, err := s.pipes.run(ctx, s.script(), s.route(ctx, req), slidelog.WatchFrom(ctx), s.args(opRecord, req, at.UnixMicro())); err != nil {
+	r := s.route(ctx, req)
+	sent := s.now()
+	_, acked, err := s.pipes.runAcked(ctx, s.script(), r, slidelog.WatchFrom(ctx), s.args(opRecord, req, at.UnixMicro()))
+	if err != nil {
 		return s.failed(ctx, err)
+	}
+	if a := s.pipes.ack; a != nil && acked < a.replicas {
+		a.keep(r.key, r.node, req, at, sent, acked)
 	}
 	return nil
 }
 
 // Reset implements slidelog.Store: it deletes the identity's keys.
 func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
-	if err := s.client.Del(ctx, logKeys(s.Key(req.Namespace, req.Key))...).Err(); err != nil {
+	key := s.Key(req.Namespace, req.Key)
+	s.pipes.ack.forget(key, 0, true)
+	if err := s.client.Del(ctx, logKeys(key)...).Err(); err != nil {
 		return unavailable(ctx, err)
 	}
 	return nil
