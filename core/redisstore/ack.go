@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,10 +89,18 @@ const ackMaxPending = 100_000
 // ackWarnEvery is how often at most a store logs that replicas are behind.
 const ackWarnEvery = 10 * time.Second
 
-// ackRewriteEvery is how often at most a kept admission is written back
-// to the same master while replicas do not acknowledge it; a change of
-// the key's master writes it back at the next decision.
-const ackRewriteEvery = time.Second
+// ackRewriteEvery is how long after its last write a kept admission is
+// written back to the same master again while replicas do not acknowledge
+// it, doubling with each write-back up to ackRewriteMax; a change of the
+// key's master writes it back at the next decision.
+const (
+	ackRewriteEvery = time.Second
+	ackRewriteMax   = time.Minute
+)
+
+// ackWriteBackConcurrency is how many write-backs of one key run at once;
+// they share the node's pipelines.
+const ackWriteBackConcurrency = 32
 
 // acker keeps the admissions of a store that replicas did not acknowledge.
 type acker struct {
@@ -115,6 +126,7 @@ type unacked struct {
 	expires time.Time
 	node    string
 	wrote   time.Time
+	writes  int // write-backs to node so far
 }
 
 // keep stores the admission of req at at, written to node at wrote, which
@@ -167,7 +179,7 @@ func (a *acker) due(key, node string, now time.Time) []unacked {
 	for _, e := range es {
 		switch {
 		case !now.Before(e.expires):
-		case e.node != node || now.Sub(e.wrote) >= ackRewriteEvery:
+		case e.node != node || now.Sub(e.wrote) >= min(ackRewriteMax, ackRewriteEvery<<min(e.writes, 6)):
 			out = append(out, e)
 		default:
 			keep = append(keep, e)
@@ -227,30 +239,60 @@ func (a *acker) set(key string, es, keep []unacked) {
 }
 
 // writeBack writes the admissions kept for r's key that are due (see
-// due) to the master that owns the key now, before a decision on it. A
-// failed write-back keeps them and fails the decision (the limiter then
-// falls back), so that no decision is made on a master that may lack
-// them.
+// due) to the master that owns the key now, before a decision on it, up to
+// ackWriteBackConcurrency at once so that they share pipelines. A failed
+// write-back keeps them and fails the decision (the limiter then falls
+// back), so that no decision is made on a master that may lack them.
 func (s *Store) writeBack(ctx context.Context, r route) error {
 	a := s.pipes.ack
 	es := a.due(r.key, r.node, s.now())
-	for i, e := range es {
-		sent := s.now()
-		_, acked, err := s.pipes.runAcked(ctx, s.script(), r, slidelog.WatchFrom(ctx), s.args(opRecord, e.req, e.at.UnixMicro()))
-		if err != nil {
-			for _, rest := range es[i:] {
-				a.keepAgain(r.key, rest, 0)
+	if len(es) == 0 {
+		return nil
+	}
+	errs := make([]error, len(es))
+	sem := make(chan struct{}, ackWriteBackConcurrency)
+	var wg sync.WaitGroup
+	for i := range es {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			e := &es[i]
+			sent := s.now()
+			_, acked, err := s.pipes.runAcked(ctx, s.script(), r, slidelog.WatchFrom(ctx), s.args(opRecord, e.req, e.at.UnixMicro()))
+			switch {
+			case err != nil:
+				errs[i] = err
+			case acked < a.replicas:
+				a.written.Add(1)
+				if e.node == r.node {
+					e.writes++
+				} else {
+					e.writes = 0
+				}
+				e.node, e.wrote = r.node, sent
+				errs[i] = errNotAcked
+			default:
+				a.written.Add(1)
 			}
-			return err
+		})
+	}
+	wg.Wait()
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			continue
 		}
-		a.written.Add(1)
-		if acked < a.replicas {
-			e.node, e.wrote = r.node, sent
-			a.keepAgain(r.key, e, acked)
+		a.keepAgain(r.key, es[i], 0)
+		if first == nil && err != errNotAcked {
+			first = err
 		}
 	}
-	return nil
+	return first
 }
+
+// errNotAcked marks a write-back replicas did not acknowledge: kept, not a
+// failure.
+var errNotAcked = errors.New("redisstore: not acknowledged")
 
 // now is the store's clock: WithClock's, or the process's.
 func (s *Store) now() time.Time {
@@ -351,4 +393,38 @@ func checkAck(client redis.UniversalClient, a *acker) error {
 		return fmt.Errorf("%w: replica acknowledgement timeout %v not below the client's ReadTimeout %v", slidelog.ErrInvalidOption, a.timeout, read)
 	}
 	return nil
+}
+
+// checkReplicas logs every master with fewer connected replicas than
+// WithReplicaAck waits for: each admission on it would wait the timeout
+// and be kept.
+func (s *Store) checkReplicas(ctx context.Context, logger *slog.Logger) {
+	a := s.pipes.ack
+	if a == nil {
+		return
+	}
+	check := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			logger.Warn("redisstore: could not count the replicas of a master", "node", c.Options().Addr, "error", err)
+			return nil
+		}
+		n := 0
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		if n < a.replicas {
+			logger.Warn("redisstore: a master has fewer replicas than WithReplicaAck waits for; each of its admissions will wait the timeout and be kept",
+				"node", c.Options().Addr, "replicas", n, "wanted", a.replicas, "timeout", a.timeout)
+		}
+		return nil
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		_ = check(ctx, c)
+	}
 }

@@ -1,7 +1,10 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,5 +126,16 @@ func TestReplicaAckWritesBackLostAdmissions(t *testing.T) {
 				t.Errorf("got %d kept after a reset, want 0", got)
 			}
 		})
+	}
+}
+
+// A master without the replicas WithReplicaAck waits for is named in a
+// warning at New.
+func TestReplicaAckWarnsWithoutReplicas(t *testing.T) {
+	client := redistest.RedisClient(t) // no replicas
+	var logs bytes.Buffer
+	newRedisStore(t, client, redisstore.WithReplicaAck(1, 10*time.Millisecond), redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if !strings.Contains(logs.String(), "fewer replicas than WithReplicaAck") || !strings.Contains(logs.String(), client.Options().Addr) {
+		t.Errorf("got logs %q, want a warning naming %s", logs.String(), client.Options().Addr)
 	}
 }

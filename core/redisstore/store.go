@@ -230,6 +230,7 @@ func (s *Store) check(cfg config) error {
 		cfg.logger.Warn("redisstore: could not read the redis version", "error", err)
 	}
 	s.warm(ctx)
+	s.checkReplicas(ctx, cfg.logger)
 	err := CheckConfig(ctx, s.client)
 	switch {
 	case err == nil:
