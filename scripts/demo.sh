@@ -7,12 +7,17 @@
 # the Go toolchain, starts the example on a free loopback port with
 # -limit DEMO_LIMIT (default 10), sends DEMO_REQUESTS (default 14)
 # requests to /hello, printing each status and the RateLimit-Policy,
-# RateLimit and Retry-After fields, shows one 429 body, checks /healthz,
-# and stops the server. Needs only Go (no curl).
+# RateLimit and Retry-After fields, shows one 429 body, checks /healthz and
+# /readyz, prints how many decisions came from the store (Redis) and how
+# many from the failure mode (read from the example's /metrics on its
+# -metrics-addr), and stops the server. Needs only Go (no curl).
 #
-# Store: memory, unless SLIDELOG_REDIS_ADDRS is set (one address:
-# standalone Redis; several, comma-separated: Redis Cluster). With Redis,
-# each run uses its own key prefix unless SLIDELOG_KEY_PREFIX is set.
+# Store: memory, unless SLIDELOG_REDIS_ADDRS is set: host:port or
+# redis:// URLs, comma-separated; one address is enough for a standalone
+# Redis or a Redis Cluster. With Redis, each run uses its own key prefix
+# unless SLIDELOG_KEY_PREFIX is set. When the example cannot use that Redis
+# (it does not answer, or the addresses do not fit the server), the example
+# exits with the error and so does the demo, non-zero.
 set -euo pipefail
 
 FRAMEWORK="${1:-chi}"
@@ -46,12 +51,13 @@ go build -o "$TMP/demo" ./cmd/demo
 
 if [[ -n "${SLIDELOG_REDIS_ADDRS:-}" ]]; then
   export SLIDELOG_KEY_PREFIX="${SLIDELOG_KEY_PREFIX:-slidelog-demo:$$:$(date +%s):}"
-  echo "==> store: Redis at $SLIDELOG_REDIS_ADDRS (key prefix $SLIDELOG_KEY_PREFIX)"
+  export SLIDELOG_KEY_SECRET="${SLIDELOG_KEY_SECRET:-slidelog-demo-$$}"
+  echo "==> store: Redis from SLIDELOG_REDIS_ADDRS=$SLIDELOG_REDIS_ADDRS (key prefix $SLIDELOG_KEY_PREFIX); the example checks it at start"
 else
   echo "==> store: memory (set SLIDELOG_REDIS_ADDRS for Redis or a Redis Cluster)"
 fi
 
-"$TMP/server" -addr 127.0.0.1:0 -limit "$LIMIT" -window 1m 2>"$TMP/server.log" &
+"$TMP/server" -addr 127.0.0.1:0 -metrics-addr 127.0.0.1:0 -limit "$LIMIT" -window 1m 2>"$TMP/server.log" &
 PID=$!
 
 # The example logs the address it listens on: msg=listening ... addr=HOST:PORT
@@ -60,7 +66,10 @@ for _ in $(seq 1 300); do
   ADDR="$(sed -n 's/.*msg=listening.* addr=\([^ ]*\).*/\1/p' "$TMP/server.log" | head -n1)"
   [[ -n "$ADDR" ]] && break
   if ! kill -0 "$PID" 2>/dev/null; then
-    echo "demo: the $FRAMEWORK example exited:" >&2
+    status=0
+    wait "$PID" || status=$?
+    PID=""
+    echo "demo: the $FRAMEWORK example exited with status $status:" >&2
     cat "$TMP/server.log" >&2
     exit 1
   fi
@@ -72,9 +81,12 @@ if [[ -z "$ADDR" ]]; then
   exit 1
 fi
 
-echo "==> examples/$FRAMEWORK on http://$ADDR with -limit $LIMIT -window 1m; $REQUESTS requests to /hello"
+# ... and its metrics address: msg=metrics addr=HOST:PORT
+METRICS="$(sed -n 's/.*msg=metrics.* addr=\([^ ]*\).*/\1/p' "$TMP/server.log" | head -n1)"
+
+echo "==> examples/$FRAMEWORK on http://$ADDR (metrics on http://$METRICS) with -limit $LIMIT -window 1m; $REQUESTS requests to /hello"
 echo
-"$TMP/demo" -url "http://$ADDR" -n "$REQUESTS"
+"$TMP/demo" -url "http://$ADDR" -metrics "${METRICS:+http://$METRICS}" -n "$REQUESTS"
 
 echo
 echo "==> stopping the server (SIGTERM)"

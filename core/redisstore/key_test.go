@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -27,6 +28,11 @@ func offlineClient(tb testing.TB) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// offline lets New start on offlineClient, without logging about it.
+func offline(opts ...redisstore.Option) []redisstore.Option {
+	return append(opts, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
 }
 
 func checkKeyShape(t *testing.T, store *redisstore.Store, prefix, namespace, identity string) string {
@@ -56,7 +62,7 @@ func FuzzRedisKey(f *testing.F) {
 		f.Add(seed[0], seed[1], seed[2], seed[3])
 	}
 	const prefix = "app:rl:"
-	store, err := redisstore.New(offlineClient(f), redisstore.WithKeyPrefix(prefix), redisstore.WithKeySecret([]byte("fuzz")))
+	store, err := redisstore.New(offlineClient(f), offline(redisstore.WithKeyPrefix(prefix), redisstore.WithKeySecret([]byte("fuzz")))...)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -73,8 +79,14 @@ func FuzzRedisKey(f *testing.F) {
 }
 
 func TestKeySecretChangesTheSlot(t *testing.T) {
-	plain, _ := redisstore.New(offlineClient(t))
-	secret, _ := redisstore.New(offlineClient(t), redisstore.WithKeySecret([]byte("s3cret")))
+	plain, err := redisstore.New(offlineClient(t), offline()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := redisstore.New(offlineClient(t), offline(redisstore.WithKeySecret([]byte("s3cret")))...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if plain.Key("", "client") == secret.Key("", "client") {
 		t.Fatalf("the key secret did not change the key of %q", "client")
 	}

@@ -3,7 +3,8 @@
 // so decisions are atomic and exact however many processes share the
 // server.
 //
-//	client := redis.NewClusterClient(redisstore.ClusterOptions("10.0.0.1:6379", "10.0.0.2:6379"))
+//	client, err := redisstore.Connect(ctx, "10.0.0.1:6379") // a *redis.Client or a *redis.ClusterClient
+//	if err != nil { ... }
 //	store, err := redisstore.New(client, redisstore.WithKeySecret(secret))
 //	if err != nil { ... }
 //	limiter, err := slidelog.New(store, slidelog.PerMinute(100), slidelog.WithName("api"))
@@ -15,7 +16,10 @@
 // pipelines are busy leave together in the next pipeline (see
 // WithAutoPipelining).
 //
-// New checks the servers once: their version (Redis 6.2 or later, Valkey
+// Connect asks the server whether it is a Redis Cluster node and returns
+// the client that fits. New checks the servers once: that a master
+// answers and the client's kind matches the server (ErrUnreachable,
+// ErrTopology), their version (Redis 6.2 or later, Valkey
 // 7.2 or later), their maxmemory-policy (an evicting policy drops logs
 // under memory pressure and lets clients through: New logs a warning, or
 // fails with WithStrictConfig), and it loads the script on every master.
@@ -40,20 +44,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	slidelog "github.com/slidelog/slidelog/core"
-)
-
-// Errors of New. Decisions fail with the errors of package slidelog.
-var (
-	// ErrNilClient reports a nil Redis client passed to New.
-	ErrNilClient = errors.New("redisstore: nil redis client")
-	// ErrUnsafeConfig reports a Redis server whose configuration lets
-	// clients through: an evicting maxmemory-policy, which drops limiter
-	// keys under memory pressure. New returns it only with
-	// WithStrictConfig; otherwise it logs a warning.
-	ErrUnsafeConfig = errors.New("redisstore: unsafe redis configuration")
-	// ErrUnsupportedVersion reports a Redis server too old for the
-	// decision script: Redis before 6.2, or Valkey before 7.2.
-	ErrUnsupportedVersion = errors.New("redisstore: unsupported redis version")
 )
 
 //go:embed script.lua
@@ -151,6 +141,7 @@ type config struct {
 	clock            func() time.Time
 	logger           *slog.Logger
 	strict           bool
+	startUnreachable bool
 	pipelinesPerNode int
 	pipeliningSet    bool
 	ack              *acker // WithReplicaAck
@@ -158,15 +149,24 @@ type config struct {
 
 // New returns a store on client, a *redis.Client, a *redis.ClusterClient
 // or anything else implementing redis.UniversalClient, after checking the
-// servers (waiting at most a second in all): it reads the version of every
-// master to pick the script variant they run, loads the script so the
-// first decisions do not wait for it, and reads the maxmemory-policy. A
-// server it cannot reach is logged, not an error: decisions fall back
-// until it answers (a server that turns out to be Redis 6.2 fails the
-// script, and the store then reads the versions again).
+// servers (waiting at most a second in all, or a client's ReadTimeout more
+// when its options lack ContextTimeoutEnabled). It checks that a master
+// answers and that the client's kind matches the server: a ClusterClient
+// on a standalone Redis, or a plain Client on a node of a Redis Cluster,
+// fails with ErrTopology (Connect picks the right kind). It reads the
+// version of every master to pick the script variant they run, loads the
+// script so the first decisions do not wait for it, and reads the
+// maxmemory-policy. On a Cluster, masters that do not answer while others
+// do are logged at ERROR level: decisions on their slots go to the
+// limiter's failure mode until they answer.
 //
-// It fails with ErrNilClient, slidelog.ErrInvalidOption,
-// ErrUnsupportedVersion, or ErrUnsafeConfig (only with WithStrictConfig).
+// When no master answers (the server is down, its host does not resolve,
+// the address has no port or is a URL) New fails with ErrUnreachable,
+// naming the address and the cause, unless WithStartUnreachable is given.
+//
+// It fails with ErrNilClient, slidelog.ErrInvalidOption, ErrUnreachable,
+// ErrTopology, ErrUnsupportedVersion, or ErrUnsafeConfig (only with
+// WithStrictConfig).
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s, cfg, err := newStore(client, opts)
 	if err != nil {
@@ -214,14 +214,28 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 }
 
 // check logs client settings and Redis configuration that weaken the
-// store, picks the script variant and loads it; an old server, or an
-// evicting policy in strict mode, fails it.
+// store, checks that a master answers and that the client's kind matches
+// the servers, picks the script variant and loads it; an unreachable
+// server (unless cfg.startUnreachable), a mismatched client, an old server,
+// or an evicting policy in strict mode, fails it.
 func (s *Store) check(cfg config) error {
 	for _, w := range clientWarnings(s.client) {
 		cfg.logger.Warn("redisstore: redis client setting", "problem", w)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
+	down, err := reach(ctx, s.client)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnreachable) && cfg.startUnreachable:
+		cfg.logger.Error("redisstore: starting without redis (WithStartUnreachable): every decision goes to the limiter's failure mode until redis answers", "error", err)
+		return nil
+	default:
+		return err
+	}
+	for _, d := range down {
+		cfg.logger.Error("redisstore: a cluster master does not answer: decisions on its slots go to the limiter's failure mode until it does", "error", d)
+	}
 	switch err := s.checkVersion(ctx); {
 	case err == nil:
 	case errors.Is(err, ErrUnsupportedVersion):
@@ -231,7 +245,7 @@ func (s *Store) check(cfg config) error {
 	}
 	s.warm(ctx)
 	s.checkReplicas(ctx, cfg.logger)
-	err := CheckConfig(ctx, s.client)
+	err = CheckConfig(ctx, s.client)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnsafeConfig):
@@ -299,7 +313,8 @@ func WithClock(clock func() time.Time) Option {
 }
 
 // WithLogger sets where New logs what it finds wrong with the servers or
-// the client, such as an evicting maxmemory-policy (default
+// the client, such as an evicting maxmemory-policy or, with
+// WithStartUnreachable, a Redis that does not answer (default
 // slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
@@ -316,6 +331,20 @@ func WithLogger(l *slog.Logger) Option {
 func WithStrictConfig() Option {
 	return optionFunc(func(c *config) error {
 		c.strict = true
+		return nil
+	})
+}
+
+// WithStartUnreachable lets New return a store when no Redis master
+// answers at start-up, for an app that must start while Redis is down:
+// New then logs the cause at ERROR level instead of failing with
+// ErrUnreachable, and every decision goes to the limiter's failure mode
+// (counted as such, with source "fallback", "fail_open" or "fail_closed",
+// by the limiter's observers) until Redis answers. A client whose kind does
+// not match the server still fails New with ErrTopology.
+func WithStartUnreachable() Option {
+	return optionFunc(func(c *config) error {
+		c.startUnreachable = true
 		return nil
 	})
 }

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -62,6 +64,66 @@ func TestExampleStandalone(t *testing.T) {
 	client := redis.NewClient(redisstore.ClientOptions(addr))
 	t.Cleanup(func() { _ = client.Close() })
 	runOnRedis(t, "chi", client, addr, "kind=redis ")
+}
+
+// TestExampleClusterSeed runs one example with one Cluster node's
+// address: it asks the server and builds a Cluster client, so every
+// decision comes from Redis.
+func TestExampleClusterSeed(t *testing.T) {
+	addrs := strings.Split(redisEnv(t, envClusterAddrs), ",")
+	client := redis.NewClusterClient(redisstore.ClusterOptions(addrs...))
+	t.Cleanup(func() { _ = client.Close() })
+	runOnRedis(t, "chi", client, addrs[0], "kind=redis-cluster")
+}
+
+// TestExamplesFailOnBadRedis: an example given a Redis that does not
+// answer, or addresses that do not fit the server, exits non-zero at
+// start with the error, naming the address.
+func TestExamplesFailOnBadRedis(t *testing.T) {
+	standalone := redisEnv(t, envRedisAddr)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	_ = ln.Close()
+	type failure struct{ fw, addrs, want string }
+	cases := []failure{
+		{"chi", "nonexistent.invalid:6379", "redis unreachable at nonexistent.invalid:6379"},
+		{"chi", "127.0.0.1", "redis unreachable at 127.0.0.1"},
+		{"chi", standalone + "," + standalone, "is a standalone Redis, not a Cluster node"},
+	}
+	for _, fw := range frameworks {
+		cases = append(cases, failure{fw, dead, "redis unreachable at " + dead})
+	}
+	for _, c := range cases {
+		t.Run(c.fw+"/"+c.addrs, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), build(t, c.fw), "-addr", "127.0.0.1:0", "-metrics-addr", "")
+			cmd.Env = append(os.Environ(), envRedisAddrs+"="+c.addrs)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+				t.Fatalf("got %v, want a non-zero exit; output:\n%s", err, out)
+			}
+			if !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "level=ERROR") {
+				t.Errorf("output does not log the error %q:\n%s", c.want, out)
+			}
+		})
+	}
+}
+
+// TestExamplesHelp: -h lists the flags and the environment variables.
+func TestExamplesHelp(t *testing.T) {
+	for _, fw := range frameworks {
+		t.Run(fw, func(t *testing.T) {
+			out, _ := exec.CommandContext(t.Context(), build(t, fw), "-h").CombinedOutput()
+			for _, want := range []string{"-addr", "-metrics-addr", "-limit", "-window", envRedisAddrs, envKeyPrefix, "SLIDELOG_KEY_SECRET"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("-h does not mention %s:\n%s", want, out)
+				}
+			}
+		})
+	}
 }
 
 // redisEnv returns the rig's address variable name, failing with the
@@ -128,9 +190,10 @@ func build(t *testing.T, fw string) string {
 }
 
 type server struct {
-	base   string // http://127.0.0.1:port
-	mu     sync.Mutex
-	stderr bytes.Buffer
+	base    string // http://127.0.0.1:port
+	metrics string // http://127.0.0.1:port of -metrics-addr, if the example logged it
+	mu      sync.Mutex
+	stderr  bytes.Buffer
 }
 
 func (s *server) log() string {
@@ -139,14 +202,18 @@ func (s *server) log() string {
 	return s.stderr.String()
 }
 
-var listening = regexp.MustCompile(`msg=listening .*addr=(\S+)`)
+var (
+	listening      = regexp.MustCompile(`msg=listening .*addr=(\S+)`)
+	metricsAddress = regexp.MustCompile(`msg=metrics .*addr=(\S+)`)
+)
 
-// start runs bin on a free loopback port with -limit limit and the
-// environment without Redis settings plus env, waits until it listens,
+// start runs bin on a free loopback port, with its metrics on another,
+// with -limit limit and the environment without Redis settings plus env,
+// waits until it listens,
 // and stops it with SIGTERM at cleanup, checking that it exits cleanly.
 func start(t *testing.T, bin string, env []string, limit int) *server {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-limit", strconv.Itoa(limit), "-window", "1m")
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0", "-limit", strconv.Itoa(limit), "-window", "1m")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, envRedisAddrs+"=") && !strings.HasPrefix(kv, envKeyPrefix+"=") {
 			cmd.Env = append(cmd.Env, kv)
@@ -170,6 +237,9 @@ func start(t *testing.T, bin string, env []string, limit int) *server {
 			line := sc.Text()
 			srv.mu.Lock()
 			srv.stderr.WriteString(line + "\n")
+			if m := metricsAddress.FindStringSubmatch(line); m != nil {
+				srv.metrics = "http://" + m[1]
+			}
 			srv.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
 				select {
@@ -231,9 +301,11 @@ var (
 	wholeSeconds   = regexp.MustCompile(`^\d+$`)
 )
 
-// drive checks the example's contract: /healthz never limited, /hello
-// admitted limit times then denied with the rate-limit header fields and
-// a problem body, and /metrics showing the decisions of source.
+// drive checks the example's contract: /healthz and /readyz never
+// limited, /readyz 200, /hello admitted limit times then denied with the
+// rate-limit header fields and a problem body, /metrics absent from the
+// public port and, on the metrics address, showing the decisions of
+// source.
 func drive(t *testing.T, srv *server, limit int, source string) {
 	t.Helper()
 	healthz(t, srv)
@@ -294,8 +366,20 @@ func drive(t *testing.T, srv *server, limit int, source string) {
 	}
 
 	healthz(t, srv)
-
-	resp, body = get(t, srv.base+"/metrics")
+	resp, body = get(t, srv.base+"/readyz")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit") != "" {
+		t.Errorf("/readyz: got status %d, RateLimit %q, body %q; want 200 and no RateLimit", resp.StatusCode, resp.Header.Get("RateLimit"), body)
+	}
+	if resp, _ = get(t, srv.base+"/metrics"); resp.StatusCode == http.StatusOK {
+		t.Errorf("/metrics on the public port: got 200, want it only on -metrics-addr")
+	}
+	srv.mu.Lock()
+	metrics := srv.metrics
+	srv.mu.Unlock()
+	if metrics == "" {
+		t.Fatalf("the example did not log its metrics address (msg=metrics addr=...):\n%s", srv.log())
+	}
+	resp, body = get(t, metrics+"/metrics")
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("/metrics: got status %d, Content-Type %q, want 200 text/plain", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}

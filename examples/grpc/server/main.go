@@ -12,9 +12,12 @@
 // Prometheus metrics.
 //
 // The limits live in process memory unless SLIDELOG_REDIS_ADDRS lists
-// Redis addresses: one for a standalone Redis, several (comma-separated)
-// for a Redis Cluster. SLIDELOG_KEY_PREFIX, when set, replaces the Redis
-// key prefix. SIGINT or SIGTERM stops the server gracefully.
+// Redis addresses (host:port or redis:// URLs; one address is enough for a
+// standalone Redis or a Redis Cluster: redisstore.Connect asks the
+// server). SLIDELOG_KEY_PREFIX, when set, replaces the Redis key prefix;
+// SLIDELOG_KEY_SECRET sets the secret of the Redis keys' HMAC. A Redis
+// that does not answer, or addresses that do not fit the server, make the
+// server exit with the error. SIGINT or SIGTERM stops it gracefully.
 //
 // This file stands alone: copy it into a module of your own.
 package main
@@ -97,25 +100,37 @@ func run(addr, metricsAddr string, policy slidelog.Policy) (err error) {
 
 // openStore returns the Redis store when SLIDELOG_REDIS_ADDRS lists
 // addresses, the memory store otherwise, and a function that closes it and
-// its Redis client.
+// its Redis client. redisstore.Connect asks the server whether it is a
+// Redis Cluster node, and redisstore.New fails when no Redis answers or
+// the client does not fit the server: the example then exits with the
+// error instead of enforcing each instance's limit on its own.
 func openStore() (slidelog.Store, func() error, error) {
 	addrs := strings.FieldsFunc(os.Getenv("SLIDELOG_REDIS_ADDRS"), func(r rune) bool { return r == ',' || r == ' ' })
-	var client redis.UniversalClient
-	switch len(addrs) {
-	case 0:
+	if len(addrs) == 0 {
 		slog.Info("store", "kind", "memory")
 		store := memstore.New()
 		return store, store.Close, nil
-	case 1:
-		slog.Info("store", "kind", "redis", "addr", addrs[0])
-		client = redis.NewClient(redisstore.ClientOptions(addrs[0]))
-	default:
-		slog.Info("store", "kind", "redis-cluster", "addrs", strings.Join(addrs, ","))
-		client = redis.NewClusterClient(redisstore.ClusterOptions(addrs...))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	client, err := redisstore.Connect(ctx, addrs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		slog.Info("store", "kind", "redis-cluster", "seeds", strings.Join(c.Options().Addrs, ","))
+	case *redis.Client:
+		slog.Info("store", "kind", "redis", "addr", c.Options().Addr)
 	}
 	var opts []redisstore.Option
 	if prefix, ok := os.LookupEnv("SLIDELOG_KEY_PREFIX"); ok {
 		opts = append(opts, redisstore.WithKeyPrefix(prefix))
+	}
+	if secret := os.Getenv("SLIDELOG_KEY_SECRET"); secret != "" {
+		opts = append(opts, redisstore.WithKeySecret([]byte(secret)))
+	} else {
+		slog.Warn("SLIDELOG_KEY_SECRET is not set: Redis keys are an unkeyed HMAC of the client address; set the same secret on every instance")
 	}
 	store, err := redisstore.New(client, opts...)
 	if err != nil {

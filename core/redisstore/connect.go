@@ -1,0 +1,294 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Connect returns a go-redis client for the Redis at addrs, of the kind
+// the server is: it asks the first address that answers whether it is a
+// node of a Redis Cluster (INFO cluster) and returns a *redis.ClusterClient
+// seeded with every address, with the settings of ClusterOptions, when it
+// is, and a *redis.Client with the settings of ClientOptions when it is
+// not. One address of a Cluster node is enough (a managed service's
+// configuration endpoint, say); several addresses must be nodes of one
+// Cluster.
+//
+// Each address is host:port or a URL: redis://[user:password@]host:port[/db]
+// or rediss:// for TLS, with go-redis's query parameters (see
+// redis.ParseURL; a Cluster URL may list more nodes with ?addr=host:port,
+// see redis.ParseClusterURL). User, password and TLS settings of the first
+// address apply to every node. Change the returned client's other options
+// by building it yourself with ClientOptions or ClusterOptions.
+//
+// Connect waits until ctx is done and at most a second in all. It fails
+// with an error wrapping ErrUnreachable, naming each address and why, when
+// no address answers or one is malformed, and with ErrTopology when several
+// addresses are given but the server is not a Cluster node, or a Cluster
+// URL selects a database other than 0. The caller closes the client.
+func Connect(ctx context.Context, addrs ...string) (redis.UniversalClient, error) {
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%w: no address given", ErrUnreachable)
+	}
+	var seeds []*redis.Options
+	for _, a := range addrs {
+		o, err := parseAddr(a)
+		if err != nil {
+			return nil, err
+		}
+		seeds = append(seeds, o...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	var errs []error
+	for _, o := range seeds {
+		probe := *o
+		probe.DB = 0 // a Cluster node refuses SELECT
+		c := redis.NewClient(&probe)
+		err := dial(ctx, c.Options().Dialer, c.Options().Network, o.Addr)
+		cluster := false
+		if err == nil {
+			cluster, err = clusterEnabled(ctx, c)
+		}
+		_ = c.Close()
+		if err != nil {
+			errs = append(errs, unreachableError(o.Addr, err))
+			continue
+		}
+		if !cluster {
+			if len(seeds) > 1 {
+				return nil, fmt.Errorf("%w: %d addresses given, but %s is a standalone Redis, not a Cluster node; give its address alone", ErrTopology, len(seeds), o.Addr)
+			}
+			return redis.NewClient(o), nil
+		}
+		if o.DB != 0 {
+			return nil, fmt.Errorf("%w: %s is a Cluster node, and a Cluster has only database 0, not %d", ErrTopology, o.Addr, o.DB)
+		}
+		return clusterClient(seeds, o), nil
+	}
+	return nil, errors.Join(errs...)
+}
+
+// clusterClient returns a ClusterClient seeded by every address of seeds,
+// with the credentials and TLS settings of first.
+func clusterClient(seeds []*redis.Options, first *redis.Options) *redis.ClusterClient {
+	addrs := make([]string, len(seeds))
+	for i, o := range seeds {
+		addrs[i] = o.Addr
+	}
+	co := ClusterOptions(addrs...)
+	co.Username = first.Username
+	co.Password = first.Password
+	co.CredentialsProvider = first.CredentialsProvider
+	co.TLSConfig = first.TLSConfig
+	co.Protocol = first.Protocol
+	co.ClientName = first.ClientName
+	if first.DialTimeout > 0 {
+		co.DialTimeout = first.DialTimeout
+	}
+	if first.ReadTimeout != 0 {
+		co.ReadTimeout = first.ReadTimeout
+	}
+	if first.WriteTimeout != 0 {
+		co.WriteTimeout = first.WriteTimeout
+	}
+	if first.PoolSize > 0 {
+		co.PoolSize = first.PoolSize
+	}
+	c := redis.NewClusterClient(co)
+	ReloadStateOnDialError(c)
+	return c
+}
+
+// parseAddr reads one address given to Connect: host:port, or a URL that
+// may name several Cluster nodes. An address without a port or with an
+// unknown scheme is an error here, before anything dials.
+func parseAddr(a string) ([]*redis.Options, error) {
+	a = strings.TrimSpace(a)
+	scheme, _, isURL := strings.Cut(a, "://")
+	if !isURL {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, unreachableError(a, err)
+		}
+		return []*redis.Options{ClientOptions(a)}, nil
+	}
+	switch scheme {
+	case "redis", "rediss", "unix":
+	default:
+		return nil, fmt.Errorf("%w at %s: scheme %q, want redis://, rediss:// or host:port", ErrUnreachable, redact(a), scheme)
+	}
+	o, err := redis.ParseURL(a)
+	if err == nil {
+		return []*redis.Options{recommended(o)}, nil
+	}
+	co, cerr := redis.ParseClusterURL(a)
+	if cerr != nil || scheme == "unix" {
+		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, redact(a), err)
+	}
+	var out []*redis.Options
+	for _, addr := range co.Addrs {
+		o := ClientOptions(addr)
+		o.Username, o.Password, o.TLSConfig = co.Username, co.Password, co.TLSConfig
+		o.Protocol, o.ClientName = co.Protocol, co.ClientName
+		if co.DialTimeout > 0 {
+			o.DialTimeout = co.DialTimeout
+		}
+		if co.ReadTimeout != 0 {
+			o.ReadTimeout = co.ReadTimeout
+		}
+		if co.WriteTimeout != 0 {
+			o.WriteTimeout = co.WriteTimeout
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// recommended gives o the settings of ClientOptions where the URL set
+// none.
+func recommended(o *redis.Options) *redis.Options {
+	o.ContextTimeoutEnabled = true
+	if o.DialTimeout == 0 {
+		o.DialTimeout = clientDialTimeout
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = clientReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = clientWriteTimeout
+	}
+	if o.PoolTimeout == 0 {
+		o.PoolTimeout = clientPoolTimeout
+	}
+	return o
+}
+
+// redact hides the password of a URL for error messages.
+func redact(a string) string {
+	u, err := url.Parse(a)
+	if err != nil {
+		return "the URL given"
+	}
+	return u.Redacted()
+}
+
+// dial opens and closes one connection to addr, so that a server that
+// cannot be reached fails at once with the dialer's own error (connection
+// refused, no such host, missing port) rather than after the client's dial
+// retries with the context's deadline. A nil dialer is net.Dialer's.
+func dial(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) error {
+	if dialer == nil {
+		var d net.Dialer
+		dialer = d.DialContext
+	}
+	if network == "" {
+		network = "tcp"
+	}
+	conn, err := dialer(ctx, network, addr)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// clusterEnabled asks the server c talks to whether it is a node of a
+// Redis Cluster (INFO cluster: cluster_enabled:1).
+func clusterEnabled(ctx context.Context, c *redis.Client) (bool, error) {
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == "cluster_enabled" {
+			return strings.TrimSpace(v) == "1", nil
+		}
+	}
+	return false, nil
+}
+
+// unreachableError wraps ErrUnreachable with the address and the cause,
+// and a hint for an address that is a URL where host:port was wanted.
+func unreachableError(addr string, err error) error {
+	hint := ""
+	switch {
+	case strings.Contains(addr, "://"):
+		addr = redact(addr)
+		hint = " (a URL where host:port was wanted: give host:port, or give the URL to redisstore.Connect)"
+	case errors.Is(err, context.DeadlineExceeded):
+		hint = fmt.Sprintf(" (no answer within %v)", checkTimeout)
+	}
+	return fmt.Errorf("%w at %s%s: %w", ErrUnreachable, addr, hint, err)
+}
+
+// reach checks that a master of client answers and that client's kind
+// matches the server: it fails with ErrTopology for a ClusterClient on a
+// standalone server or a plain Client on a Cluster node, and with
+// ErrUnreachable when no master answers. On a Cluster whose slot map loads
+// but some of whose masters do not answer, it returns those masters'
+// errors in down.
+func reach(ctx context.Context, client redis.UniversalClient) (down []error, err error) {
+	switch c := client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		addr := o.Addr
+		if err := dial(ctx, o.Dialer, o.Network, addr); err != nil {
+			return nil, unreachableError(addr, err)
+		}
+		cluster, err := clusterEnabled(ctx, c)
+		if err != nil {
+			return nil, unreachableError(addr, err)
+		}
+		if cluster {
+			return nil, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
+		}
+		return nil, nil
+	case *redis.ClusterClient:
+		o := c.Options()
+		seeds := strings.Join(o.Addrs, ",")
+		var dialErrs []error
+		for _, a := range o.Addrs {
+			if err := dial(ctx, o.Dialer, "tcp", a); err != nil {
+				dialErrs = append(dialErrs, fmt.Errorf("%s: %w", a, err))
+			}
+		}
+		if len(o.Addrs) > 0 && len(dialErrs) == len(o.Addrs) {
+			return nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(dialErrs...))
+		}
+		var mu sync.Mutex
+		answered := 0
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			perr := n.Ping(ctx).Err()
+			mu.Lock()
+			defer mu.Unlock()
+			if perr != nil {
+				down = append(down, unreachableError(n.Options().Addr, perr))
+			} else {
+				answered++
+			}
+			return nil
+		})
+		switch {
+		case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
+			return nil, fmt.Errorf("%w: %s is a standalone Redis, not a Cluster node (%w); use redis.NewClient(redisstore.ClientOptions(...)) or redisstore.Connect", ErrTopology, seeds, err)
+		case err != nil:
+			return nil, unreachableError(seeds, err)
+		case answered == 0 && len(down) > 0:
+			return nil, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(down...))
+		case answered == 0:
+			return nil, fmt.Errorf("%w: the Cluster seeded by %s has no master", ErrUnreachable, seeds)
+		}
+		return down, nil
+	default:
+		if err := client.Ping(ctx).Err(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+		}
+		return nil, nil
+	}
+}
