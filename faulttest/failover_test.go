@@ -210,7 +210,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	if mode == "kill" {
 		c.restart(victim)
 	}
-	c.waitHealthy(60 * time.Second)
+	c.waitHealthy(120 * time.Second)
 	return r
 }
 
