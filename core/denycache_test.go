@@ -8,6 +8,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/prommetrics"
+	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/assert"
@@ -32,7 +33,7 @@ func TestDenyCache(t *testing.T) {
 	clock.Advance(100 * time.Millisecond)
 	first := allow(1)
 	require.False(t, first.Allowed)
-	require.Equal(t, slidelog.SourceMemory, first.Source)
+	require.Equal(t, memstore.Source, first.Source)
 	require.Equal(t, 800*time.Millisecond, first.RetryAfter)
 
 	clock.Advance(300 * time.Millisecond)
@@ -54,13 +55,13 @@ func TestDenyCache(t *testing.T) {
 	assert.Equal(t, direct.Remaining, cached.Remaining)
 
 	// Another cost is the store's to answer: its RetryAfter differs.
-	assert.Equal(t, slidelog.SourceMemory, allow(2).Source)
+	assert.Equal(t, memstore.Source, allow(2).Source)
 
 	// Exactly at RetryAfter the store decides again and admits.
 	clock.Advance(500 * time.Millisecond)
 	res := allow(1)
 	assert.True(t, res.Allowed)
-	assert.Equal(t, slidelog.SourceMemory, res.Source)
+	assert.Equal(t, memstore.Source, res.Source)
 	assert.Equal(t, 2.0, metricValue(t, reg, prommetrics.MetricRejections)-1, "one store denial, two cache denials")
 }
 
@@ -79,17 +80,17 @@ func TestDenyCacheOnlyForTheSameCost(t *testing.T) {
 	// store would say the same again.
 	first := allow(5)
 	require.False(t, first.Allowed)
-	assert.Equal(t, slidelog.SourceMemory, first.Source)
+	assert.Equal(t, memstore.Source, first.Source)
 	assert.Equal(t, slidelog.SourceDenyCache, allow(5).Source)
 	// Another cost asks the store.
 	res := allow(3)
 	require.False(t, res.Allowed)
-	assert.Equal(t, slidelog.SourceMemory, res.Source, "cost 3 after a cached cost-5 denial")
+	assert.Equal(t, memstore.Source, res.Source, "cost 3 after a cached cost-5 denial")
 	assert.Equal(t, slidelog.SourceDenyCache, allow(3).Source)
 	// An admission drops the key's cached denial: it changed the count.
 	require.True(t, allow(2).Allowed)
 	res = allow(3)
-	assert.Equal(t, slidelog.SourceMemory, res.Source, "cost 3 after an admission")
+	assert.Equal(t, memstore.Source, res.Source, "cost 3 after an admission")
 	assert.Equal(t, 0, res.Remaining)
 }
 
@@ -103,13 +104,13 @@ func TestDenyCacheResetRefundAndOff(t *testing.T) {
 		wantAllow  bool
 	}{
 		{name: "cached", wantSource: slidelog.SourceDenyCache},
-		{name: "off", opts: []slidelog.Option{slidelog.WithDenyCache(0)}, wantSource: slidelog.SourceMemory},
+		{name: "off", opts: []slidelog.Option{slidelog.WithDenyCache(0)}, wantSource: memstore.Source},
 		{name: "reset", clear: func(t *testing.T, l *slidelog.Limiter, _ slidelog.Result) {
 			require.NoError(t, l.Reset(t.Context(), "k"))
-		}, wantSource: slidelog.SourceMemory, wantAllow: true},
+		}, wantSource: memstore.Source, wantAllow: true},
 		{name: "refund", clear: func(t *testing.T, l *slidelog.Limiter, admitted slidelog.Result) {
 			require.NoError(t, l.Refund(t.Context(), admitted))
-		}, wantSource: slidelog.SourceMemory, wantAllow: true},
+		}, wantSource: memstore.Source, wantAllow: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,7 +164,7 @@ func TestDenyCacheRedis(t *testing.T) {
 			}
 			first, err := l.Allow(t.Context(), "k")
 			require.NoError(t, err)
-			require.Equal(t, slidelog.SourceRedis, first.Source)
+			require.Equal(t, redisstore.Source, first.Source)
 			require.False(t, first.Allowed)
 			for range 100 {
 				res, err := l.Allow(t.Context(), "k")

@@ -29,11 +29,37 @@
 // or a Redis Cluster, where one Lua script decides each request
 // atomically, so every process sharing the server enforces one budget per
 // key exactly: while Redis decides, no rolling window admits more than its
-// limit. Any other implementation of Store works too, and the optional
-// interfaces NodeStore, Recorder and LocalStore let it take part in the
-// limiter's per-node circuit breakers and the write-back of fallback
-// admissions. Package slidelogtest holds the conformance suite every
-// store must pass.
+// limit. Any other implementation of Store works too (see "Writing a
+// store"). Package slidelogtest holds the conformance suite every store
+// must pass.
+//
+// # Writing a store
+//
+// A store needs the four methods of Store: Take, Refund, Reset, Close.
+// The limiter validates every request before the store sees it (key,
+// cost, policies) and sets the Source of the store's decisions, so a
+// store only decides. Everything else is optional, one small interface
+// per capability:
+//
+//   - Describer: Describe returns a StoreInfo once, when a limiter is
+//     created: Name, the Source of the store's decisions and its metric
+//     label ("redis", "memory"; "store" when there is no Describer);
+//     Local, for a store in this process's memory that cannot fail or
+//     stall (no breaker, stall watch, fallback or write-back); Clock, the
+//     clock its decisions follow, for the deny cache; Watched, when its
+//     calls follow Request.Watch (otherwise the limiter cancels a call's
+//     context when its node stalls).
+//   - Router: Route places a request on a node, once per decision; the
+//     limiter keeps a circuit breaker and stall watch per Route.Node and
+//     hands the Route back in Request.Route to Take and Record, so the
+//     store computes a request's key and node once.
+//   - Recorder: Record writes the fallback's admissions into the store
+//     once it answers again.
+//
+// A store without any of them is a remote store named "store" on one
+// node: the limiter gives it a circuit breaker, a stall watch, the local
+// fallback and a deny cache. slidelogtest.RunStoreSuite tests each
+// capability only where the store has it (see Example_thirdPartyStore).
 //
 // # Policies
 //

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,7 +31,7 @@ func TestDocsMatchTheCode(t *testing.T) {
 	for i := range 3 {
 		res, err := l.Allow(t.Context(), "k")
 		require.NoError(t, err)
-		require.Equal(t, slidelog.SourceMemory, res.Source, "call %d on a memstore.Store without WithDenyCache", i+1)
+		require.Equal(t, memstore.Source, res.Source, "call %d on a memstore.Store without WithDenyCache", i+1)
 	}
 	// ... and the docs.
 	require.NotContains(t, ops, "on by default for `redisstore` and `memstore`")

@@ -133,7 +133,7 @@ func flood(t *testing.T, l *slidelog.Limiter, keys []string, callers int, d time
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
-				} else if res.Source != slidelog.SourceRedis && (res.Source != slidelog.SourceDenyCache || res.Allowed) {
+				} else if res.Source != redisstore.Source && (res.Source != slidelog.SourceDenyCache || res.Allowed) {
 					errs = append(errs, fmt.Errorf("decision from %v (allowed %v), want redis or a deny-cache denial", res.Source, res.Allowed))
 				} else if res.Allowed {
 					admitted = append(admitted, admission{Key: key, At: res.DecidedAt.UnixMicro()})
@@ -288,7 +288,7 @@ func TestSameInstantBurst(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					switch {
-					case err != nil, res.Source != slidelog.SourceRedis && res.Source != slidelog.SourceDenyCache:
+					case err != nil, res.Source != redisstore.Source && res.Source != slidelog.SourceDenyCache:
 						failed++
 					case res.Allowed:
 						admitted++

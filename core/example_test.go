@@ -3,6 +3,7 @@ package slidelog_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -51,4 +52,65 @@ func ExampleWithPolicy() {
 	// true per-second 1 []
 	// true per-second 0 []
 	// false per-second 0 [per-second]
+}
+
+// listStore is a third-party store in a few lines: one exact policy per
+// key, in a map. It implements only Store, plus Describer to name its
+// decisions and say it is local.
+type listStore struct {
+	mu   sync.Mutex
+	logs map[string][]time.Time
+}
+
+func (s *listStore) Describe() slidelog.StoreInfo {
+	return slidelog.StoreInfo{Name: "list", Local: true}
+}
+
+func (s *listStore) Take(_ context.Context, req slidelog.Request) (slidelog.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, now := req.Policies[0], time.Now() // the limiter validated req: one policy here
+	key := req.Namespace + "\x00" + req.Key
+	log := s.logs[key]
+	for len(log) > 0 && !log[0].After(now.Add(-p.Window)) {
+		log = log[1:]
+	}
+	st := slidelog.PolicyResult{Policy: p, Allowed: len(log)+req.Cost <= p.Limit}
+	if st.Allowed {
+		for range req.Cost {
+			log = append(log, now)
+		}
+	} else {
+		st.RetryAfter = log[len(log)-p.Limit+req.Cost-1].Add(p.Window).Sub(now)
+	}
+	st.Remaining = p.Limit - len(log)
+	s.logs[key] = log
+	return slidelog.NewResult([]slidelog.PolicyResult{st}, ""), nil
+}
+
+func (s *listStore) Refund(context.Context, slidelog.Request) error { return nil }
+
+func (s *listStore) Reset(_ context.Context, req slidelog.Request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.logs, req.Namespace+"\x00"+req.Key)
+	return nil
+}
+
+func (s *listStore) Close() error { return nil }
+
+// A store defined outside this module: four methods, and Describe to name
+// its decisions. slidelogtest.RunStoreSuite checks it like any other.
+func Example_thirdPartyStore() {
+	store := &listStore{logs: map[string][]time.Time{}}
+	limiter := slidelog.MustNew(store, slidelog.PerMinute(2))
+	defer limiter.Close()
+	for range 3 {
+		res, _ := limiter.Allow(context.Background(), "client")
+		fmt.Println(res.Allowed, res.Remaining, res.Source)
+	}
+	// Output:
+	// true 1 list
+	// true 0 list
+	// false 0 list
 }

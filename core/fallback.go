@@ -60,6 +60,9 @@ func (f *fallback) get(create bool) *memlog.Table {
 // now is the fallback's time in microseconds, from the monotonic clock.
 func (f *fallback) now() int64 { return f.start.UnixMicro() + time.Since(f.start).Microseconds() }
 
+// Now implements memlog.Clock.
+func (f *fallback) Now() int64 { return f.now() }
+
 // take decides req locally. A cost above the fallback's smallest limit is
 // capped at it: such a request takes the whole local window. The request
 // returned is the one recorded, for a refund.
@@ -73,13 +76,12 @@ func (f *fallback) take(ctx context.Context, req Request) (Result, Request, erro
 	}
 	req.Policies = f.policies
 	req.Cost = min(req.Cost, f.minLimit)
-	now := f.now()
 	var buf [4]window.State
 	states := buf[:]
 	if len(f.windows) > len(buf) {
 		states = make([]window.State, len(f.windows))
 	}
-	d := t.Take(now, f.request(req), f.windows, states)
+	d, now := t.Take(f, f.request(req), f.windows, states)
 	var res Result
 	if len(f.policies) == 1 {
 		p, st := f.policies[0], states[0]

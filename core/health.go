@@ -22,25 +22,32 @@ const DefaultStallTimeout = 150 * time.Millisecond
 // later of its last reply and the moment it became busy. Then every
 // decision waiting on it is handed to the failure mode.
 //
-// Time here is the process's alive time: a ticker advances it by at most
-// two ticks per tick, less the time the ticker itself then waits in the
-// scheduler's queue, so a process that was not scheduled (a CPU-starved
-// machine, a long GC pause, a stopped debugger) or whose goroutines queue
-// for a CPU does not count the time it could not read replies against its
-// nodes. Each tick still advances it by at least a quarter tick, so that
-// on a machine saturated for good a stalled node is found within about
-// four stall timeouts of wall time rather than never. The ticker runs only while some decision waits, and stops on
-// close.
+// Nothing runs per decision: a decision counts itself in and out of its
+// node under the node's lock, and a reply stores the time. One timer per
+// limiter is armed when a node becomes busy, for half the stall timeout;
+// a decision answered before it fires (a lone decision on a healthy
+// node) costs nothing more. When it fires with decisions still waiting,
+// a monitor goroutine starts and runs until no decision waits: it counts
+// each node's silence in alive time, which a tick advances by at most
+// two ticks, less the time the monitor itself then queued for a CPU, and
+// at least a quarter tick. So a process that was not scheduled (a
+// CPU-starved machine, a long GC pause) does not count the time it could
+// not read replies against its nodes. On top of that, a node silent for
+// four stall timeouts of wall time is stalled whatever the ticks said (a
+// starved ticker drops ticks): the slowest decision on a stopped node is
+// bounded by four stall timeouts plus the monitor's scheduling delay.
 type health struct {
 	stall time.Duration
 	tick  time.Duration
-	alive atomic.Int64 // nanoseconds of alive time
+	start time.Time
 
 	mu      sync.Mutex
 	nodes   map[string]*nodeHealth
 	waiting int  // decisions waiting on all nodes
-	running bool // the ticker goroutine is running
+	armed   bool // the timer is set
+	running bool // the monitor goroutine runs
 	closed  bool
+	timer   *time.Timer
 	stop    chan struct{}
 	stopped sync.WaitGroup
 }
@@ -48,74 +55,89 @@ type health struct {
 // nodeHealth is the progress of one node. Entries are never removed: a
 // limiter sees as many nodes as the Cluster has masters.
 type nodeHealth struct {
-	lastReply atomic.Int64 // alive time of the last reply
-	waiting   int          // under health.mu
-	busySince int64        // alive time when waiting went from 0 to 1
-	// epoch is cancelled, with ErrStalled, when the node is found
-	// stalled; a new one follows.
-	epoch  context.Context
-	cancel context.CancelCauseFunc
-}
+	h         *health
+	lastReply atomic.Int64 // health time (ns) of the last reply
 
-func (n *nodeHealth) newEpoch() {
-	n.epoch, n.cancel = context.WithCancelCause(context.Background())
+	// Under health.mu:
+	waiting   int
+	busySince int64  // health time when waiting went from 0 to 1
+	watch     *Watch // the current epoch, ended when the node is found stalled
+	silence   int64  // alive ns without a reply, counted by the monitor
+	seenReply int64  // lastReply when the monitor last looked
 }
 
 func newHealth(stall time.Duration) *health {
-	return &health{
+	h := &health{
 		stall: stall,
 		tick:  max(time.Millisecond, stall/10),
+		start: time.Now(),
 		nodes: make(map[string]*nodeHealth),
 		stop:  make(chan struct{}),
 	}
+	h.timer = time.AfterFunc(time.Hour, h.fire)
+	h.timer.Stop()
+	return h
 }
 
-// wait is one decision waiting on a node.
-type wait struct {
-	h *health
-	n *nodeHealth
-	// epoch is cancelled when the node is found stalled while the
-	// decision waits.
-	epoch context.Context
-}
+// now is the health's monotonic time in nanoseconds.
+func (h *health) now() int64 { return int64(time.Since(h.start)) }
 
-// begin registers a decision waiting on node.
-func (h *health) begin(node string) wait {
+// begin registers a decision waiting on node and returns the Watch of
+// its call.
+func (h *health) begin(node string) *Watch {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	n := h.nodes[node]
 	if n == nil {
-		n = &nodeHealth{}
-		n.newEpoch()
+		n = &nodeHealth{h: h}
+		n.watch = newWatch(n)
 		h.nodes[node] = n
 	}
 	if n.waiting == 0 {
-		n.busySince = h.alive.Load()
+		n.busySince = h.now()
+		n.silence = 0
 	}
 	n.waiting++
 	h.waiting++
-	if !h.running && !h.closed {
-		h.running = true
-		h.stopped.Add(1)
-		go h.run()
+	if !h.armed && !h.running && !h.closed {
+		h.armed = true
+		h.timer.Reset(h.stall / 2)
 	}
-	return wait{h: h, n: n, epoch: n.epoch}
+	w := n.watch
+	h.mu.Unlock()
+	return w
 }
 
-// replied records that the node answered: any reply, a decision or an
-// error of the server's own, is progress.
-func (w wait) replied() { w.n.lastReply.Store(w.h.alive.Load()) }
-
-// end unregisters the decision.
-func (w wait) end() {
-	w.h.mu.Lock()
-	w.n.waiting--
-	w.h.waiting--
-	w.h.mu.Unlock()
+// end unregisters a decision that waited on the node.
+func (n *nodeHealth) end() {
+	n.h.mu.Lock()
+	n.waiting--
+	n.h.waiting--
+	n.h.mu.Unlock()
 }
 
-// run advances the alive clock and looks for stalled nodes, until no
-// decision waits or the health is closed.
+// fire starts the monitor when decisions still wait half a stall timeout
+// after a node became busy.
+func (h *health) fire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed = false
+	if h.closed || h.running || h.waiting == 0 {
+		return
+	}
+	now := h.now()
+	for _, n := range h.nodes {
+		// The wall time a node has been silent so far counts, up to
+		// the half stall timeout the timer waited.
+		n.silence = min(now-max(n.lastReply.Load(), n.busySince), int64(h.stall/2))
+		n.seenReply = n.lastReply.Load()
+	}
+	h.running = true
+	h.stopped.Add(1)
+	go h.run()
+}
+
+// run advances the nodes' alive silence and looks for stalled nodes,
+// until no decision waits or the health is closed.
 func (h *health) run() {
 	defer h.stopped.Done()
 	t := time.NewTicker(h.tick)
@@ -134,84 +156,83 @@ func (h *health) run() {
 			runtime.Gosched()
 			now := time.Now()
 			queued := now.Sub(yield)
-			h.alive.Add(int64(max(h.tick/4, min(now.Sub(last), 2*h.tick)-queued)))
+			alive := int64(max(h.tick/4, min(now.Sub(last), 2*h.tick)-queued))
 			last = now
-			if !h.check() {
+			if !h.check(alive) {
 				return
 			}
 		}
 	}
 }
 
-// check ends the epoch of every stalled node and reports
-// whether the ticker should go on.
-func (h *health) check() bool {
-	now := h.alive.Load()
+// check adds alive to the silence of every waiting node, ends the epoch
+// of every stalled node, and reports whether the monitor should go on.
+func (h *health) check(alive int64) bool {
+	now := h.now()
+	stall := int64(h.stall)
 	h.mu.Lock()
-	if h.waiting == 0 {
+	defer h.mu.Unlock()
+	if h.waiting == 0 || h.closed {
 		h.running = false
-		h.mu.Unlock()
 		return false
 	}
 	for _, n := range h.nodes {
 		if n.waiting == 0 {
 			continue
 		}
-		if now-max(n.lastReply.Load(), n.busySince) >= int64(h.stall) {
-			n.cancel(ErrStalled)
-			n.newEpoch()
+		if r := n.lastReply.Load(); r != n.seenReply {
+			n.seenReply, n.silence = r, 0
+		} else {
+			n.silence += alive
+		}
+		wall := now - max(n.lastReply.Load(), n.busySince)
+		if n.silence >= stall || wall >= 4*stall {
+			n.watch.cancel(ErrStalled)
+			n.watch = newWatch(n)
+			n.silence = 0
 		}
 	}
-	h.mu.Unlock()
 	return true
 }
 
-// close stops the ticker. Decisions waiting at that moment wait for their
-// reply or their context only.
+// close stops the timer and the monitor. Decisions waiting at that moment
+// wait for their reply or their context only.
 func (h *health) close() {
 	h.mu.Lock()
 	if !h.closed {
 		h.closed = true
+		h.timer.Stop()
 		close(h.stop)
 	}
 	h.mu.Unlock()
 	h.stopped.Wait()
 }
 
-// bound returns ctx, also cancelled with ErrStalled when w's node is
-// found stalled, and carrying w as a Watch for the store; stop releases
-// it.
-func (w wait) bound(ctx context.Context) (bounded context.Context, stop func()) {
-	bounded, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(w.epoch, func() { cancel(ErrStalled) })
-	return context.WithValue(bounded, watchKey{}, &Watch{w: w}), func() {
-		unhook()
-		cancel(nil)
-	}
+// Watch follows the store calls of a limiter on one node (Request.Watch):
+// a store reports the node's replies to it, which keeps the node from
+// being judged stalled while it answers, however long a call queues, and
+// learns from it when the node was judged stalled and the call should give
+// up. A Watch is shared by the calls on a node until the node stalls; a
+// store may keep it for as long as a call lasts.
+type Watch struct {
+	n      *nodeHealth
+	epoch  context.Context
+	cancel context.CancelCauseFunc
 }
 
-// Watch follows one store call on behalf of a limiter: the store reports
-// the replies of the call's node to it, and learns from it that the node
-// was judged stalled (see NodeStore). A store calls WatchFrom once per
-// call and may keep the Watch until the call ends.
-type Watch struct{ w wait }
-
-type watchKey struct{}
-
-// WatchFrom returns the Watch a limiter attached to the context of a
-// store call, or nil for a call not made by a limiter.
-func WatchFrom(ctx context.Context) *Watch {
-	w, _ := ctx.Value(watchKey{}).(*Watch)
+func newWatch(n *nodeHealth) *Watch {
+	w := &Watch{n: n}
+	w.epoch, w.cancel = context.WithCancelCause(context.Background())
 	return w
 }
 
 // Replied tells the limiter that the call's node sent a reply: a
 // decision, or an error reply of the server's own (as opposed to a
 // network failure). Replies to other calls on the same connection count
-// too: any reply is progress.
+// too: any reply is progress. A nil Watch ignores it.
 func (w *Watch) Replied() {
-	if w != nil && w.w.h != nil {
-		w.w.replied()
+	if w != nil {
+		w.n.lastReply.Store(w.n.h.now())
 	}
 }
 
@@ -219,8 +240,11 @@ func (w *Watch) Replied() {
 // stalled: the store should give up the call at once, with an error
 // wrapping ErrStalled. A nil Watch never stalls.
 func (w *Watch) Stalled() <-chan struct{} {
-	if w == nil || w.w.h == nil {
+	if w == nil {
 		return nil
 	}
-	return w.w.epoch.Done()
+	return w.epoch.Done()
 }
+
+// end unregisters the call from its node.
+func (w *Watch) end() { w.n.end() }

@@ -55,9 +55,11 @@ type Limiter struct {
 	breakers    *breakers
 	deny        *denyCache
 	metrics     *observers
-	nodes       NodeStore // the store, when it is spread over nodes
+	router      Router // the store, when it is spread over nodes
 	logger      *slog.Logger
-	local       bool // the store is a LocalStore: it cannot fail or be slow
+	source      Source // the store's name (StoreInfo.Name)
+	local       bool   // StoreInfo.Local: the store cannot fail or be slow
+	watched     bool   // StoreInfo.Watched: the store follows Request.Watch
 	namespace   string
 	release     func() // releases the limiter's name on its store
 
@@ -119,8 +121,15 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
-	_, l.local = store.(LocalStore)
-	l.nodes, _ = store.(NodeStore)
+	var info StoreInfo
+	if d, ok := store.(Describer); ok {
+		info = d.Describe()
+	}
+	l.source, l.local, l.watched = Source(cmp.Or(info.Name, defaultStoreName)), info.Local, info.Watched
+	if !l.source.FromStore() {
+		return nil, fmt.Errorf("%w: store name %q is one of the limiter's own sources", ErrInvalidOption, info.Name)
+	}
+	l.router, _ = store.(Router)
 	l.namespace = l.name
 	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
@@ -130,11 +139,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		}
 	}
 	if cfg.denyCacheSize > 0 && (!l.local || cfg.denyCacheSet) {
-		var clock func() time.Time
-		if cs, ok := store.(interface{ Clock() func() time.Time }); ok {
-			clock = cs.Clock()
-		}
-		l.deny = newDenyCache(cfg.denyCacheSize, clock)
+		l.deny = newDenyCache(cfg.denyCacheSize, info.Clock)
 	}
 	if l.metrics, err = bindObservers(cfg.observers, l.name, l.sizes); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
@@ -203,13 +208,15 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		// A memory store answers at once and fails only when closed or
 		// when ctx is done: no deadline, breaker or fallback to pay for.
 		res, err = l.store.Take(ctx, req)
+		res.Source = l.source
 		if err == nil && res.Allowed {
 			res.ticket = ticketOf(l, &req)
 		}
 		return res, err
 	}
 	sent := time.Now()
-	node := l.node(ctx, req)
+	l.route(ctx, &req)
+	node := req.Route.Node
 	var done func(error)
 	if l.breakers != nil {
 		d, err := l.breakers.get(node).Allow()
@@ -221,10 +228,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 	if l.journal.hasPending() {
 		// A write-back that fails means the node fails: the decision goes
 		// to the failure mode at once, not after a second wait.
-		err = l.writeBackKey(ctx, req, node)
+		err = l.writeBackKey(ctx, req)
 	}
 	if err == nil {
-		res, err = l.take(ctx, req, node)
+		res, err = l.take(ctx, req)
 	}
 	took := time.Since(sent)
 	if err == nil {
@@ -235,6 +242,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 			l.startFlush()
 		}
 		l.metrics.commandDone("ok", took)
+		res.Source = l.source
 		if res.Allowed {
 			res.ticket = ticketOf(l, &req)
 			if l.deny != nil {
@@ -266,39 +274,52 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 	return l.failover(ctx, req, reason, err)
 }
 
-// node returns the store node of req, "" for a store of one node. The
-// lookup may ask the store (a Cluster's slot map): it is bounded by the
-// stall timeout.
-func (l *Limiter) node(ctx context.Context, req Request) string {
-	if l.nodes == nil {
-		return ""
+// route sets req.Route, asking the store once per decision where req
+// runs (Router). A Router answers from what it knows (a Cluster's slot
+// map), so the call takes no context of its own.
+func (l *Limiter) route(ctx context.Context, req *Request) {
+	if l.router != nil {
+		req.Route = l.router.Route(ctx, *req)
 	}
-	nctx, cancel := context.WithTimeout(ctx, l.stall)
-	defer cancel()
-	return l.nodes.Node(nctx, req)
 }
 
 // take asks the store to decide req, waiting as long as ctx allows and the
 // store's node makes progress. A local store cannot stall.
-func (l *Limiter) take(ctx context.Context, req Request, node string) (Result, error) {
+func (l *Limiter) take(ctx context.Context, req Request) (Result, error) {
 	if l.local {
 		return l.store.Take(ctx, req)
 	}
-	w := l.health.begin(node)
+	w := l.health.begin(req.Route.Node)
 	defer w.end()
-	bounded, stop := w.bound(ctx)
+	req.Watch = w
+	if l.watched {
+		res, err := l.store.Take(ctx, req)
+		return res, l.settle(ctx, w, err)
+	}
+	bounded, stop := bound(ctx, w)
 	defer stop()
 	res, err := l.store.Take(bounded, req)
-	return res, l.settle(ctx, bounded, w, err)
+	return res, l.settle(ctx, w, err)
 }
 
-// settle reports a store call's outcome to w's node health and gives a
-// call ended by a stall its cause.
-func (l *Limiter) settle(ctx, bounded context.Context, w wait, err error) error {
+// bound returns ctx, also cancelled with ErrStalled when w's node is
+// found stalled, for a store that does not follow its Watch.
+func bound(ctx context.Context, w *Watch) (context.Context, func()) {
+	bounded, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(w.epoch, func() { cancel(ErrStalled) })
+	return bounded, func() {
+		unhook()
+		cancel(nil)
+	}
+}
+
+// settle reports a store call's outcome to w's node and gives a call
+// ended by a stall its cause.
+func (l *Limiter) settle(ctx context.Context, w *Watch, err error) error {
 	switch {
 	case err == nil:
-		w.replied()
-	case ctx.Err() == nil && errors.Is(context.Cause(bounded), ErrStalled) && !errors.Is(err, ErrStalled):
+		w.Replied()
+	case ctx.Err() == nil && errors.Is(context.Cause(w.epoch), ErrStalled) && !errors.Is(err, ErrStalled):
 		err = fmt.Errorf("%w: %w (%w)", ErrUnavailable, ErrStalled, err)
 	}
 	return err
@@ -307,12 +328,16 @@ func (l *Limiter) settle(ctx, bounded context.Context, w wait, err error) error 
 // writeBackKey writes the fallback admissions of req's key into the store
 // before the store decides the key again, so that its windows count them.
 // Entries that cannot be written now stay for a later attempt.
-func (l *Limiter) writeBackKey(ctx context.Context, req Request, node string) error {
+func (l *Limiter) writeBackKey(ctx context.Context, req Request) error {
 	es := l.journal.takeKey(req.Namespace, req.Key)
-	failed, err := l.recordAll(ctx, es, func(journalEntry) string { return node })
+	failed, err := l.recordAll(ctx, es, func(journalEntry) Route { return req.Route })
 	l.journal.putBack(failed, time.Now())
 	return err
 }
+
+// errWriteBackStopped marks the journaled admissions not tried because
+// an earlier write of the same round failed.
+var errWriteBackStopped = fmt.Errorf("%w: an earlier write-back failed", ErrUnavailable)
 
 // writeBackConcurrency is how many journaled admissions a limiter writes
 // back at once: concurrent calls leave in one pipeline per node.
@@ -321,15 +346,26 @@ const writeBackConcurrency = 64
 // recordAll writes es into the store, up to writeBackConcurrency at once,
 // each at the node at gives it, and returns those it could not write with
 // the first error.
-func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(journalEntry) string) ([]journalEntry, error) {
+func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(journalEntry) Route) ([]journalEntry, error) {
 	errs := make([]error, len(es))
 	sem := make(chan struct{}, writeBackConcurrency)
 	var wg sync.WaitGroup
+	var failing atomic.Bool
 	for i, e := range es {
 		sem <- struct{}{}
+		if failing.Load() {
+			// A node that failed one write fails the rest: they wait
+			// for the next attempt instead of one stall timeout per
+			// round of writeBackConcurrency.
+			<-sem
+			errs[i] = errWriteBackStopped
+			continue
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = l.record(ctx, e, at(e))
+			if errs[i] = l.record(ctx, e, at(e)); errs[i] != nil {
+				failing.Store(true)
+			}
 		})
 	}
 	wg.Wait()
@@ -365,8 +401,10 @@ func (l *Limiter) startFlush() {
 			l.flushMu.Unlock()
 		}()
 		es := l.journal.takeAll()
-		failed, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) string {
-			return l.node(l.flushCtx, e.req)
+		failed, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) Route {
+			req := e.req
+			l.route(l.flushCtx, &req)
+			return req.Route
 		})
 		l.journal.putBack(failed, time.Now())
 		if written := len(es) - len(failed); written > 0 {
@@ -375,13 +413,18 @@ func (l *Limiter) startFlush() {
 	}()
 }
 
-// record writes one journaled admission into the store at node.
-func (l *Limiter) record(ctx context.Context, e journalEntry, node string) error {
-	w := l.health.begin(node)
+// record writes one journaled admission into the store at route r.
+func (l *Limiter) record(ctx context.Context, e journalEntry, r Route) error {
+	w := l.health.begin(r.Node)
 	defer w.end()
-	bounded, stop := w.bound(ctx)
+	req := e.req
+	req.Route, req.Watch = r, w
+	if l.watched {
+		return l.settle(ctx, w, l.recorder.Record(ctx, req, e.at))
+	}
+	bounded, stop := bound(ctx, w)
 	defer stop()
-	return l.settle(ctx, bounded, w, l.recorder.Record(bounded, e.req, e.at))
+	return l.settle(ctx, w, l.recorder.Record(bounded, req, e.at))
 }
 
 // failover decides req by the failure mode, because the store could not.
@@ -447,26 +490,30 @@ func (l *Limiter) unchecked(req Request, allowed bool) Result {
 // Refund removes what the admitted result res recorded, so that the
 // request no longer counts against its key. Adapters use it to give back a
 // request the server failed (a 5xx). A fallback admission is refunded to
-// the fallback. It fails with ErrNotRefundable when res recorded nothing.
+// the fallback. It fails with ErrNotRefundable when res recorded nothing
+// or was not admitted by l (a Result of another limiter), and never
+// touches another limiter's store.
 func (l *Limiter) Refund(ctx context.Context, res Result) error {
 	t := res.ticket
-	if t.from == nil || !res.Allowed {
+	if t.from != l || !res.Allowed {
 		return ErrNotRefundable
 	}
 	if err := l.check(ctx, t.key); err != nil {
 		return err
 	}
-	// The admission's own limiter's namespace and policies, as when it
-	// was recorded.
-	req := Request{Namespace: t.from.namespace, Key: t.key, Cost: t.cost, Policies: t.from.policies, ID: t.id}
+	req := Request{Namespace: l.namespace, Key: t.key, Cost: t.cost, Policies: l.policies, ID: t.id}
 	if res.Source == SourceFallback {
-		if t.from.fallback != nil {
-			req.Policies = t.from.fallback.policies
+		if l.fallback == nil {
+			return ErrNotRefundable
 		}
+		req.Policies = l.fallback.policies
 		if l.journal != nil {
 			l.journal.remove(req)
 		}
 		return l.fallback.refund(ctx, req)
+	}
+	if !res.Source.FromStore() {
+		return ErrNotRefundable
 	}
 	if l.deny != nil {
 		l.deny.remove(t.key)

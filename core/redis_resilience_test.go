@@ -182,7 +182,7 @@ func TestClusterNodeFaultIsolated(t *testing.T) {
 			}
 			before, _ := run()
 			for addr := range byNode {
-				require.Equal(t, 20, before[addr][slidelog.SourceRedis], "healthy: all on Redis")
+				require.Equal(t, 20, before[addr][redisstore.Source], "healthy: all on Redis")
 			}
 
 			fnet.mode.Store(mode)
@@ -194,7 +194,7 @@ func TestClusterNodeFaultIsolated(t *testing.T) {
 					if addr == victim {
 						assert.Equal(t, 20, sources[addr][slidelog.SourceFallback], "keys of the broken node fall back: %v", sources[addr])
 					} else {
-						assert.Equal(t, 20, sources[addr][slidelog.SourceRedis], "keys of healthy node %s stay on Redis: %v", addr, sources[addr])
+						assert.Equal(t, 20, sources[addr][redisstore.Source], "keys of healthy node %s stay on Redis: %v", addr, sources[addr])
 					}
 				}
 			}
@@ -208,7 +208,7 @@ func TestClusterNodeFaultIsolated(t *testing.T) {
 			fnet.mode.Store(netOK)
 			require.Eventually(t, func() bool {
 				sources, _ := run()
-				return sources[victim][slidelog.SourceRedis] == 20
+				return sources[victim][redisstore.Source] == 20
 			}, 5*time.Second, 50*time.Millisecond, "the node's keys return to Redis after the breaker's open timeout")
 			assert.Equal(t, "closed", slidelog.BreakerStates(l)[victim])
 		})
@@ -272,7 +272,7 @@ func TestFallbackAdmissionsWrittenBack(t *testing.T) {
 	require.Eventually(t, func() bool {
 		res, err := l.Allow(t.Context(), seen)
 		require.NoError(t, err)
-		if res.Source != slidelog.SourceRedis {
+		if res.Source != redisstore.Source {
 			return false
 		}
 		assert.False(t, res.Allowed, "the window after recovery holds the outage's %d admissions", limit)
@@ -286,7 +286,7 @@ func TestFallbackAdmissionsWrittenBack(t *testing.T) {
 	// background flush.
 	res, err := l.Allow(t.Context(), trigger)
 	require.NoError(t, err)
-	require.Equal(t, slidelog.SourceRedis, res.Source)
+	require.Equal(t, redisstore.Source, res.Source)
 	require.Eventually(t, func() bool {
 		n, err := client.ZCard(t.Context(), store.Key(l.Namespace(), unseen)).Result()
 		return err == nil && n == limit

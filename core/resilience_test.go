@@ -263,9 +263,9 @@ func TestBreakerClosesWhenStoreRecovers(t *testing.T) {
 		healthy.Store(true)
 		require.Equal(t, slidelog.SourceFallback, allow(), "still open: no store call")
 		time.Sleep(501 * time.Millisecond)
-		require.Equal(t, slidelog.SourceMemory, allow(), "the probe reaches the store")
+		require.Equal(t, slidelog.Source("store"), allow(), "the probe reaches the store: a store that gives no name is \"store\"")
 		require.Equal(t, "closed", slidelog.BreakerStates(l)["store"])
-		require.Equal(t, slidelog.SourceMemory, allow())
+		require.Equal(t, slidelog.Source("store"), allow())
 	})
 }
 

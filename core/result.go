@@ -2,41 +2,51 @@ package slidelog
 
 import "time"
 
-// Source tells which part of the limiter made a decision.
-type Source uint8
+// Source tells which part of the limiter made a decision: the store,
+// under the name its StoreInfo gives ("redis" for redisstore, "memory" for
+// memstore), or one of the limiter's own parts below. Its value is the
+// name metrics label decisions with.
+type Source string
 
-// Decision sources.
+// The limiter's own decision sources. Any other non-empty Source is a
+// store's name.
 const (
 	// SourceNone is the zero Source: no decision was made.
-	SourceNone Source = iota
-	// SourceRedis is a decision of the Redis store's script.
-	SourceRedis
-	// SourceMemory is a decision of the in-memory store used as the
-	// limiter's primary store.
-	SourceMemory
+	SourceNone Source = ""
 	// SourceFallback is a decision of the local fallback limiter, taken
 	// because the primary store could not decide.
-	SourceFallback
+	SourceFallback Source = "fallback"
 	// SourceFailOpen is an admission without any check, taken because the
 	// store could not decide and the failure mode is FailOpen.
-	SourceFailOpen
+	SourceFailOpen Source = "fail_open"
 	// SourceFailClosed is a denial without any check, taken because the
 	// store could not decide and the failure mode is FailClosed.
-	SourceFailClosed
+	SourceFailClosed Source = "fail_closed"
 	// SourceDenyCache is a denial answered locally from an earlier denial of
 	// the same key whose RetryAfter has not yet passed.
-	SourceDenyCache
+	SourceDenyCache Source = "deny_cache"
 )
 
-var sourceNames = [...]string{"none", "redis", "memory", "fallback", "fail_open", "fail_closed", "deny_cache"}
+// defaultStoreName is the Source of a store that gives no name.
+const defaultStoreName = "store"
 
 // String returns the source's name as used in metric labels, such as
-// "redis" or "fallback".
+// "redis" or "fallback"; "none" for SourceNone.
 func (s Source) String() string {
-	if int(s) < len(sourceNames) {
-		return sourceNames[s]
+	if s == SourceNone {
+		return "none"
 	}
-	return "unknown"
+	return string(s)
+}
+
+// FromStore reports whether the store decided: s is neither SourceNone
+// nor one of the limiter's own sources.
+func (s Source) FromStore() bool {
+	switch s {
+	case SourceNone, SourceFallback, SourceFailOpen, SourceFailClosed, SourceDenyCache, "none":
+		return false
+	}
+	return true
 }
 
 // PolicyResult is the state of one policy after a decision.

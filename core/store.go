@@ -30,6 +30,14 @@ type Request struct {
 	// a retried call with the same ID is not counted twice, and so that
 	// Refund can remove exactly what this call recorded.
 	ID uint64
+	// Route is what the store's Route returned for this request (Router);
+	// zero for a store that does not route, or a call not made by a
+	// limiter.
+	Route Route
+	// Watch follows the call for the limiter (see Watch and
+	// StoreInfo.Watched); nil for a call not made by a limiter, or on a
+	// local store.
+	Watch *Watch
 }
 
 // Store keeps the sliding-window logs and makes decisions atomically.
@@ -37,28 +45,29 @@ type Request struct {
 // them in process memory and package redisstore in Redis; the conformance
 // suite of package slidelogtest checks any implementation.
 //
-// An error from Take means no decision could be made; a denial is a Result
-// with Allowed == false (built with NewResult). Every error wraps one of
-// this package's sentinel errors, ErrUnavailable for failures of the
-// backing service.
+// The limiter validates every request before a store sees it (the key,
+// the cost, the policies: Request.Validate holds), so a store need not
+// check them again. An error from Take means no decision could be made; a
+// denial is a Result with Allowed == false (built with NewResult). Every
+// error should wrap one of this package's sentinel errors, ErrUnavailable
+// for failures of the backing service.
 //
-// A store may offer more through the optional interfaces NodeStore (a
-// circuit breaker and stall watch per node), Recorder (write-back of the
-// fallback's admissions) and LocalStore (no breaker, fallback or deny
-// cache needed). A store whose decisions follow a clock of its own, such
-// as a test clock, may also have a method Clock() func() time.Time
-// returning it (nil for the process's clock): the limiter's deny cache
-// then measures elapsed time by it.
+// The four methods are all a store must have. What else a limiter should
+// know of it, a store says in one place (see the package documentation,
+// "Writing a store"): Describe (Describer) names its decisions' Source
+// and says whether it is local and which clock it follows; Route (Router)
+// places a request on a node once per decision, for a circuit breaker and
+// stall watch per node; Record (Recorder) writes the fallback's
+// admissions back.
 type Store interface {
 	// Take evicts entries that left each policy's window, admits the
 	// request only if every policy has room for its cost, and records it
 	// in all of them as one entry carrying its cost; a denial records
-	// nothing. A request with an invalid policy fails with
-	// ErrInvalidPolicy, and one whose cost is below 1 or above a limit
-	// with ErrInvalidCost, on every store alike (Request.Validate). A
-	// store reached over a network, where a call may be sent twice, must
-	// treat a second Take with the same ID and key as a retry: it reports
-	// the first one's admission without recording it again.
+	// nothing. A store reached over a network, where a call may be sent
+	// twice, must treat a second Take with the same ID and key as a retry:
+	// it reports the first one's admission without recording it again.
+	// The limiter sets the Result's Source (Describer); a store may leave
+	// it zero.
 	Take(ctx context.Context, req Request) (Result, error)
 	// Refund removes the entry that the admitted request req recorded,
 	// found by req.ID, with the cost recorded in it (req.Cost is not
@@ -73,9 +82,68 @@ type Store interface {
 	Close() error
 }
 
-// Validate checks what every store checks before it decides, so that
-// stores answer bad input alike: at least one valid policy (ErrInvalidPolicy)
-// and 1 <= Cost <= the smallest limit (ErrInvalidCost).
+// StoreInfo is what a store tells a limiter about itself, once, when the
+// limiter is created (Describer). The zero StoreInfo describes a remote
+// store named "store" on the process's clock.
+type StoreInfo struct {
+	// Name is the Source of the store's decisions, as metrics label them:
+	// "redis" for redisstore, "memory" for memstore. Empty means "store".
+	// It may not be the name of one of the limiter's own sources
+	// ("none", "fallback", "fail_open", "fail_closed", "deny_cache").
+	Name string
+	// Local reports that the store decides in this process's memory and
+	// cannot fail, stall or be slow: a limiter on it keeps no circuit
+	// breaker, stall watch, fallback or write-back journal, and a deny
+	// cache only when WithDenyCache asks for one.
+	Local bool
+	// Clock is the clock the store's decisions follow, such as a test
+	// clock; nil for the process's. A limiter's deny cache measures
+	// elapsed time by it.
+	Clock func() time.Time
+	// Watched reports that the store follows Request.Watch: its calls
+	// report their node's replies and give up when the node is judged
+	// stalled. A limiter then gives the call no context of its own. For a
+	// store that does not, the limiter cancels the call's context on a
+	// stall and counts each call that returns as a reply.
+	Watched bool
+}
+
+// Describer is a Store that describes itself (see StoreInfo). A limiter
+// calls Describe once, in New.
+type Describer interface {
+	Store
+	Describe() StoreInfo
+}
+
+// Route is where a request's decision runs, as a Router computes it once
+// per decision; the limiter passes it back in Request.Route.
+type Route struct {
+	// Node names the node that holds the request's log, such as the
+	// address of a Redis Cluster master; "" when the store does not know
+	// it. A limiter keeps a circuit breaker and stall watch per node.
+	Node string
+	// Key is the store's own name for the request's log (redisstore: the
+	// Redis key), opaque to the limiter; "" when the store computes it
+	// later.
+	Key string
+}
+
+// Router is a Store spread over several nodes, such as the masters of a
+// Redis Cluster. A limiter on it keeps one circuit breaker and one stall
+// watch per node, so a failing node sends only its own keys to the
+// failure mode.
+type Router interface {
+	Store
+	// Route returns where req runs. The limiter calls it once per
+	// decision, before Take (and Record), and sets req.Route to what it
+	// returns, so that the store need not compute the key or node again.
+	Route(ctx context.Context, req Request) Route
+}
+
+// Validate checks what a limiter checks before a store decides: at least
+// one valid policy (ErrInvalidPolicy) and 1 <= Cost <= the smallest limit
+// (ErrInvalidCost). A store need not call it: a limiter validates its
+// policies in New and each cost as it comes.
 func (req Request) Validate() error {
 	if len(req.Policies) == 0 {
 		return fmt.Errorf("%w: no policies", ErrInvalidPolicy)
@@ -124,23 +192,6 @@ func isNilStore(s Store) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// NodeStore is a Store spread over several nodes, such as the masters of a
-// Redis Cluster. A limiter on it keeps one circuit breaker and one stall
-// watch per node, so a failing node sends only its own keys to the
-// failure mode.
-//
-// Each call the limiter makes carries a Watch in its context (WatchFrom).
-// The store reports every reply of the call's node to it, which keeps the
-// node from being judged stalled while it answers, however long a
-// decision queues; when the node is judged stalled, the call's context is
-// cancelled with cause ErrStalled and the store should give up at once.
-type NodeStore interface {
-	Store
-	// Node returns the address of the node that holds req's log, or ""
-	// when the store does not know it yet.
-	Node(ctx context.Context, req Request) string
-}
-
 // Recorder is a Store that can write into its log an admission decided
 // elsewhere: a limiter's local fallback admits requests while the store
 // cannot decide, and records them once it answers again, so that they
@@ -156,14 +207,4 @@ type NodeStore interface {
 type Recorder interface {
 	Store
 	Record(ctx context.Context, req Request, at time.Time) error
-}
-
-// LocalStore is a Store that decides in this process's memory: it cannot
-// fail, stall or be slow, so a limiter on it keeps no circuit breaker,
-// fallback or write-back journal, and a deny cache only when WithDenyCache
-// asks for one.
-type LocalStore interface {
-	Store
-	// Local marks the store as local; it does nothing.
-	Local()
 }

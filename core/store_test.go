@@ -134,8 +134,8 @@ func TestStoresAgree(t *testing.T) {
 					b, errB := red.Take(t.Context(), req)
 					require.NoError(t, errA)
 					require.NoError(t, errB)
-					a.Source, a.DecidedAt = 0, time.Time{}
-					b.Source, b.DecidedAt = 0, time.Time{}
+					a.Source, a.DecidedAt = "", time.Time{}
+					b.Source, b.DecidedAt = "", time.Time{}
 					require.Equal(t, a, b, "step %d: take %+v", step, req)
 					if a.Allowed {
 						admitted = append(admitted, req)

@@ -21,14 +21,16 @@ import (
 // shardedStore is a third-party store, as a user would write one outside
 // this module: two "nodes", each its own memory store, keys starting with
 // "b" on node b and the others on node a. It implements slidelog.Store,
-// NodeStore (Node, and reporting replies to the call's Watch) and Recorder
-// through the public API only, and is not a LocalStore: the limiter must
-// treat it as a remote store, with a breaker per node and a deny cache.
+// Describer (a remote store named "sharded" that follows the Watch),
+// Router (Route, and reporting replies to the call's Watch) and Recorder
+// through the public API only: the limiter must treat it as a remote
+// store, with a breaker per node and a deny cache.
 type shardedStore struct {
 	nodes  map[string]*memstore.Store
 	broken atomic.Value // string: the node whose calls fail
 	stall  atomic.Value // string: the node whose calls hang until the limiter gives up
 	takes  atomic.Int64
+	routes atomic.Int64
 
 	mu       sync.Mutex
 	admitted map[string]slidelog.Result // by namespace, key and ID: a retry gets the first answer
@@ -51,11 +53,21 @@ func (s *shardedStore) node(key string) string {
 	return "a"
 }
 
-func (s *shardedStore) Node(_ context.Context, req slidelog.Request) string { return s.node(req.Key) }
+func (s *shardedStore) Route(_ context.Context, req slidelog.Request) slidelog.Route {
+	s.routes.Add(1)
+	return slidelog.Route{Node: s.node(req.Key)}
+}
 
-func (s *shardedStore) call(ctx context.Context, key string) (*memstore.Store, error) {
-	n := s.node(key)
-	w := slidelog.WatchFrom(ctx)
+func (s *shardedStore) Describe() slidelog.StoreInfo {
+	return slidelog.StoreInfo{Name: "sharded", Clock: s.nodes["a"].Describe().Clock, Watched: true}
+}
+
+func (s *shardedStore) call(ctx context.Context, req slidelog.Request) (*memstore.Store, error) {
+	n := req.Route.Node
+	if n == "" {
+		n = s.node(req.Key) // not called by a limiter
+	}
+	w := req.Watch
 	if s.stall.Load() == n {
 		select {
 		case <-w.Stalled():
@@ -73,7 +85,7 @@ func (s *shardedStore) call(ctx context.Context, key string) (*memstore.Store, e
 
 func (s *shardedStore) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 	s.takes.Add(1)
-	m, err := s.call(ctx, req.Key)
+	m, err := s.call(ctx, req)
 	if err != nil {
 		return slidelog.Result{}, err
 	}
@@ -85,7 +97,6 @@ func (s *shardedStore) Take(ctx context.Context, req slidelog.Request) (slidelog
 		return res, nil
 	}
 	res, err := m.Take(ctx, req)
-	res.Source = slidelog.SourceRedis // as a remote store reports its own decisions
 	if err == nil && res.Allowed {
 		s.admitted[id] = res
 	}
@@ -93,7 +104,7 @@ func (s *shardedStore) Take(ctx context.Context, req slidelog.Request) (slidelog
 }
 
 func (s *shardedStore) Record(ctx context.Context, req slidelog.Request, at time.Time) error {
-	m, err := s.call(ctx, req.Key)
+	m, err := s.call(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -112,10 +123,9 @@ func (s *shardedStore) Close() error {
 	return errors.Join(s.nodes["a"].Close(), s.nodes["b"].Close())
 }
 
-func (s *shardedStore) Clock() func() time.Time { return s.nodes["a"].Clock() }
-
 var (
-	_ slidelog.NodeStore = (*shardedStore)(nil)
+	_ slidelog.Describer = (*shardedStore)(nil)
+	_ slidelog.Router    = (*shardedStore)(nil)
 	_ slidelog.Recorder  = (*shardedStore)(nil)
 )
 
@@ -146,12 +156,13 @@ func TestThirdPartyStoreGetsBreakersAndDenyCache(t *testing.T) {
 	}
 	res, err := l.Allow(t.Context(), "a1")
 	require.NoError(t, err)
-	require.Equal(t, slidelog.SourceRedis, res.Source, "the first denial comes from the store")
-	before := store.takes.Load()
+	require.Equal(t, slidelog.Source("sharded"), res.Source, "the first denial comes from the store")
+	before, routes := store.takes.Load(), store.routes.Load()
 	res, err = l.Allow(t.Context(), "a1")
 	require.NoError(t, err)
 	assert.Equal(t, slidelog.SourceDenyCache, res.Source)
 	assert.Equal(t, before, store.takes.Load(), "a cached denial made a store call")
+	assert.Equal(t, routes, store.routes.Load(), "a cached denial routed a call")
 
 	// Node b fails: its keys go to the fallback and its breaker opens;
 	// node a's keys stay on the store.
@@ -163,7 +174,7 @@ func TestThirdPartyStoreGetsBreakersAndDenyCache(t *testing.T) {
 	}
 	res, err = l.Allow(t.Context(), "a2")
 	require.NoError(t, err)
-	assert.Equal(t, slidelog.SourceRedis, res.Source, "a key of the healthy node went to the fallback")
+	assert.Equal(t, slidelog.Source("sharded"), res.Source, "a key of the healthy node went to the fallback")
 	assert.Equal(t, "open", slidelog.BreakerStates(l)["b"])
 	assert.Equal(t, "closed", slidelog.BreakerStates(l)["a"])
 
@@ -187,4 +198,97 @@ func TestThirdPartyStoreGetsBreakersAndDenyCache(t *testing.T) {
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	assert.Contains(t, obs.events, "failover stalled fallback")
+}
+
+// bareStore is the least a store can be: a memory store behind the four
+// methods of slidelog.Store, and nothing else (no Describe, Route or
+// Record).
+type bareStore struct{ m *memstore.Store }
+
+func (s *bareStore) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	return s.m.Take(ctx, req)
+}
+func (s *bareStore) Refund(ctx context.Context, req slidelog.Request) error {
+	return s.m.Refund(ctx, req)
+}
+func (s *bareStore) Reset(ctx context.Context, req slidelog.Request) error {
+	return s.m.Reset(ctx, req)
+}
+func (s *bareStore) Close() error { return s.m.Close() }
+
+// A store implementing only the required methods passes the suite: it is
+// tested for what it has.
+func TestBareStoreConformance(t *testing.T) {
+	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+		return &bareStore{memstore.New(memstore.WithClock(clock))}
+	})
+}
+
+// The limiter routes a decision once: Route is called once per store
+// decision, and the store's Take finds the route in the request.
+func TestRouteOncePerDecision(t *testing.T) {
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := newShardedStore(clock.Now)
+	t.Cleanup(func() { _ = store.Close() })
+	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute})
+	for i := range 10 {
+		res, err := l.Allow(t.Context(), fmt.Sprintf("a%d", i))
+		require.NoError(t, err)
+		require.Equal(t, slidelog.Source("sharded"), res.Source)
+	}
+	assert.Equal(t, int64(10), store.routes.Load(), "Route calls for 10 decisions")
+	assert.Equal(t, int64(10), store.takes.Load(), "Take calls for 10 decisions")
+}
+
+// Refund of another limiter's Result is an error, never a panic, and
+// leaves both limiters' stores alone; so is one of a Result that recorded
+// nothing.
+func TestRefundForeignResult(t *testing.T) {
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute}
+	remote := newShardedStore(clock.Now)
+	t.Cleanup(func() { _ = remote.Close() })
+	mem := memstore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	a := newResilientLimiter(t, remote, p, slidelog.WithName("a"))
+	b := newResilientLimiter(t, mem, p, slidelog.WithName("b"))
+
+	stored, err := a.Allow(t.Context(), "a1")
+	require.NoError(t, err)
+	require.True(t, stored.Allowed)
+	remote.broken.Store("b")
+	fallback, err := a.Allow(t.Context(), "b1")
+	require.NoError(t, err)
+	require.Equal(t, slidelog.SourceFallback, fallback.Source)
+	require.True(t, fallback.Allowed)
+	local, err := b.Allow(t.Context(), "k")
+	require.NoError(t, err)
+	require.True(t, local.Allowed)
+
+	for _, tc := range []struct {
+		name string
+		l    *slidelog.Limiter
+		give slidelog.Result
+	}{
+		{"a store admission of a, to b", b, stored},
+		{"a fallback admission of a, to b", b, fallback},
+		{"a memory admission of b, to a", a, local},
+		{"the zero Result", a, slidelog.Result{}},
+		{"a Result built by NewResult", a, slidelog.NewResult([]slidelog.PolicyResult{{Policy: p, Allowed: true}}, "memory")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.ErrorIs(t, tc.l.Refund(t.Context(), tc.give), slidelog.ErrNotRefundable)
+		})
+	}
+	// Nothing was refunded: each key is still at its limit.
+	remote.broken.Store("")
+	res, err := a.Allow(t.Context(), "a1")
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "a1 after foreign refunds")
+	res, err = b.Allow(t.Context(), "k")
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "k after foreign refunds")
+	// The owner refunds its own.
+	require.NoError(t, a.Refund(t.Context(), stored))
+	require.NoError(t, b.Refund(t.Context(), local))
 }

@@ -247,7 +247,7 @@ func summarize(ds []decision, nodeOf map[string]string, faulted string, from, to
 		switch {
 		case d.err != nil:
 			r.errors++
-		case d.src == slidelog.SourceRedis:
+		case d.src == redisstore.Source:
 			r.redis++
 		case d.src == slidelog.SourceDenyCache:
 			r.cache++
@@ -267,7 +267,7 @@ func summarize(ds []decision, nodeOf map[string]string, faulted string, from, to
 		r.max = lat[len(lat)-1]
 	}
 	r.overAll = overAdmission(ds, limit, window, func(decision) bool { return true })
-	r.overRedis = overAdmission(ds, limit, window, func(d decision) bool { return d.src == slidelog.SourceRedis })
+	r.overRedis = overAdmission(ds, limit, window, func(d decision) bool { return d.src == redisstore.Source })
 	return r
 }
 
@@ -378,7 +378,7 @@ func keysOn(nodeOf map[string]string, addr string) int {
 func recovery(ds []decision, nodeOf map[string]string, addr string, t time.Time) time.Duration {
 	best := time.Duration(-1)
 	for _, d := range ds {
-		if nodeOf[d.key] == addr && d.src == slidelog.SourceRedis && d.start.After(t) {
+		if nodeOf[d.key] == addr && d.src == redisstore.Source && d.start.After(t) {
 			if r := d.start.Add(d.took).Sub(t); best < 0 || r < best {
 				best = r
 			}
@@ -753,7 +753,7 @@ func TestFaults(t *testing.T) {
 			t.Errorf("fallback activations metric %v, fallback decisions %d: every one must be counted", activations, r.fallback)
 		}
 		for _, d := range ds {
-			if d.err == nil && d.allowed && d.src != slidelog.SourceRedis && d.src != slidelog.SourceFallback {
+			if d.err == nil && d.allowed && d.src != redisstore.Source && d.src != slidelog.SourceFallback {
 				t.Fatalf("admission from %v: unaccounted", d.src)
 			}
 		}
@@ -783,7 +783,7 @@ func TestFaults(t *testing.T) {
 		admitted, cancelled, other := 0, 0, 0
 		for _, d := range ds {
 			switch {
-			case d.err == nil && d.allowed && d.src == slidelog.SourceRedis:
+			case d.err == nil && d.allowed && d.src == redisstore.Source:
 				admitted++
 			case errors.Is(d.err, context.Canceled) || errors.Is(d.err, context.DeadlineExceeded):
 				cancelled++
@@ -897,7 +897,7 @@ func TestFaults(t *testing.T) {
 		r.check(t, ds)
 		back := time.Duration(-1)
 		for _, d := range ds[during:] {
-			if d.src == slidelog.SourceRedis && d.start.After(up) {
+			if d.src == redisstore.Source && d.start.After(up) {
 				if b := d.start.Add(d.took).Sub(up); back < 0 || b < back {
 					back = b
 				}

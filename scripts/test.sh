@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - run every module's tests against the local Redis rig.
 #
-# Installs Redis if needed, brings up scripts/redis-rig.sh (standalone +
+# Installs Redis, nginx-light and haproxy if needed (the adapters' proxy
+# suite runs them), brings up scripts/redis-rig.sh (standalone +
 # cluster), exports SLIDELOG_REDIS_ADDR / SLIDELOG_CLUSTER_ADDRS /
 # SLIDELOG_REQUIRE_REDIS=1, runs `go test -race -count=1 ./...` in every
 # module listed in go.work, short FuzzRedisKey and FuzzClientIP runs in core, a short FuzzMiddleware run in each adapter, the install check
@@ -22,6 +23,11 @@ TEST_TIMEOUT="${SLIDELOG_TEST_TIMEOUT:-10m}" # per test binary, as go test's def
 start=$SECONDS
 
 "$RIG" install || { echo "test.sh: redis install failed" >&2; exit 1; }
+# nginx-light and haproxy for the proxy suite (slidelogtest.RunProxySuite),
+# which every adapter's tests run; SLIDELOG_REQUIRE_PROXIES=1 makes a
+# missing proxy fail those tests instead of skipping them.
+"$ROOT/scripts/proxies.sh" install || { echo "test.sh: nginx/haproxy install failed" >&2; exit 1; }
+export SLIDELOG_REQUIRE_PROXIES=1
 
 started=0
 if [[ "${SLIDELOG_RIG_DOWN:-}" == always ]] || ! "$RIG" check; then

@@ -12,9 +12,16 @@
 // framework-typed WithDeniedHandler and WithErrorHandler are this
 // package's:
 //
-//	r.Use(slidechi.Middleware(l,
-//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
-//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
+//	r.Use(slidechi.Middleware(perIP, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
+//	r.Use(auth) // verifies the token, then stores its subject under userKey{}
+//	r.Use(slidechi.Middleware(perUser,
+//		httplimit.WithKeyFunc(httplimit.ByContextValue(userKey{}))))
+//
+// Key by client IP (the default, httplimit.ByClientIP) and by identities
+// your own authentication verified (httplimit.ByContextValue), with the
+// per-IP limit in front of the authentication. httplimit.ByHeader is for
+// a value your own proxy or gateway sets, never one the client picks:
+// each new value would be a new budget.
 //
 // Middleware returns func(http.Handler) http.Handler, so it also wraps a
 // plain http.ServeMux or any handler.
@@ -41,5 +48,7 @@
 // header into r.RemoteAddr. Behind a proxy, list it with httplimit.WithTrustedProxies
 // and name the one header it writes with httplimit.WithClientIPHeader instead: the
 // client is then the rightmost forwarded address that is not a trusted
-// proxy.
+// proxy. httplimit.WithAllPeersTrusted trusts the socket peer only (the
+// entry it appended is the client), and httplimit.WithUnixSocketProxy a
+// proxy on a Unix socket.
 package slidechi

@@ -12,9 +12,16 @@
 // framework-typed WithDeniedHandler and WithErrorHandler are this
 // package's:
 //
-//	e.Use(slideechov5.Middleware(l,
-//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
-//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
+//	e.Use(slideechov5.Middleware(perIP, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
+//	e.Use(auth) // verifies the token, then stores its subject under userKey{}
+//	e.Use(slideechov5.Middleware(perUser,
+//		httplimit.WithKeyFunc(httplimit.ByContextValue(userKey{}))))
+//
+// Key by client IP (the default, httplimit.ByClientIP) and by identities
+// your own authentication verified (httplimit.ByContextValue), with the
+// per-IP limit in front of the authentication. httplimit.ByHeader is for
+// a value your own proxy or gateway sets, never one the client picks:
+// each new value would be a new budget.
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by

@@ -11,9 +11,16 @@
 // framework-typed WithDeniedHandler and WithErrorHandler are this
 // package's:
 //
-//	app.Use(slidefiber.Middleware(l,
-//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
-//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
+//	app.Use(slidefiber.Middleware(perIP, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
+//	app.Use(auth) // verifies the token, then stores its subject under userKey{}
+//	app.Use(slidefiber.Middleware(perUser,
+//		httplimit.WithKeyFunc(httplimit.ByContextValue(userKey{}))))
+//
+// Key by client IP (the default, httplimit.ByClientIP) and by identities
+// your own authentication verified (httplimit.ByContextValue), with the
+// per-IP limit in front of the authentication. httplimit.ByHeader is for
+// a value your own proxy or gateway sets, never one the client picks:
+// each new value would be a new budget.
 //
 // Each request is keyed (by default by client IP), checked, and answered
 // with the rate-limit header fields (IETF RateLimit-Policy and RateLimit by
@@ -42,4 +49,11 @@
 // that is not a trusted proxy. If you also want c.IP() in your handlers to
 // agree, set ProxyHeader together with EnableTrustedProxyCheck and the same
 // TrustedProxies.
+//
+// # Prefork
+//
+// With fiber.Config.Prefork every child process builds its own
+// middleware, so a memory store (LimitByIP's too) is per child: n
+// children admit up to n times the limit. Use a Redis store shared by the
+// children.
 package slidefiber

@@ -21,7 +21,9 @@ import (
 // which lives as long as the program; opts are Middleware's. The client
 // is the socket peer unless WithTrustedProxies and WithClientIPHeader say
 // otherwise, as for Middleware. For limits shared between instances, use
-// Middleware with a limiter on a Redis store.
+// Middleware with a limiter on a Redis store; so too with fiber's
+// Prefork, whose every child process has its own memory store (n
+// children admit up to n times the limit).
 //
 // Like regexp.MustCompile, it panics when p is invalid, so that a
 // constant policy that cannot work shows at start-up; it also panics when

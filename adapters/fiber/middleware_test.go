@@ -26,6 +26,12 @@ func TestHTTPSuiteCluster(t *testing.T) {
 	slidelogtest.RunHTTPSuite(t, redistest.ClusterStores(t), newServer)
 }
 
+// TestProxySuite runs the app behind real nginx and HAProxy, attacked
+// from another loopback address.
+func TestProxySuite(t *testing.T) {
+	slidelogtest.RunProxySuite(t, newServer)
+}
+
 // newServer builds app with fiber: the suite's factory.
 func newServer(t *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 	f := fiber.New(fiber.Config{DisableStartupMessage: true, DisableHeaderNormalizing: app.RawHeaderNames})

@@ -20,6 +20,12 @@ func TestHTTPSuiteCluster(t *testing.T) {
 	slidelogtest.RunHTTPSuite(t, redistest.ClusterStores(t), newServer)
 }
 
+// TestProxySuite runs the app behind real nginx and HAProxy, attacked
+// from another loopback address.
+func TestProxySuite(t *testing.T) {
+	slidelogtest.RunProxySuite(t, newServer)
+}
+
 // newServer builds app with gin: the suite's factory.
 func newServer(_ *testing.T, app slidelogtest.HTTPApp) slidelogtest.HTTPServe {
 	r := gin.New()

@@ -20,10 +20,13 @@
 // The options are package httplimit's, the HTTP adapters', read for gRPC: a call's path and
 // route are its full method ("/package.Service/Method"), its headers its
 // incoming metadata, its remote address its peer. So httplimit.ByRoute
-// keys by full method, httplimit.ByHeader("x-api-key") by a metadata
-// value, httplimit.SkipPaths skips full methods, and httplimit.WithTrustedProxies
+// keys by full method, httplimit.ByContextValue by an identity your
+// authentication interceptor verified (chain a per-peer limit before it),
+// httplimit.SkipPaths skips full methods, and httplimit.WithTrustedProxies
 // with httplimit.WithClientIPHeader("x-forwarded-for") believes the one metadata
-// key that trusted proxies write. WithMethodLimiters and WithMethodCosts
+// key that trusted proxies write (httplimit.WithAllPeersTrusted: the entry
+// the peer appended). httplimit.ByHeader keys by a metadata value your own
+// proxy or gateway sets; sent twice, the call fails with InvalidArgument. WithMethodLimiters and WithMethodCosts
 // set per-method policies and costs.
 //
 // For go-grpc-middleware v2's ratelimit interceptors, NewMiddlewareLimiter

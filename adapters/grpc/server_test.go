@@ -507,7 +507,7 @@ func TestErrorStatus(t *testing.T) {
 
 func TestDeniedStatus(t *testing.T) {
 	p := slidelog.Policy{Name: "per-minute", Limit: 1, Window: time.Minute}
-	res := slidelog.NewResult([]slidelog.PolicyResult{{Policy: p, Allowed: false, RetryAfter: 1500 * time.Millisecond}}, slidelog.SourceMemory)
+	res := slidelog.NewResult([]slidelog.PolicyResult{{Policy: p, Allowed: false, RetryAfter: 1500 * time.Millisecond}}, memstore.Source)
 	st := slidegrpc.DeniedStatus(res)
 	if st.Code() != codes.ResourceExhausted || st.Message() != "rate limit exceeded; retry after 2 seconds" {
 		t.Errorf("got %v %q, want ResourceExhausted, retry after 2 seconds", st.Code(), st.Message())

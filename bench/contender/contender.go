@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/httprate"
@@ -40,6 +42,9 @@ const (
 	Ulule          = "ulule/limiter v3"
 	Throttled      = "throttled v2"
 	EvalSHA        = "EVALSHA round trip"
+	// Article is the design article's script (ZREMRANGEBYSCORE, ZCARD,
+	// ZADD, EXPIRE), run with plain EVALSHA and the caller's clock.
+	Article        = "article's script (4 commands)"
 	SlidelogScript = "slidelog script, plain EVALSHA"
 	// SlidelogNoPipelining and SlidelogNoDenyCache are slidelog with one
 	// of its performance features switched off, to show what it brings.
@@ -60,7 +65,7 @@ var RTT = []string{Slidelog, RedisRate, Ulule, Throttled}
 
 // RedisAll lists every Redis-backed row of the report, peers and
 // baselines included, in the order shown.
-var RedisAll = []string{Slidelog, SlidelogNoPipelining, SlidelogNoDenyCache, RedisRate, Ulule, Throttled, EvalSHA, SlidelogScript}
+var RedisAll = []string{Slidelog, SlidelogNoPipelining, SlidelogNoDenyCache, RedisRate, Ulule, Throttled, Article, EvalSHA, SlidelogScript}
 
 // Memory lists the in-process contenders, slidelog's memory store first.
 var Memory = []string{SlidelogMemory, GoLimiter, HTTPRate, XTimeRate}
@@ -106,6 +111,8 @@ func NewRedis(ctx context.Context, name string, client redis.UniversalClient, pr
 		return &throttledGCRA{l: l}, nil
 	case EvalSHA:
 		return &evalSHA{client: client, prefix: prefix}, nil
+	case Article:
+		return &article{client: client, prefix: prefix, limit: limit, window: window}, nil
 	}
 	return nil, fmt.Errorf("unknown redis contender %q", name)
 }
@@ -152,7 +159,7 @@ func newSlidelog(store slidelog.Store, limit int, window time.Duration, opts ...
 
 func (s slidelogLimiter) Allow(ctx context.Context, key string) (bool, error) {
 	res, err := s.l.Allow(ctx, key)
-	if err == nil && res.Source != slidelog.SourceRedis && res.Source != slidelog.SourceMemory && res.Source != slidelog.SourceDenyCache {
+	if err == nil && res.Source != redisstore.Source && res.Source != memstore.Source && res.Source != slidelog.SourceDenyCache {
 		return false, fmt.Errorf("%w (%v)", ErrFailureMode, res.Source)
 	}
 	return res.Allowed, err
@@ -194,6 +201,44 @@ func (t *throttledGCRA) Allow(ctx context.Context, key string) (bool, error) {
 }
 
 func (t *throttledGCRA) Close() error { return nil }
+
+// articleScript is the design article's snippet 2, as published: evict,
+// count, add and set the expiry, with the caller's time in milliseconds.
+var articleScript = redis.NewScript(`local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local member = ARGV[4]
+local clear_before = now - window
+redis.call('ZREMRANGEBYSCORE', key, '-inf', clear_before)
+local current_requests = redis.call('ZCARD', key)
+if current_requests < limit then
+    redis.call('ZADD', key, now, member)
+    redis.call('EXPIRE', key, math.ceil(window / 1000))
+    return {1, limit - current_requests - 1}
+else
+    return {0, 0}
+end`)
+
+type article struct {
+	client redis.UniversalClient
+	prefix string
+	limit  int
+	window time.Duration
+	seq    atomic.Uint64
+}
+
+func (a *article) Allow(ctx context.Context, key string) (bool, error) {
+	now := time.Now().UnixMilli()
+	member := strconv.FormatInt(now, 10) + "-" + strconv.FormatUint(a.seq.Add(1), 36)
+	v, err := articleScript.Run(ctx, a.client, []string{a.prefix + "{" + key + "}"}, now, a.window.Milliseconds(), a.limit, member).Int64Slice()
+	if err != nil {
+		return false, err
+	}
+	return len(v) > 0 && v[0] == 1, nil
+}
+
+func (a *article) Close() error { return nil }
 
 // evalSHAScript is the smallest keyed script: one EVALSHA round trip to the
 // key's node, the floor under any script-based limiter.

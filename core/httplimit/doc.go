@@ -4,10 +4,9 @@
 // slidefiber, and slidegrpc for gRPC) are thin layers over it, and all
 // take its Options, so an option means the same thing everywhere:
 //
-//	r.Use(slidechi.Middleware(l,
-//		httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")),
-//		httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz")),
-//	))
+//	r.Use(slidechi.Middleware(perIP, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))))
+//	r.Use(auth) // verifies the token, then stores its subject under userKey{}
+//	r.Use(slidechi.Middleware(perUser, httplimit.WithKeyFunc(httplimit.ByContextValue(userKey{}))))
 //
 // For the common case, each HTTP adapter has LimitByIP, which limits by
 // client IP in process memory:
@@ -17,11 +16,19 @@
 // # Identity
 //
 // Each request is limited by the identity its KeyFunc returns; the
-// default is ByClientIP. ByHeader, ByContextValue, ByRoute, Composite and
-// FirstOf build others, such as an account for signed-in users and the
-// address for everyone else:
+// default is ByClientIP. Key by what the client cannot choose: its
+// address, and identities your own authentication verified
+// (ByContextValue), with a per-IP limit in front of the authentication,
+// since every identity a client can mint is a fresh budget. FirstOf
+// combines them, such as an account for signed-in users and the address
+// for everyone else:
 //
 //	httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByContextValue(userKey), httplimit.ByClientIP()))
+//
+// ByHeader is for a value your own proxy or gateway sets (a consumer id
+// written after checking the API key); a header sent twice or as a list
+// is refused (ErrDuplicateHeader), since a proxy that adds the field puts
+// its value after the client's. ByRoute and Composite key per route.
 //
 // A request without a valid identity is answered 400 (431 when it is too
 // long) before any store call.
@@ -31,9 +38,14 @@
 // The client is the socket peer, whatever headers it sends. Behind a
 // proxy, list the proxy with WithTrustedProxies and name the one header
 // it writes with WithClientIPHeader: the client is then the rightmost
-// address of that header that is not a trusted proxy. IPv6 clients are
-// grouped by /64 (WithIPv6Prefix), since one host usually owns a whole
-// /64.
+// address of that header that is not a trusted proxy.
+// WithAllPeersTrusted makes every socket peer a trusted proxy, and only
+// the peer: the entry it appended is the client. WithUnixSocketProxy
+// says a Unix-socket peer is the proxy. IPv6 clients are grouped by /64
+// (WithIPv6Prefix), since one host usually owns a whole /64, and a /48
+// that has had 64 /64s with identities of their own shares one identity
+// for its further ones (WithIPv6Aggregation), so minted prefixes cannot
+// fill the store and lock new clients out.
 //
 // # Answers
 //

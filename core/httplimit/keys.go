@@ -16,9 +16,11 @@ import (
 
 // ByClientIP keys requests by client address: the socket peer unless it
 // is a trusted proxy (WithTrustedProxies), IPv6 grouped by prefix
-// (WithIPv6Prefix, /64 by default). The identity is "ip:" followed by the
-// IPv4 address or the IPv6 prefix, such as "ip:192.0.2.1" or
-// "ip:2001:db8:1:2::/64". It is the default key function.
+// (WithIPv6Prefix, /64 by default), and a network's further prefixes by
+// the network once it has had too many (WithIPv6Aggregation: a /48 past
+// 64 /64s). The identity is "ip:" followed by the IPv4 address or the
+// IPv6 prefix, such as "ip:192.0.2.1", "ip:2001:db8:1:2::/64" or
+// "ip:2001:db8:1::/48". It is the default key function.
 func ByClientIP() KeyFunc {
 	return func(r *Request) (string, error) {
 		p, err := r.ClientPrefix()
@@ -32,26 +34,47 @@ func ByClientIP() KeyFunc {
 	}
 }
 
-// ByHeader keys requests by the first value of the named header field,
-// such as an API key: "h:" + the lower-case name + ":" + the value (the
-// name, a header token, holds no ':'). A request without the field, or
-// with an empty value, fails with ErrNoKey; a value with control
-// characters with slidelog.ErrInvalidKey (400); one longer than the limiter's
-// maximum key length with ErrIdentityTooLong (431). The name's case does
-// not matter. It panics when name is not a header field name, so that the
-// mistake shows at start-up.
+// ByHeader keys requests by the value of the named header field: "h:" +
+// the lower-case name + ":" + the value (the name, a header token, holds
+// no ':'). It is for a value your own proxy or gateway sets after
+// checking the client (an API gateway's consumer id, a user id your
+// authenticating proxy writes), or a secret API key checked further on;
+// never for a value the client chooses freely, since every new value is a
+// new budget: for identities your own code verifies, use ByContextValue,
+// and put a ByClientIP limit in front of the authentication.
 //
-// Only use a header the client cannot forge into someone else's identity
-// (a secret API key), or one your own proxy sets.
+// The header must carry one value. A request with the field more than
+// once, or with a comma-separated list in it, fails with
+// ErrDuplicateHeader (400), before any store call: a proxy that adds the
+// field (HAProxy's http-request add-header) puts its value after the
+// client's, one that sets it (nginx's proxy_set_header) leaves one, and
+// the application cannot tell which proxy it is behind, so it refuses
+// rather than guess; only a client that sends the field itself is
+// refused. A request without the field, or with an empty value, fails
+// with ErrNoKey; a value with control characters with
+// slidelog.ErrInvalidKey (400); one longer than the limiter's maximum key
+// length with ErrIdentityTooLong (431). The name's case does not matter.
+// It panics when name is not a header field name, so that the mistake
+// shows at start-up.
 func ByHeader(name string) KeyFunc {
 	if !validHeaderName(name) {
 		panic(fmt.Sprintf("httplimit: ByHeader(%q): not a header field name", name))
 	}
 	prefix := "h:" + strings.ToLower(name) + ":"
 	return func(r *Request) (string, error) {
-		v := strings.TrimSpace(r.HeaderValue(name))
+		vs := r.Header(name)
+		if len(vs) > 1 {
+			return "", fmt.Errorf("%w: header %s sent %d times", ErrDuplicateHeader, name, len(vs))
+		}
+		v := ""
+		if len(vs) == 1 {
+			v = strings.TrimSpace(vs[0])
+		}
 		if v == "" {
 			return "", fmt.Errorf("%w: header %s", ErrNoKey, name)
+		}
+		if strings.IndexByte(v, ',') >= 0 {
+			return "", fmt.Errorf("%w: header %s holds a list", ErrDuplicateHeader, name)
 		}
 		if hasControl(v) {
 			return "", fmt.Errorf("%w: control character in header %s", slidelog.ErrInvalidKey, name)

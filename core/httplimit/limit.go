@@ -44,12 +44,22 @@ func New(l *slidelog.Limiter, opts ...Option) (*Engine, error) {
 	if cfg.costSet && cfg.costFunc != nil {
 		return nil, fmt.Errorf("%w: WithCost and a cost function both set the cost: use one", slidelog.ErrInvalidOption)
 	}
-	trusts := len(cfg.ip.Trusted) > 0 || cfg.ip.TrustAll
+	trusts := len(cfg.ip.Trusted) > 0 || cfg.ip.TrustAll || cfg.ip.SocketProxy
 	if trusts && cfg.ip.Header == "" {
 		return nil, fmt.Errorf("%w: trusted proxies but no client IP header: name the one header your proxy writes with WithClientIPHeader", slidelog.ErrInvalidOption)
 	}
 	if !trusts && cfg.ip.Header != "" {
-		return nil, fmt.Errorf("%w: client IP header %q but no trusted proxy: add WithTrustedProxies", slidelog.ErrInvalidOption, cfg.ip.Header)
+		return nil, fmt.Errorf("%w: client IP header %q but no trusted proxy: add WithTrustedProxies (or WithAllPeersTrusted, WithUnixSocketProxy)", slidelog.ErrInvalidOption, cfg.ip.Header)
+	}
+	switch {
+	case cfg.ip.netBits < 0:
+	case cfg.ip.netBits == 0 && cfg.ip.ipv6Prefix > DefaultIPv6Network:
+		cfg.ip.networks = newNetworks(DefaultIPv6Network, DefaultIPv6PrefixesPerNetwork, DefaultIPv6Networks)
+	case cfg.ip.netBits > 0:
+		if cfg.ip.netBits >= cfg.ip.ipv6Prefix {
+			return nil, fmt.Errorf("%w: IPv6 aggregation /%d is not shorter than the client prefix /%d", slidelog.ErrInvalidOption, cfg.ip.netBits, cfg.ip.ipv6Prefix)
+		}
+		cfg.ip.networks = newNetworks(cfg.ip.netBits, cfg.ip.netMax, DefaultIPv6Networks)
 	}
 	return &Engine{limiter: l, cfg: cfg}, nil
 }
@@ -256,6 +266,13 @@ var ErrNoKey = fmt.Errorf("%w: no identity in request", slidelog.ErrInvalidKey)
 // ErrIdentityTooLong reports an identity longer than the limiter's maximum
 // key length; it is answered with 431. It wraps slidelog.ErrInvalidKey.
 var ErrIdentityTooLong = fmt.Errorf("%w: identity too long", slidelog.ErrInvalidKey)
+
+// ErrDuplicateHeader reports a request whose identity header (ByHeader)
+// was sent more than once, or as a comma-separated list: two identities
+// in one request, of which the client wrote at least one. It is answered
+// with 400, and FirstOf does not move on from it. It wraps
+// slidelog.ErrInvalidKey.
+var ErrDuplicateHeader = fmt.Errorf("%w: identity header sent more than once", slidelog.ErrInvalidKey)
 
 var (
 	errNoLimiter    = fmt.Errorf("%w: no limiter for request", ErrMisconfigured)

@@ -197,14 +197,34 @@ func WithTrustedProxies(cidrs ...string) Option {
 	})
 }
 
-// WithAllPeersTrusted makes every socket peer a trusted proxy. Use it only
-// when no client can reach the application except through your proxies
-// (a private network behind a load balancer whose addresses you cannot
-// list); otherwise any client can send the header and choose its
-// identity. It needs WithClientIPHeader.
+// WithAllPeersTrusted makes every socket peer a trusted proxy, and only
+// the socket peer: an address written in the header is never trusted for
+// it, so from an appending header (X-Forwarded-For, Forwarded) the client
+// is the rightmost entry, the one the peer appended, whatever the client
+// wrote before it. Addresses listed with WithTrustedProxies are still
+// walked past, for inner hops. Use it only when no client can reach the
+// application except through your proxies (a private network behind a
+// load balancer whose addresses you cannot list); otherwise any client
+// can send the header and choose its identity. It needs
+// WithClientIPHeader.
 func WithAllPeersTrusted() Option {
 	return optionFunc(func(c *config) error {
 		c.ip.TrustAll = true
+		return nil
+	})
+}
+
+// WithUnixSocketProxy says that a peer on a Unix socket (whose socket
+// address is not an IP address) is your proxy, such as nginx with
+// proxy_pass http://unix:/run/app.sock: the client is then read from the
+// header named by WithClientIPHeader, and a request whose header holds no
+// address is answered 400. Without it such a request has no client
+// address, and ByClientIP answers every one 400. It trusts nothing on TCP
+// peers. It needs WithClientIPHeader. Give the socket file permissions
+// that let only the proxy connect.
+func WithUnixSocketProxy() Option {
+	return optionFunc(func(c *config) error {
+		c.ip.SocketProxy = true
 		return nil
 	})
 }
@@ -217,7 +237,8 @@ func WithAllPeersTrusted() Option {
 // (Cloudflare). Every other forwarding header is ignored, so a client
 // cannot override the proxy's header with one of its own. The name's case
 // does not matter. Its values are read as comma-separated addresses, from
-// the right. It needs WithTrustedProxies or WithAllPeersTrusted.
+// the right. It needs WithTrustedProxies, WithAllPeersTrusted or
+// WithUnixSocketProxy.
 func WithClientIPHeader(name string) Option {
 	return optionFunc(func(c *config) error {
 		if !validHeaderName(name) {
@@ -238,6 +259,39 @@ func WithIPv6Prefix(bits int) Option {
 			return fmt.Errorf("%w: IPv6 prefix /%d, want 1..128", slidelog.ErrInvalidOption, bits)
 		}
 		c.ip.ipv6Prefix = bits
+		return nil
+	})
+}
+
+// WithIPv6Aggregation bounds how many identities one IPv6 network can
+// mint by rotating client prefixes: once a /network prefix (such as a
+// /48, a site's allocation) has had maxPrefixes client prefixes (the /64s
+// of WithIPv6Prefix) with identities of their own, its further prefixes
+// share one identity, the network's ("ip:2001:db8:1::/48"), until an hour
+// after its first counted prefix. Clients seen before keep their own
+// windows, and a client of another network is never affected, so an
+// attacker rotating /64s of a few /48s cannot fill the store's table and
+// lock new clients out (memstore's overflow log, the limiter's fallback:
+// both see these identities).
+//
+// The default is DefaultIPv6Network (/48), DefaultIPv6PrefixesPerNetwork
+// (64) and DefaultIPv6Networks (16,384) networks tracked, least recently
+// seen forgotten first: at most 16,384 x 64 remembered prefixes (about
+// 11 MB when full), and at most 65 identities per /48 per hour while the
+// /48 is tracked. Raise maxPrefixes when many real clients share one /48 (a large
+// site); network 0 turns the grouping off. It applies to ByClientIP, the
+// default key. network must be 1..127 and shorter than WithIPv6Prefix's
+// length, maxPrefixes at least 1.
+func WithIPv6Aggregation(network, maxPrefixes int) Option {
+	return optionFunc(func(c *config) error {
+		if network == 0 {
+			c.ip.netBits = -1
+			return nil
+		}
+		if network < 1 || network > 127 || maxPrefixes < 1 {
+			return fmt.Errorf("%w: IPv6 aggregation /%d with %d prefixes, want /1../127 and at least 1", slidelog.ErrInvalidOption, network, maxPrefixes)
+		}
+		c.ip.netBits, c.ip.netMax = network, maxPrefixes
 		return nil
 	})
 }

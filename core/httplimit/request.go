@@ -61,6 +61,11 @@ func HeaderValues(h http.Header, name string) []string {
 type ipConfig struct {
 	clientip.Config
 	ipv6Prefix int
+	// networks groups a network's further client prefixes into one
+	// identity (WithIPv6Aggregation); nil groups none.
+	networks *networks
+	netBits  int
+	netMax   int
 }
 
 var defaultIP = &ipConfig{ipv6Prefix: DefaultIPv6Prefix}
@@ -158,11 +163,12 @@ func (r *Request) HeaderValue(name string) string {
 }
 
 // ClientIP returns the client's address: the socket peer's, or, when the
-// peer is a trusted proxy (WithTrustedProxies), the rightmost address of
-// the header named by WithClientIPHeader that is not a trusted proxy.
+// peer is a trusted proxy (WithTrustedProxies, WithAllPeersTrusted,
+// WithUnixSocketProxy), the rightmost address of the header named by
+// WithClientIPHeader that is not listed by WithTrustedProxies.
 // Ports and zones are dropped and IPv4-mapped IPv6 addresses become IPv4.
 // The error wraps slidelog.ErrInvalidKey when the socket address is not
-// an IP address.
+// an IP address (and, with WithUnixSocketProxy, the header names none).
 func (r *Request) ClientIP() (netip.Addr, error) {
 	if r == nil {
 		return netip.Addr{}, errNoClientAddr
@@ -181,11 +187,14 @@ func (r *Request) ClientIP() (netip.Addr, error) {
 }
 
 // ClientPrefix returns the group the client is limited as: its IPv4
-// address, or the prefix of its IPv6 address (/64 unless WithIPv6Prefix).
+// address, or the prefix of its IPv6 address (/64 unless WithIPv6Prefix);
+// or, when that prefix's network already has more prefixes with
+// identities of their own than WithIPv6Aggregation allows, the network
+// (such as the /48).
 func (r *Request) ClientPrefix() (netip.Prefix, error) {
 	a, err := r.ClientIP()
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	return clientip.Prefix(a, r.ip.ipv6Prefix), nil
+	return r.ip.networks.group(a, clientip.Prefix(a, r.ip.ipv6Prefix)), nil
 }

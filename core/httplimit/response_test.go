@@ -11,6 +11,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 func TestRetryAfterSeconds(t *testing.T) {
@@ -31,7 +32,7 @@ func TestRateLimitHeaders(t *testing.T) {
 	res := slidelog.NewResult([]slidelog.PolicyResult{
 		{Policy: slidelog.Policy{Name: `we"ird\né`, Limit: 10, Window: 1500 * time.Millisecond}, Allowed: true, Remaining: 3, ResetAfter: 1200 * time.Millisecond},
 		{Policy: slidelog.Policy{Limit: 100, Window: time.Hour}, Allowed: true, Remaining: 90, ResetAfter: 59 * time.Minute},
-	}, slidelog.SourceMemory)
+	}, memstore.Source)
 	tests := []struct {
 		style httplimit.HeaderStyle
 		want  string
@@ -56,7 +57,7 @@ func TestDeniedProblem(t *testing.T) {
 	res := slidelog.NewResult([]slidelog.PolicyResult{
 		{Policy: slidelog.PerSecond(2), Allowed: false, RetryAfter: 300 * time.Millisecond, ResetAfter: time.Second},
 		{Policy: slidelog.PerHour(100), Allowed: true, Remaining: 50, ResetAfter: time.Hour},
-	}, slidelog.SourceMemory)
+	}, memstore.Source)
 	p := httplimit.DeniedProblem(res)
 	var got map[string]any
 	if err := json.Unmarshal(p.JSON(), &got); err != nil {

@@ -33,8 +33,10 @@ import (
 const DefaultMaxKeys = 100_000
 
 // Store keeps each identity's log in process memory. It implements
-// slidelog.Store, slidelog.Recorder and slidelog.LocalStore, and is safe
-// for concurrent use.
+// slidelog.Store, slidelog.Describer (a local store named "memory") and
+// slidelog.Recorder, and is safe for concurrent use. Each decision reads
+// the time while it holds its key's lock, so that the decisions on a key
+// follow each other in time however long they waited for it.
 type Store struct {
 	table  *memlog.Table
 	clock  func() time.Time
@@ -83,18 +85,24 @@ func New(opts ...Option) *Store {
 	return &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: start, base: start.UnixMicro()}
 }
 
-// Local marks the store as a slidelog.LocalStore.
-func (s *Store) Local() {}
+// Source is the Source of a memory store's decisions.
+const Source slidelog.Source = "memory"
 
-// Clock returns the clock given with WithClock, nil for the process's.
-func (s *Store) Clock() func() time.Time { return s.clock }
+// Describe implements slidelog.Describer: a local store named "memory",
+// on the clock given with WithClock.
+func (s *Store) Describe() slidelog.StoreInfo {
+	return slidelog.StoreInfo{Name: string(Source), Local: true, Clock: s.clock}
+}
 
 // Len returns how many identities have a log of their own now.
 func (s *Store) Len() int { return s.table.Len() }
 
 // now returns the store's time in microseconds: monotonic unless a test
 // clock was given.
-func (s *Store) now() int64 {
+func (s *Store) now() int64 { return s.Now() }
+
+// Now implements memlog.Clock: the store's time in microseconds.
+func (s *Store) Now() int64 {
 	if s.clock != nil {
 		return s.clock().UnixMicro()
 	}
@@ -129,6 +137,9 @@ func policies(req slidelog.Request, ps []window.Policy) []window.Policy {
 // Take implements slidelog.Store. Within one process a call is never sent
 // twice, so Take does not look for an earlier call with the same ID. A
 // decision on a key the store tracks, with one policy, allocates nothing.
+// A limiter validates its requests before; called directly, Take fails
+// as slidelog.Request.Validate does (checked at the price of a few
+// comparisons for one exact policy).
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Result, err error) {
 	if err := s.usable(ctx); err != nil {
 		return res, err
@@ -138,18 +149,17 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 			return res, err
 		}
 	}
-	now := s.now()
 	if len(req.Policies) == 1 {
 		// The Result is written in place, field by field: it is large,
 		// and every copy shows.
 		p := &req.Policies[0]
 		var st [1]window.State
 		ps := [1]window.Policy{{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Precision: p.Precision.Microseconds()}}
-		d := s.table.Take(now, request(&req), ps[:], st[:])
+		d, now := s.table.Take(s, request(&req), ps[:], st[:])
 		res.Allowed, res.Limit, res.Policy, res.Remaining = d.Allowed, p.Limit, *p, int(st[0].Remaining)
 		res.RetryAfter = time.Duration(st[0].RetryAfter) * time.Microsecond
 		res.ResetAfter = time.Duration(st[0].ResetAfter) * time.Microsecond
-		res.Source, res.DecidedAt = slidelog.SourceMemory, time.UnixMicro(now)
+		res.Source, res.DecidedAt = Source, time.UnixMicro(now)
 		res.StableFor = time.Duration(d.Steady) * time.Microsecond
 		return res, nil
 	}
@@ -159,7 +169,7 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 	if n := len(req.Policies); n > maxStack {
 		states = make([]window.State, n)
 	}
-	d := s.table.Take(now, request(&req), policies(req, pbuf[:0]), states)
+	d, now := s.table.Take(s, request(&req), policies(req, pbuf[:0]), states)
 	out := make([]slidelog.PolicyResult, len(req.Policies))
 	for i, st := range states[:len(req.Policies)] {
 		out[i] = slidelog.PolicyResult{
@@ -168,7 +178,7 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
 		}
 	}
-	res = slidelog.NewResult(out, slidelog.SourceMemory)
+	res = slidelog.NewResult(out, Source)
 	res.DecidedAt = time.UnixMicro(now)
 	res.StableFor = time.Duration(d.Steady) * time.Microsecond
 	return res, nil

@@ -30,7 +30,7 @@ func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
 		}
 	}
-	res := slidelog.NewResult(out, slidelog.SourceMemory)
+	res := slidelog.NewResult(out, Source)
 	res.DecidedAt = time.UnixMicro(now)
 	res.StableFor = time.Duration(d.Steady) * time.Microsecond
 	return res, nil

@@ -131,7 +131,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 // Attribute values known in advance, whose attribute sets a bound limiter
 // builds once.
 var (
-	sources       = []slidelog.Source{slidelog.SourceNone, slidelog.SourceRedis, slidelog.SourceMemory, slidelog.SourceFallback, slidelog.SourceFailOpen, slidelog.SourceFailClosed, slidelog.SourceDenyCache}
+	sources       = []slidelog.Source{slidelog.SourceNone, "redis", "memory", slidelog.SourceFallback, slidelog.SourceFailOpen, slidelog.SourceFailClosed, slidelog.SourceDenyCache}
 	statuses      = []string{"ok", "error", "stalled", "canceled"}
 	errorReasons  = []string{"canceled", "unavailable", "closed", "invalid_key", "other"}
 	failReasons   = []string{"error", "stalled", "breaker_open"}

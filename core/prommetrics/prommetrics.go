@@ -13,6 +13,7 @@ package prommetrics
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,8 +46,16 @@ type promObserver struct {
 	reg prometheus.Registerer
 }
 
-// sources is the number of slidelog.Source values.
-const sources = int(slidelog.SourceDenyCache) + 1
+// sources are the decision sources whose series a limiter creates at
+// once (the stores of this module and the limiter's own); a store of
+// another name gets its series at its first decision.
+var sources = [...]slidelog.Source{slidelog.SourceNone, "redis", "memory", slidelog.SourceFallback, slidelog.SourceFailOpen, slidelog.SourceFailClosed, slidelog.SourceDenyCache}
+
+// sourceCounters are the counters of one source.
+type sourceCounters struct {
+	decisions [2]prometheus.Counter // denied, allowed
+	rejected  prometheus.Counter
+}
 
 // Bind registers the collectors, or finds those another limiter
 // registered, and curries them with the limiter's name.
@@ -63,8 +72,11 @@ func (p promObserver) Bind(name string, gauges func() slidelog.Gauges) (slidelog
 // metrics holds a limiter's collectors, curried with its name.
 type metrics struct {
 	command    *prometheus.HistogramVec
-	decisions  [sources][2]prometheus.Counter
-	rejections [sources]prometheus.Counter
+	known      [len(sources)]sourceCounters
+	others     sync.Map // slidelog.Source -> *sourceCounters
+	decisions  *prometheus.CounterVec
+	rejections *prometheus.CounterVec
+	name       string
 	fallbacks  *prometheus.CounterVec
 	errs       *prometheus.CounterVec
 	breaker    *prometheus.GaugeVec
@@ -145,25 +157,48 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 		errs:      errs.MustCurryWith(labels),
 		breaker:   breaker.MustCurryWith(labels),
 	}
-	for s := range sources {
-		src := slidelog.Source(s).String()
-		m.decisions[s][0] = decisions.WithLabelValues(name, src, "denied")
-		m.decisions[s][1] = decisions.WithLabelValues(name, src, "allowed")
-		m.rejections[s] = rejections.WithLabelValues(name, src)
+	m.decisions, m.rejections, m.name = decisions, rejections, name
+	for i, s := range sources {
+		m.known[i] = m.counters(s)
 	}
 	return m, nil
 }
 
+// counters returns the series of source s.
+func (m *metrics) counters(s slidelog.Source) sourceCounters {
+	src := s.String()
+	return sourceCounters{
+		decisions: [2]prometheus.Counter{
+			m.decisions.WithLabelValues(m.name, src, "denied"),
+			m.decisions.WithLabelValues(m.name, src, "allowed"),
+		},
+		rejected: m.rejections.WithLabelValues(m.name, src),
+	}
+}
+
+// of returns the counters of source s.
+func (m *metrics) of(s slidelog.Source) *sourceCounters {
+	for i := range sources {
+		if sources[i] == s {
+			return &m.known[i]
+		}
+	}
+	if c, ok := m.others.Load(s); ok {
+		return c.(*sourceCounters)
+	}
+	c := m.counters(s)
+	got, _ := m.others.LoadOrStore(s, &c)
+	return got.(*sourceCounters)
+}
+
 func (m *metrics) Decision(source slidelog.Source, allowed bool) {
-	if int(source) >= sources {
-		return
-	}
+	c := m.of(source)
 	if allowed {
-		m.decisions[source][1].Inc()
+		c.decisions[1].Inc()
 		return
 	}
-	m.decisions[source][0].Inc()
-	m.rejections[source].Inc()
+	c.decisions[0].Inc()
+	c.rejected.Inc()
 }
 
 func (m *metrics) StoreCall(status string, took time.Duration) {

@@ -166,8 +166,7 @@ func (l *limiter) problem(now time.Time, hold time.Duration) string {
 
 // Decision implements slidelog.LimiterObserver.
 func (l *limiter) Decision(source slidelog.Source, _ bool) {
-	switch source {
-	case slidelog.SourceRedis, slidelog.SourceMemory:
+	if source.FromStore() {
 		l.lastStore.Store(time.Now().UnixNano())
 	}
 }

@@ -47,14 +47,14 @@ func TestReadinessFollowsEvents(t *testing.T) {
 		}
 		for _, s := range []step{
 			{"no decision yet", func() {}, 0, http.StatusOK},
-			{"a store decision", func() { lo.Decision(slidelog.SourceRedis, true) }, 0, http.StatusOK},
+			{"a store decision", func() { lo.Decision(slidelog.Source("redis"), true) }, 0, http.StatusOK},
 			{"a failover", func() { lo.Failover("error", slidelog.FailFallback); lo.Decision(slidelog.SourceFallback, true) }, time.Millisecond, http.StatusServiceUnavailable},
-			{"a store decision again", func() { lo.Decision(slidelog.SourceRedis, false) }, time.Millisecond, http.StatusOK},
+			{"a store decision again", func() { lo.Decision(slidelog.Source("redis"), false) }, time.Millisecond, http.StatusOK},
 			{"a breaker opens", func() {
 				lo.BreakerState("10.0.0.1:6379", slidelog.BreakerOpen)
 				lo.Failover("breaker_open", slidelog.FailFallback)
 			}, time.Millisecond, http.StatusServiceUnavailable},
-			{"other nodes still answer", func() { lo.Decision(slidelog.SourceRedis, true) }, time.Millisecond, http.StatusServiceUnavailable},
+			{"other nodes still answer", func() { lo.Decision(slidelog.Source("redis"), true) }, time.Millisecond, http.StatusServiceUnavailable},
 			{"the hold passes without traffic", func() {}, 5 * time.Second, http.StatusOK},
 			{"the breaker closes", func() { lo.BreakerState("10.0.0.1:6379", slidelog.BreakerClosed) }, 0, http.StatusOK},
 			{"fail open", func() { lo.Failover("stalled", slidelog.FailOpen); lo.Decision(slidelog.SourceFailOpen, true) }, time.Millisecond, http.StatusServiceUnavailable},

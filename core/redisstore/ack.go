@@ -243,9 +243,9 @@ func (a *acker) set(key string, es, keep []unacked) {
 // ackWriteBackConcurrency at once so that they share pipelines. A failed
 // write-back keeps them and fails the decision (the limiter then falls
 // back), so that no decision is made on a master that may lack them.
-func (s *Store) writeBack(ctx context.Context, r route) error {
+func (s *Store) writeBack(ctx context.Context, r slidelog.Route, w *slidelog.Watch) error {
 	a := s.pipes.ack
-	es := a.due(r.key, r.node, s.now())
+	es := a.due(r.Key, r.Node, s.now())
 	if len(es) == 0 {
 		return nil
 	}
@@ -258,18 +258,18 @@ func (s *Store) writeBack(ctx context.Context, r route) error {
 			defer func() { <-sem }()
 			e := &es[i]
 			sent := s.now()
-			_, acked, err := s.pipes.runAcked(ctx, s.script(), r, slidelog.WatchFrom(ctx), s.args(opRecord, e.req, e.at.UnixMicro()))
+			_, acked, err := s.pipes.runAcked(ctx, s.script(), r, w, s.args(opRecord, e.req, e.at.UnixMicro()))
 			switch {
 			case err != nil:
 				errs[i] = err
 			case acked < a.replicas:
 				a.written.Add(1)
-				if e.node == r.node {
+				if e.node == r.Node {
 					e.writes++
 				} else {
 					e.writes = 0
 				}
-				e.node, e.wrote = r.node, sent
+				e.node, e.wrote = r.Node, sent
 				errs[i] = errNotAcked
 			default:
 				a.written.Add(1)
@@ -282,7 +282,7 @@ func (s *Store) writeBack(ctx context.Context, r route) error {
 		if err == nil {
 			continue
 		}
-		a.keepAgain(r.key, es[i], 0)
+		a.keepAgain(r.Key, es[i], 0)
 		if first == nil && err != errNotAcked {
 			first = err
 		}
@@ -341,7 +341,7 @@ func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
 			}
 			c.reply, c.err = cmds[i].Int64Slice()
 			c.acked = acked
-			answer(c)
+			b.answer(c)
 		}
 		return retry, moved
 	}
@@ -360,7 +360,7 @@ func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
 func (b *batcher) sendPlain(ctx context.Context, calls []*scriptCall) {
 	for _, c := range calls {
 		c.reply, c.err = c.script.Run(ctx, b.client, logKeys(c.key), c.args...).Int64Slice()
-		answer(c)
+		b.answer(c)
 	}
 }
 

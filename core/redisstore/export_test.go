@@ -42,10 +42,13 @@ func Check(s *Store, opts ...Option) error {
 // countingScript is the decision script wrapped so that it also returns
 // the name of every command it ran, in order: its text runs unchanged
 // inside a function that sees a redis table whose call counts.
-var countingScript = redis.NewScript(`local calls, call = {}, redis.call
+var countingScript = redis.NewScript(`local calls, call, pcall = {}, redis.call, redis.pcall
 local redis = setmetatable({call = function(...)
   calls[#calls + 1] = string.upper((...))
   return call(...)
+end, pcall = function(...)
+  calls[#calls + 1] = string.upper((...))
+  return pcall(...)
 end}, {__index = redis})
 local function body()
 ` + legacyScriptSource() + `
@@ -72,3 +75,6 @@ func ScriptCalls(ctx context.Context, s *Store, op string, req slidelog.Request,
 	reply, _ := v[1].([]any)
 	return calls, reply, nil
 }
+
+// Decode is decode, the reading of the script's reply to a take.
+var Decode = decode

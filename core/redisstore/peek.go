@@ -49,5 +49,5 @@ func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result
 	if len(reply) != 3+3*len(req.Policies) {
 		return slidelog.Result{}, fmt.Errorf("%w: peek script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
-	return decode(reply, req.Policies, slidelog.SourceRedis), nil
+	return decode(reply, req.Policies, Source), nil
 }

@@ -3,9 +3,12 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -68,7 +71,47 @@ type batcher struct {
 	queue    []*scriptCall
 	inflight int
 	senders  map[*sender]struct{}
-	ack      *acker // WithReplicaAck; nil without
+
+	// A dial to the node failed: the node said no, which is not
+	// slowness. refusal is closed then (and a new one made by the next
+	// caller), so that the callers waiting leave at once with refusedErr,
+	// and callers that come within refusedFor of it, with no reply since,
+	// do not wait either.
+	refusal    chan struct{}
+	refusedErr error
+	refusedAt  time.Time
+	refused    atomic.Bool  // refusedErr is set: a reply must clear it
+	mapped     *atomic.Bool // the pipelines' mapped; nil on a single server
+	ack        *acker       // WithReplicaAck; nil without
+}
+
+// refusedFor is how long after a failed dial, with no reply since, a call
+// to the node fails at once instead of waiting for its own dial.
+const refusedFor = time.Second
+
+// dialFailed records that a dial to the node failed with err and sends
+// the callers waiting on it to their failure mode.
+func (b *batcher) dialFailed(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refusedErr = fmt.Errorf("%w: %w", slidelog.ErrUnavailable, err)
+	b.refusedAt = time.Now()
+	b.refused.Store(true)
+	if b.refusal != nil {
+		close(b.refusal)
+		b.refusal = nil
+	}
+}
+
+// answered clears a refusal: the node replied.
+func (b *batcher) answered() {
+	if !b.refused.Load() {
+		return
+	}
+	b.mu.Lock()
+	b.refusedErr = nil
+	b.refused.Store(false)
+	b.mu.Unlock()
 }
 
 // sender is one goroutine sending batches for a batcher.
@@ -113,6 +156,15 @@ func (b *batcher) writeOff() {
 // arrived is always used.
 func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	b.mu.Lock()
+	if b.refusedErr != nil && time.Since(b.refusedAt) < refusedFor {
+		err := b.refusedErr
+		b.mu.Unlock()
+		return nil, err
+	}
+	if b.refusal == nil {
+		b.refusal = make(chan struct{})
+	}
+	refusal := b.refusal
 	b.queue = append(b.queue, call)
 	if b.inflight < b.limit {
 		// The sender runs apart from every caller, so that a caller can
@@ -128,6 +180,20 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	case <-call.ctx.Done():
 	case <-call.stalled:
 		stalled = true
+	case <-refusal:
+		select {
+		case <-call.done:
+			return call.reply, call.err
+		default:
+		}
+		call.gone.Store(true)
+		b.mu.Lock()
+		err := b.refusedErr
+		b.mu.Unlock()
+		if err == nil {
+			err = fmt.Errorf("%w: connection refused", slidelog.ErrUnavailable)
+		}
+		return nil, err
 	}
 	select {
 	case <-call.done:
@@ -226,7 +292,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	if len(live) == 1 {
 		c := live[0]
 		c.reply, c.err = c.script.Run(ctx, b.client, logKeys(c.key), c.args...).Int64Slice()
-		answer(c)
+		b.answer(c)
 		return
 	}
 	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
@@ -242,7 +308,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 			continue
 		}
 		c.reply, c.err = cmds[i].Int64Slice()
-		answer(c)
+		b.answer(c)
 	}
 	if len(retry) == 0 {
 		return
@@ -252,15 +318,21 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	})
 	for i, c := range retry {
 		c.reply, c.err = cmds[i].Int64Slice()
-		answer(c)
+		b.answer(c)
 	}
 }
 
 // answer records the node's progress when the server answered c, then
 // wakes c's caller.
-func answer(c *scriptCall) {
-	if c.replied != nil && serverReplied(c.err) {
-		c.replied()
+func (b *batcher) answer(c *scriptCall) {
+	if serverReplied(c.err) {
+		b.answered()
+		if b.mapped != nil {
+			b.mapped.Store(true)
+		}
+		if c.replied != nil {
+			c.replied()
+		}
 	}
 	close(c.done)
 }
@@ -298,6 +370,10 @@ type pipelines struct {
 	nodes    map[string]*batcher
 	single   *batcher
 	ack      *acker // WithReplicaAck; nil without
+	// mapped is set once a Cluster client is known to hold a slot map
+	// (a call was answered, or New read the nodes): until then, finding
+	// a key's master could wait for the map's first load.
+	mapped atomic.Bool
 }
 
 // newPipelines returns the batchers of client: pipelinesPerNode senders
@@ -313,6 +389,95 @@ func newPipelines(client redis.UniversalClient, pipelinesPerNode int, ack *acker
 		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch, ack: ack}
 	}
 	return p
+}
+
+// batcher returns the batcher of node (the single one on a single
+// server).
+func (p *pipelines) batcher(node string) *batcher {
+	if p.single != nil {
+		return p.single
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.nodes[node]
+	if b == nil {
+		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack}
+		p.nodes[node] = b
+	}
+	return b
+}
+
+// dialFailed sends the callers waiting on the node at addr to their
+// failure mode: a dial to it failed.
+func (p *pipelines) dialFailed(addr string, err error) {
+	if p.single != nil {
+		p.single.dialFailed(err)
+		return
+	}
+	p.mu.Lock()
+	b, unrouted := p.nodes[addr], p.nodes[""]
+	p.mu.Unlock()
+	if b != nil {
+		b.dialFailed(err)
+	}
+	if unrouted != nil {
+		// Calls whose node the slot map does not know yet wait on
+		// whatever node the client dials for them.
+		unrouted.dialFailed(err)
+	}
+}
+
+// dialWatch is the hook a Store adds to its client (and, on a Cluster, to
+// each node's client): it tells the store at once when a dial fails
+// (connection refused, a name that does not resolve), so that decisions
+// waiting on that node go to the failure mode as errors instead of
+// waiting for go-redis's dial retries and being judged stalled.
+type dialWatch struct{ p *pipelines }
+
+func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil && ctx.Err() == nil {
+			h.p.dialFailed(addr, err)
+		}
+		return conn, err
+	}
+}
+
+func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// watchDials adds a dialWatch to client and, on a Cluster, to the client
+// of every node it has and will have.
+func (p *pipelines) watchDials(client redis.UniversalClient) {
+	h := dialWatch{p}
+	switch c := client.(type) {
+	case *redis.Client:
+		c.AddHook(h)
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		hooked := map[*redis.Client]bool{}
+		add := func(n *redis.Client) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !hooked[n] {
+				hooked[n] = true
+				n.AddHook(h)
+			}
+		}
+		c.OnNewNode(add)
+		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		defer cancel()
+		if c.ForEachShard(ctx, func(_ context.Context, n *redis.Client) error {
+			add(n)
+			return nil
+		}) == nil {
+			p.mapped.Store(true)
+		}
+	}
 }
 
 // poolSize is the connections per node of client's pool, go-redis's
@@ -334,25 +499,16 @@ func poolSize(client redis.UniversalClient) int {
 // run runs sc through the batcher of r's node. Calls
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
-func (p *pipelines) run(ctx context.Context, sc *redis.Script, r route, w *slidelog.Watch, args []any) ([]int64, error) {
+func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, error) {
 	reply, _, err := p.runAcked(ctx, sc, r, w, args)
 	return reply, err
 }
 
 // runAcked is run that also returns how many replicas acknowledged the
 // call's pipeline (always 0 without WithReplicaAck).
-func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, r route, w *slidelog.Watch, args []any) ([]int64, int, error) {
-	b := p.single
-	if b == nil {
-		p.mu.Lock()
-		b = p.nodes[r.node]
-		if b == nil {
-			b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, ack: p.ack}
-			p.nodes[r.node] = b
-		}
-		p.mu.Unlock()
-	}
-	call := &scriptCall{script: sc, ctx: ctx, key: r.key, args: args, done: make(chan struct{})}
+func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, int, error) {
+	b := p.batcher(r.Node)
+	call := &scriptCall{script: sc, ctx: ctx, key: r.Key, args: args, done: make(chan struct{})}
 	if w != nil {
 		call.stalled, call.replied = w.Stalled(), w.Replied
 	}

@@ -53,9 +53,14 @@ if not now or not cost or not at or cost < 1 or npolicies % 1 ~= 0
     or (op ~= 'refund' and npolicies < 1) then
   return redis.error_reply('ERR slidelog: bad arguments')
 end
-if now == 0 then
+-- off is the server's clock minus now (µs): 0 unless the caller sends
+-- its own time (tests). Expiries are the server's Unix ms: a time t of
+-- this call is the server's t + off.
+local off = 0
+do
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local server = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if now == 0 then now = server else off = server - now end
 end
 
 -- fmt spells an integer in full (tostring would round it to 14 digits).
@@ -88,48 +93,76 @@ for i = 1, npolicies do
   end
 end
 
--- The common path: a take of cost 1 on exact policies of a log without
--- costs, whose retention mark and expiry need no writing (see step 1 and
--- step 6 below: they are written a quarter of the retention ahead, so most
--- calls find them far enough). It reads the state with one HGETALL (the
--- marks r, ru, x: the full steps reuse it), counts each window with ZCOUNT (scores are whole microseconds,
--- so (now-W, +inf) is [now-W+1, +inf)) and records with ZADD NX: four
--- calls for an admission. Entries that left the retention are evicted by
--- the next call that moves the expiry, which runs the full steps below;
--- no count depends on them. Anything else (a retry, a log that may have
--- no key, costs, marks due) runs the full steps, which change nothing
--- this path did not.
-local st = nil
-if op == 'take' and cost == 1 and nsers == 0 then
-  local raw = redis.call('HGETALL', state)
-  st = {}
-  for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
-  local x, r, ru = tonumber(st['x']), tonumber(st['r']), tonumber(st['ru'])
-  local retention = longest
-  local marked = r and ru and ((ru > now and r > longest) or (r == longest and ru >= now + longest))
-  if r and ru and ru > now and r > longest then retention = r end
-  if not st['k'] and marked and x and x >= now + retention then
+-- The log's mode, read from its expiry (PEXPIRETIME: the Unix ms at which
+-- it expires, -1 for none, -2 when there is no log). A *plain* log is the
+-- sorted set alone: every entry costs 1, and no other key describes it.
+-- Its expiry is an even ms whose residue modulo 1024 is the tag of the
+-- retention of the limiter that last set it (see tag). A *special* log
+-- (an entry of another cost, the retention mark of another limiter, or a
+-- hold) has an odd expiry, and its state hash records that same expiry
+-- in 'x': a state hash whose 'x' is not the log's expiry belongs to a log
+-- that was lost, and is not used. Redis 6.2 has no PEXPIRETIME (xlog is
+-- nil): there every log is special and reads its state.
+local xlog = nil
+if nexact > 0 or op == 'refund' then
+  xlog = redis.pcall('PEXPIRETIME', log)
+  if type(xlog) ~= 'number' then xlog = nil end
+end
+
+-- tag names a retention r (µs) in a plain log's expiry: an even residue
+-- modulo 1024, so that a limiter knows whether it set the expiry itself.
+-- Two retentions share a tag only when their milliseconds differ by a
+-- multiple of 509 (for whole seconds: by a multiple of 509 s).
+local function tag(r) return 2 * (math.floor(r / 1000) % 509) end
+-- at returns the time (µs, this call's clock) of a server expiry x (ms).
+local function at_(x) return x * 1000 - off end
+-- plainx is the first server ms at or after t (µs) carrying the tag of r.
+local function plainx(t, r)
+  local ms = math.ceil((t + off) / 1000)
+  return ms + (tag(r) - ms % 1024) % 1024
+end
+
+-- The common path: a take of cost 1 on exact policies of a plain log (or
+-- of no log yet). It reads the expiry (PEXPIRETIME), counts each window
+-- with ZCOUNT (scores are whole microseconds, so (now-W, +inf) is
+-- [now-W+1, +inf)) and records with ZADD NX: four commands for an
+-- admission, one of them a write. On a key with no log there is nothing
+-- to count, and the log gets its expiry: TIME, PEXPIRETIME, ZADD,
+-- PEXPIREAT. When the expiry falls short of now + retention and this
+-- limiter set it, the entries that left the retention are evicted and the
+-- expiry moves a quarter of the retention past what is needed. Anything
+-- else (a retry, whose ZADD NX adds nothing; an expiry set by a limiter of
+-- another retention; a special log) runs the full steps below, and the
+-- common path wrote nothing in those cases.
+if op == 'take' and cost == 1 and nsers == 0 and xlog and (xlog == -2 or (xlog >= 0 and xlog % 2 == 0 and xlog % 1024 == tag(longest))) then
+  local fresh = xlog == -2
+  local due = fresh or at_(xlog) < now + longest
+  do
     local counts, byw, deny = {}, {}, false
     for i = 1, npolicies do
       local w = windows[i]
       local n = byw[w]
       if not n then
-        n = redis.call('ZCOUNT', log, now - w + 1, '+inf')
+        n = 0
+        if not fresh then n = redis.call('ZCOUNT', log, now - w + 1, '+inf') end
         byw[w] = n
       end
       counts[i] = n
       if n + 1 > limits[i] then deny = true end
     end
-    if not deny and byw[longest] > 0 then
-      -- A log with an entry in the retention has its key and expiry.
+    if not deny then
       if redis.call('ZADD', log, 'NX', now, id) == 1 then
+        if due then
+          if not fresh then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - longest) end
+          redis.call('PEXPIREAT', log, plainx(now + longest + math.floor(longest / 4), longest))
+        end
         local reply = {1, now, 0}
         for i = 1, npolicies do
           reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = limits[i] - counts[i] - 1, 0, windows[i]
         end
         return reply
       end
-    elseif deny and not redis.call('ZSCORE', log, id) then
+    elseif not redis.call('ZSCORE', log, id) then
       -- A denial (not a retry): step 8 on the counts read.
       local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
       local newest_at = tonumber(newest[2])
@@ -151,6 +184,9 @@ if op == 'take' and cost == 1 and nsers == 0 then
           if k > 1 then
             s = redis.call('ZRANGEBYSCORE', log, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]
           end
+          -- A violated policy always has a retry: the window, if its
+          -- units are not found.
+          retry = w
           if s then retry = tonumber(s) + w - now end
         end
         if newest_at and newest_at + w > now then reset = newest_at + w - now end
@@ -163,6 +199,7 @@ if op == 'take' and cost == 1 and nsers == 0 then
     end
   end
 end
+local st = nil
 
 -- bucket returns the index of the bucket of width p holding time t,
 -- floor(t/p), corrected for the rounding of the division.
@@ -343,9 +380,20 @@ if op == 'refund' then
   local s = redis.call('ZSCORE', log, id)
   if not s then return {changed, now} end
   s = tonumber(s)
+  if xlog and xlog % 2 == 0 then
+    -- A plain log: the entry is all there is.
+    redis.call('ZREM', log, id)
+    return {1, now}
+  end
   local c = tonumber(redis.call('HGET', costs, id)) or 1
   local raw = redis.call('HGETALL', state)
   local args = {}
+  if xlog then
+    -- A state hash of another life of the log is not adjusted.
+    for i = 1, #raw, 2 do
+      if raw[i] == 'x' and tonumber(raw[i + 1]) ~= xlog then raw = {} break end
+    end
+  end
   for i = 1, #raw, 2 do
     local f = raw[i]
     if string.sub(f, 1, 1) == 'c' and s > tonumber(raw[i + 1]) then
@@ -366,11 +414,34 @@ end
 
 -- The exact log (skipped when every policy is bucketed).
 local weighted, retention, out = false, longest, {}
-local counts, sums, cuts, was_empty = {}, {}, {}, false
+local counts, sums, cuts = {}, {}, {}
+-- special: the log keeps a state hash (see the log's mode above). nolog:
+-- there is no log. nocosts: costs were recorded but the costs hash is
+-- gone (all such entries left, or it was lost): every entry counts 1.
+-- hold: keep every entry until then (µs), for a limiter of another
+-- retention whose expiry a plain log had. stale: the state hash holds
+-- fields of another life of the log, deleted before it is written.
+local nolog = xlog == -2
+-- foreign: an even expiry without this limiter's tag, set by a limiter of
+-- another retention (or by a version of this script that kept a state
+-- hash for every log): read as a special log that lost its state.
+local foreign = xlog ~= nil and xlog >= 0 and xlog % 2 == 0 and xlog % 1024 ~= tag(longest)
+local special = xlog == nil or xlog == -1 or (xlog >= 0 and xlog % 2 == 1) or foreign
+local nocosts, hold, newhold, stale, evicted = false, 0, false, false, false
+
+-- convert makes a plain log special, deleting what an earlier life of the
+-- log left in the state and costs keys; the marks start with this limiter.
+local function convert()
+  if special then return end
+  special, st = true, {}
+  redis.call('DEL', state, costs)
+  out[#out + 1], out[#out + 2] = 'r', fmt(longest)
+  out[#out + 1], out[#out + 2] = 'ru', fmt(now + longest + math.floor(longest / 4))
+end
 
 -- units returns the sum of the costs of the entries stamped in (lo, hi].
 local function units(lo, hi)
-  if not weighted then return redis.call('ZCOUNT', log, '(' .. lo, hi) end
+  if not weighted or nocosts then return redis.call('ZCOUNT', log, '(' .. lo, hi) end
   local members = redis.call('ZRANGEBYSCORE', log, '(' .. lo, hi)
   local total = #members
   for i = 1, #members, 500 do
@@ -383,39 +454,65 @@ local function units(lo, hi)
 end
 
 if nexact > 0 then
-  if not st then
+  st = {}
+  if special then
     local raw = redis.call('HGETALL', state)
-    st = {}
     for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
+    if next(st) and xlog and tonumber(st['x']) ~= xlog and (tonumber(st['x']) or 0) > 1e14 then
+      -- The state of a script that kept one for every log (its x in µs):
+      -- valid, but its expiry is rewritten.
+      st['x'] = nil
+    elseif next(st) and ((xlog and tonumber(st['x']) ~= xlog) or (not xlog and redis.call('EXISTS', log) == 0)) then
+      -- The state of a log that was lost (or, on Redis 6.2, is gone).
+      stale, st = true, {}
+      if not xlog then redis.call('DEL', costs) end
+    end
+    -- Entries of cost 1 have no field in costs. Until an entry of another
+    -- cost is recorded ('k'), a window's sum is its number of entries. A
+    -- special log that lost its state is rebuilt as weighted, from the
+    -- costs that are left.
+    weighted = st['k'] ~= nil or (next(st) == nil and not nolog and (xlog ~= nil or redis.call('EXISTS', costs) == 1))
+    if weighted and not st['k'] then out[#out + 1], out[#out + 2] = 'k', '1' end
+    if tonumber(st['h']) and tonumber(st['h']) > now then hold = tonumber(st['h']) end
+    if foreign and at_(xlog) > hold then
+      -- Keep every entry until the other limiter's expiry, as its
+      -- retention mark would.
+      hold, newhold = at_(xlog), true
+    end
   end
-  -- Entries of cost 1 have no field in costs. Until an entry of another
-  -- cost is recorded ('k'), a window's sum is its number of entries: ZCARD
-  -- and ZCOUNT give it, as fast as for a log without costs.
-  weighted = st['k'] ~= nil
 
   -- 1. Retention follows the longest window of any limiter on this log:
   --    one with a longer window than ours keeps its entries for as long as
   --    it was last seen within its window (and a quarter more, so that its
-  --    mark is not rewritten on every call).
-  local r, ru = tonumber(st['r']), tonumber(st['ru'])
-  if r and ru and ru > now and r > longest then
-    retention = r
-  elseif r ~= longest or not ru or ru < now + longest then
-    out[#out + 1], out[#out + 2] = 'r', fmt(longest)
-    out[#out + 1], out[#out + 2] = 'ru', fmt(now + longest + math.floor(longest / 4))
+  --    mark is not rewritten on every call). A plain log has one retention.
+  if special then
+    local r, ru = tonumber(st['r']), tonumber(st['ru'])
+    if r and ru and ru > now and r > longest then
+      retention = r
+    elseif r ~= longest or not ru or ru < now + longest then
+      out[#out + 1], out[#out + 2] = 'r', fmt(longest)
+      out[#out + 1], out[#out + 2] = 'ru', fmt(now + longest + math.floor(longest / 4))
+    end
+  end
+
+  -- A costs hash lost beside its log leaves sums too high (stricter, never
+  -- looser): when the expiry is due to move (at least once per quarter of
+  -- the retention), a missing costs hash makes every sum a count again.
+  if weighted and (not tonumber(st['x']) or at_(tonumber(st['x'])) < now + retention) then
+    nocosts = redis.call('EXISTS', costs) == 0
   end
 
   -- 2. With costs: move every window's cut-point to now - W, subtracting
   --    the entries it passes. Each entry is passed once per window, so this
   --    is amortised O(1) per admission whatever the cost. A window longer
   --    than the retention has lost entries: drop it (it is rebuilt when
-  --    next used).
+  --    next used). Without the costs hash, every sum is rebuilt as a count.
   if weighted then
     for f, v in pairs(st) do
       if string.sub(f, 1, 1) == 'c' then
         local w = string.sub(f, 2)
         local W = tonumber(w)
-        if W > retention then
+        if W > retention or nocosts then
           redis.call('HDEL', state, 'c' .. w, 's' .. w)
         else
           local c, s = tonumber(v), tonumber(st['s' .. w])
@@ -438,41 +535,35 @@ if nexact > 0 then
 
   -- 3. Evict what left the retention. An entry stamped s counts in a
   --    window while s > now - W, so it frees its units exactly at s + W.
-  local horizon = fmt(now - retention)
-  if weighted then
-    local old = redis.call('ZRANGEBYSCORE', log, '-inf', horizon)
-    for i = 1, #old, 500 do
-      redis.call('HDEL', costs, unpack(old, i, math.min(i + 499, #old)))
+  --    Nothing is evicted under a hold; a plain log evicts when its expiry
+  --    is due to move.
+  if hold == 0 and not nolog and (special or at_(xlog) < now + longest) then
+    local horizon = fmt(now - retention)
+    if weighted and not nocosts then
+      local old = redis.call('ZRANGEBYSCORE', log, '-inf', horizon)
+      for i = 1, #old, 500 do
+        redis.call('HDEL', costs, unpack(old, i, math.min(i + 499, #old)))
+      end
     end
+    evicted = redis.call('ZREMRANGEBYSCORE', log, '-inf', horizon) > 0
   end
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', horizon)
 
   -- 4. Count every exact policy's window: its sum, or without costs its
-  --    entries (after step 3 the log holds exactly the retention, which
-  --    ZCARD counts).
-  local card = nil
+  --    entries.
+  local byw = {}
   for i = 1, npolicies do
-    if not wkeys[i] then
+    local w = wkeys[i]
+    if not w then
       -- bucketed
     elseif weighted then
-      counts[i] = sums[wkeys[i]]
-    elseif windows[i] == retention then
-      card = card or redis.call('ZCARD', log)
-      counts[i] = card
+      counts[i] = sums[w]
     else
-      counts[i] = redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf')
+      if not byw[w] then
+        byw[w] = 0
+        if not nolog then byw[w] = redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf') end
+      end
+      counts[i] = byw[w]
     end
-  end
-  -- A log with no entry may have been deleted: the entry that recreates
-  -- it needs an expiry.
-  if weighted then
-    was_empty = true
-    for _, s in pairs(sums) do
-      if s ~= 0 then was_empty = false end
-    end
-  else
-    card = card or redis.call('ZCARD', log)
-    was_empty = card == 0
   end
 end
 for i = 1, npolicies do
@@ -482,11 +573,12 @@ end
 -- add records an entry of cost stamped t in the log and in every window
 -- whose cut-point it is after; it returns false when the log already
 -- holds this ID (a retry of a call that was recorded), recording nothing.
--- The first entry of a cost other than 1 starts the running sums, from
--- the counts of entries so far.
+-- The first entry of a cost other than 1 makes the log special and
+-- starts the running sums, from the counts of entries so far.
 local function add(t)
   if redis.call('ZADD', log, 'NX', fmt(t), id) == 0 then return false end
   if cost ~= 1 and not weighted then
+    convert()
     for i = 1, npolicies do
       local w = wkeys[i]
       if w then
@@ -496,10 +588,13 @@ local function add(t)
         cuts[w], sums[w] = now - windows[i], n
       end
     end
-    weighted = true
+    weighted, nocosts = true, false
     out[#out + 1], out[#out + 2] = 'k', '1'
   end
-  if cost ~= 1 then redis.call('HSET', costs, id, fmt(cost)) end
+  if cost ~= 1 then
+    redis.call('HSET', costs, id, fmt(cost))
+    nocosts = false
+  end
   for w, c in pairs(cuts) do
     if t > c then sums[w] = sums[w] + cost end
   end
@@ -558,32 +653,50 @@ end
 if nsers > 0 then bsave() end
 
 -- 6. Save the windows and keep every key for as long as an entry may
---    count: until x, which moves a quarter of the retention past what is
---    needed when it falls short, so that most calls set no expiry. A log
---    that was empty, or a costs hash written to (it may have emptied),
---    gets x as well.
+--    count. A special log's keys expire at x (an odd ms, recorded in the
+--    state), which moves a quarter of the retention past what is needed
+--    when it falls short, so that most calls set no expiry; a log that
+--    had no key, or a costs hash written to (it may have emptied), gets x
+--    as well. A plain log's expiry moves the same way, to an even ms
+--    carrying its retention's tag.
 if nexact > 0 then
-  if weighted then
-    for w, s in pairs(sums) do
-      out[#out + 1], out[#out + 2] = 's' .. w, fmt(s)
-      out[#out + 1], out[#out + 2] = 'c' .. w, fmt(cuts[w])
+  if special then
+    if weighted then
+      for w, s in pairs(sums) do
+        out[#out + 1], out[#out + 2] = 's' .. w, fmt(s)
+        out[#out + 1], out[#out + 2] = 'c' .. w, fmt(cuts[w])
+      end
     end
-  end
-  local x, renew = tonumber(st['x']), false
-  if not x or keep > x then
-    x = keep + math.floor(retention / 4)
-    renew = true
-    out[#out + 1], out[#out + 2] = 'x', fmt(x)
-  end
-  if #out > 0 then redis.call('HSET', state, unpack(out)) end
-  local ttl = math.ceil((x - now) / 1000) + 1
-  if renew then
-    redis.call('PEXPIRE', log, ttl)
-    redis.call('PEXPIRE', state, ttl)
-    if weighted then redis.call('PEXPIRE', costs, ttl) end
-  elseif added then
-    if was_empty then redis.call('PEXPIRE', log, ttl) end
-    if cost ~= 1 then redis.call('PEXPIRE', costs, ttl) end
+    if newhold then out[#out + 1], out[#out + 2] = 'h', fmt(hold) end
+    if hold > keep then keep = hold end
+    local x, renew = tonumber(st['x']), false
+    if not x or keep > at_(x) then
+      x = math.ceil((keep + math.floor(retention / 4) + off) / 1000)
+      if x % 2 == 0 then x = x + 1 end
+      renew = true
+      out[#out + 1], out[#out + 2] = 'x', fmt(x)
+    end
+    if renew and xlog and not weighted and hold == 0 and retention == longest then
+      -- Nothing left that needs the state (no costs, no other limiter's
+      -- retention, no hold): the log becomes plain again.
+      redis.call('DEL', state)
+      redis.call('PEXPIREAT', log, plainx(keep + math.floor(longest / 4), longest))
+    elseif renew then
+      if stale then redis.call('DEL', state) end
+      redis.call('HSET', state, unpack(out))
+      redis.call('PEXPIREAT', log, x)
+      redis.call('PEXPIREAT', state, x)
+      if weighted then redis.call('PEXPIREAT', costs, x) end
+    else
+      if stale then redis.call('DEL', state) end
+      if #out > 0 then redis.call('HSET', state, unpack(out)) end
+    end
+    if not renew and added then
+      if nolog or evicted or (not xlog and redis.call('PTTL', log) == -1) then redis.call('PEXPIREAT', log, x) end
+      if cost ~= 1 then redis.call('PEXPIREAT', costs, x) end
+    end
+  elseif added and (nolog or at_(xlog) < keep) then
+    redis.call('PEXPIREAT', log, plainx(keep + math.floor(longest / 4), longest))
   end
 end
 
@@ -660,7 +773,11 @@ for i = 1, npolicies do
         local leave = (first + 1) * sr.p + window - now
         if steady == 0 or leave < steady then steady = leave end
       end
-      if last then retry = (last + 1) * sr.p + window - now end
+      if last then
+        retry = (last + 1) * sr.p + window - now
+      elseif need > 0 then
+        retry = window
+      end
     end
     if sr.n > 0 then reset = (sr.h + 1) * sr.p + window - now end
   else
@@ -672,7 +789,10 @@ for i = 1, npolicies do
         if steady == 0 or leave < steady then steady = leave end
       end
       if count + cost > limit then
+        -- A violated policy always has a retry: the window, when the
+        -- units to leave are not found (a log that lost entries).
         local s = unit_at(cut, count + cost - limit)
+        retry = window
         if s then retry = s + window - now end
       end
     end

@@ -234,7 +234,7 @@ func TestConnect(t *testing.T) {
 				res, err := l.Allow(t.Context(), "connect")
 				require.NoError(t, err)
 				assert.Equal(t, want, res.Allowed, "request %d", i+1)
-				assert.Equal(t, slidelog.SourceRedis, res.Source, "request %d", i+1)
+				assert.Equal(t, redisstore.Source, res.Source, "request %d", i+1)
 			}
 		})
 	}

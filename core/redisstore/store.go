@@ -9,8 +9,10 @@
 //	if err != nil { ... }
 //	limiter, err := slidelog.New(store, slidelog.PerMinute(100), slidelog.WithName("api"))
 //
-// A Store implements slidelog.Store, slidelog.NodeStore (so a limiter keeps
-// a circuit breaker and a stall watch per Cluster master) and
+// A Store implements slidelog.Store, slidelog.Describer (a store named
+// "redis" that follows the limiter's stall watch), slidelog.Router (so a
+// limiter keeps a circuit breaker and a stall watch per Cluster master,
+// and the key and master of a request are computed once per decision) and
 // slidelog.Recorder (so the limiter's fallback admissions are written back
 // once Redis answers again). Decisions headed for one node while its
 // pipelines are busy leave together in the next pipeline (see
@@ -206,6 +208,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 		cfg.ack.logger = cfg.logger
 	}
 	s.pipes = newPipelines(client, cfg.pipelinesPerNode, cfg.ack)
+	s.pipes.watchDials(client)
 	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.topology = &reloader{client: c}
@@ -349,8 +352,15 @@ func WithStartUnreachable() Option {
 	})
 }
 
-// Clock returns the clock given with WithClock, nil for the servers'.
-func (s *Store) Clock() func() time.Time { return s.clock }
+// Source is the Source of a Redis store's decisions.
+const Source slidelog.Source = "redis"
+
+// Describe implements slidelog.Describer: a remote store named "redis"
+// whose calls follow the limiter's Watch, on the clock given with
+// WithClock (nil: the servers').
+func (s *Store) Describe() slidelog.StoreInfo {
+	return slidelog.StoreInfo{Name: string(Source), Clock: s.clock, Watched: true}
+}
 
 // Key returns the Redis key that holds the log of identity in namespace
 // (slidelog.Request.Namespace: a limiter's name). The
@@ -378,40 +388,39 @@ func (s *Store) Key(namespace, identity string) string {
 	return string(b)
 }
 
-// Node implements slidelog.NodeStore: on a Cluster, the address of the
-// master holding req's key by the client's slot map; "" on a single
-// server.
-func (s *Store) Node(ctx context.Context, req slidelog.Request) string {
-	return s.route(ctx, req).node
+// Route implements slidelog.Router: req's Redis key (Key) and, on a
+// Cluster, the address of the master holding it by the client's slot map
+// ("" on a single server, or while the slot map does not know it).
+func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route {
+	return s.route(ctx, req)
 }
 
 // Take implements slidelog.Store with one run of the decision script,
-// through the pipelines of the key's node.
+// through the pipelines of the key's node, at req.Route when the limiter
+// routed it. It expects a valid request (slidelog.Request.Validate), as a
+// limiter sends.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
-	if err := req.Validate(); err != nil {
-		return slidelog.Result{}, err
-	}
-	r := s.route(ctx, req)
+	r := s.routed(ctx, req)
 	if s.pipes.ack != nil {
-		if err := s.writeBack(ctx, r); err != nil {
+		if err := s.writeBack(ctx, r, req.Watch); err != nil {
 			return slidelog.Result{}, s.failed(ctx, err)
 		}
 	}
 	sent := s.now()
-	reply, acked, err := s.pipes.runAcked(ctx, s.script(), r, slidelog.WatchFrom(ctx), s.args(opTake, req, 0))
+	reply, acked, err := s.pipes.runAcked(ctx, s.script(), r, req.Watch, s.args(opTake, req, 0))
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}
 	if len(reply) != 3+3*len(req.Policies) {
 		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
-	res := decode(reply, req.Policies, slidelog.SourceRedis)
+	res := decode(reply, req.Policies, Source)
 	if a := s.pipes.ack; a != nil {
 		switch {
 		case acked >= a.replicas:
-			a.acked(r.key, r.node, sent)
+			a.acked(r.Key, r.Node, sent)
 		case res.Allowed:
-			a.keep(r.key, r.node, req, res.DecidedAt, sent, acked)
+			a.keep(r.Key, r.Node, req, res.DecidedAt, sent, acked)
 		}
 	}
 	return res, nil
@@ -435,16 +444,25 @@ func (s *Store) failed(ctx context.Context, err error) error {
 // route is where req's decision runs: its key and, on a Cluster, the
 // address of the master holding it ("" on a single server or when the
 // slot map does not know yet; the client then routes by key itself).
-type route struct{ key, node string }
-
-func (s *Store) route(ctx context.Context, req slidelog.Request) route {
-	r := route{key: s.Key(req.Namespace, req.Key)}
-	if c, ok := s.client.(*redis.ClusterClient); ok {
-		if m, err := c.MasterForKey(ctx, r.key); err == nil {
-			r.node = m.Options().Addr
+func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route {
+	r := slidelog.Route{Key: s.Key(req.Namespace, req.Key)}
+	// Without a slot map, finding the master would wait for its first
+	// load (seconds on a dead Cluster): leave the node unknown, and the
+	// client routes the call by its key.
+	if c, ok := s.client.(*redis.ClusterClient); ok && s.pipes.mapped.Load() {
+		if m, err := c.MasterForKey(ctx, r.Key); err == nil {
+			r.Node = m.Options().Addr
 		}
 	}
 	return r
+}
+
+// routed is req.Route, or req's route when the caller did not give one.
+func (s *Store) routed(ctx context.Context, req slidelog.Request) slidelog.Route {
+	if req.Route.Key != "" {
+		return req.Route
+	}
+	return s.route(ctx, req)
 }
 
 // args are the script's arguments for op on req; at is the time of a
@@ -497,14 +515,14 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	if err := req.ValidateRecord(at); err != nil {
 		return err
 	}
-	r := s.route(ctx, req)
+	r := s.routed(ctx, req)
 	sent := s.now()
-	_, acked, err := s.pipes.runAcked(ctx, s.script(), r, slidelog.WatchFrom(ctx), s.args(opRecord, req, at.UnixMicro()))
+	_, acked, err := s.pipes.runAcked(ctx, s.script(), r, req.Watch, s.args(opRecord, req, at.UnixMicro()))
 	if err != nil {
 		return s.failed(ctx, err)
 	}
 	if a := s.pipes.ack; a != nil && acked < a.replicas {
-		a.keep(r.key, r.node, req, at, sent, acked)
+		a.keep(r.Key, r.Node, req, at, sent, acked)
 	}
 	return nil
 }
@@ -547,18 +565,29 @@ func member(id uint64) string {
 	return string(b[8-memberBytes:])
 }
 
-// decode turns the reply of the script's take into a Result.
+// decode turns the reply of the script's take into a Result. Whether the
+// request was admitted is the script's verdict alone (reply[0]); on a
+// denial the policies it violated are those with a retry (the script gives
+// every violated policy one), and should none have one, every policy is
+// reported denied rather than the denial read as an admission.
 func decode(reply []int64, policies []slidelog.Policy, source slidelog.Source) slidelog.Result {
 	allowed := reply[0] == 1
 	states := make([]slidelog.PolicyResult, len(policies))
+	denied := false
 	for i, p := range policies {
 		v := reply[3+3*i:]
 		states[i] = slidelog.PolicyResult{
 			Policy:     p,
-			Allowed:    allowed || v[1] == 0,
+			Allowed:    allowed || v[1] <= 0,
 			Remaining:  int(v[0]),
-			RetryAfter: time.Duration(v[1]) * time.Microsecond,
+			RetryAfter: time.Duration(max(v[1], 0)) * time.Microsecond,
 			ResetAfter: time.Duration(v[2]) * time.Microsecond,
+		}
+		denied = denied || !states[i].Allowed
+	}
+	if !allowed && !denied {
+		for i := range states {
+			states[i].Allowed = false
 		}
 	}
 	res := slidelog.NewResult(states, source)

@@ -64,7 +64,7 @@ type timedSlidelog struct{ bucketed }
 // AllowAt is Allow, with when the store decided.
 func (t timedSlidelog) AllowAt(ctx context.Context, key string) (bool, time.Time, error) {
 	res, err := t.l.Allow(ctx, key)
-	if err == nil && res.Source != slidelog.SourceRedis && res.Source != slidelog.SourceDenyCache {
+	if err == nil && res.Source != redisstore.Source && res.Source != slidelog.SourceDenyCache {
 		return false, time.Time{}, fmt.Errorf("%w (%v)", contender.ErrFailureMode, res.Source)
 	}
 	return res.Allowed, res.DecidedAt, err

@@ -417,7 +417,7 @@ func runRTTGroup(ctx context.Context, cfg runConfig, runID string, rtt, probe ti
 	admin *redis.ClusterClient, cellNo *int, res *Results) error {
 	var nc *nameCounts // of the client newClient makes next
 	topo := topology{name: rttTopology, newClient: func() redis.UniversalClient {
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.cluster, ContextTimeoutEnabled: true, MaxRedirects: 8, Dialer: dial})
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.cluster, PoolSize: poolSize, Dialer: dial})
 		counts := nc
 		c.OnNewNode(func(node *redis.Client) { node.AddHook(nameHook{counts}) })
 		return c

@@ -44,7 +44,8 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 	}
 	p("| Go | %s |\n", e.GoVersion)
 	p("| Redis | %s; standalone at %s; Cluster of %s (seeds %s), all on this machine |\n", e.RedisVersion, e.Standalone, e.ClusterNodes, strings.Join(e.Cluster, ", "))
-	p("| Client | go-redis %s, the same options for every contender: defaults (pool of 10 connections per GOMAXPROCS) plus `ContextTimeoutEnabled` and, on the Cluster, `MaxRedirects: 8`, as slidelog asks |\n", e.GoRedis)
+	p("| Client | go-redis %s, the same plain options for every contender: `redis.ClusterOptions{Addrs, PoolSize: %d}` (standalone: `redis.Options{Addr, PoolSize}`), not slidelog's recommended options |\n", e.GoRedis, poolSize)
+	p("| Redis priority | normal: scripts/bench.sh sets the servers' nice value to 0 before measuring |\n")
 	p("| Peers | %s |\n", strings.Join(e.PeerVersions, ", "))
 	p("| slidelog core | %s |\n", orDash(e.CoreRevision))
 	p("| Command | `%s` |\n", e.Command)
@@ -52,6 +53,7 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 		e.Warmup, e.CellDuration, e.MemoryCell, max(e.Rounds, 1), e.Limit, e.Window)
 	p("| Harness run time | %v (plus the `go test` benchmarks) |\n\n", e.ElapsedTotal)
 
+	writeCost(&b, r, gb)
 	writeTargets(&b, r, gb)
 
 	for _, sc := range []string{"many-keys", "flood"} {

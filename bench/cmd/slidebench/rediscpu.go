@@ -192,7 +192,7 @@ type bucketed struct{ l *slidelog.Limiter }
 
 func (b bucketed) Allow(ctx context.Context, key string) (bool, error) {
 	res, err := b.l.Allow(ctx, key)
-	if err == nil && res.Source != slidelog.SourceRedis && res.Source != slidelog.SourceDenyCache {
+	if err == nil && res.Source != redisstore.Source && res.Source != slidelog.SourceDenyCache {
 		return false, fmt.Errorf("%w (%v)", contender.ErrFailureMode, res.Source)
 	}
 	return res.Allowed, err

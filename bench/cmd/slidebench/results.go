@@ -91,6 +91,13 @@ type Cell struct {
 	AppliedP99   Duration `json:"applied_p99,omitempty"`
 	RedisCmdUsec float64  `json:"redis_cmd_usec,omitempty"`
 	RedisCPUUsec float64  `json:"redis_cpu_usec,omitempty"`
+	// ClientCPUUsec is this process's CPU time (getrusage, user + system)
+	// over the measured slices, in µs; RedisCommands the commands the
+	// masters ran for the decisions (INFO commandstats, those inside
+	// scripts included, script calls themselves not), for the cells of
+	// the main run (RedisCPUUsec too).
+	ClientCPUUsec float64 `json:"client_cpu_usec,omitempty"`
+	RedisCommands int64   `json:"redis_commands,omitempty"`
 	// After the cell without added latency: the contender's keys in
 	// Redis, their MEMORY USAGE (SAMPLES 0), and of those the sorted
 	// sets, their bytes and entries.

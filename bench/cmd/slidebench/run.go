@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,11 @@ func runMain(args []string) error {
 	return runAll(cfg)
 }
 
+// poolSize is every contender's connection pool (per node on a
+// Cluster): one connection per caller at the most callers the report
+// runs, so that no contender waits for the pool.
+const poolSize = 64
+
 type topology struct {
 	name      string
 	newClient func() redis.UniversalClient
@@ -105,14 +111,14 @@ func runAll(cfg runConfig) error {
 	began := time.Now()
 	runID := "slidebench:" + strconv.FormatInt(began.UnixNano(), 36) + ":"
 	topologies := []topology{
-		// go-redis defaults for every contender, except the two settings
-		// slidelog asks of its client, which change nothing while nothing
-		// fails: context deadlines honoured, and 8 Cluster redirects.
+		// Plain go-redis options for every contender, as a user who
+		// writes redis.ClusterOptions{Addrs, PoolSize} gets them: not
+		// slidelog's recommended options.
 		{"standalone", func() redis.UniversalClient {
-			return redis.NewClient(&redis.Options{Addr: cfg.standalone, ContextTimeoutEnabled: true})
+			return redis.NewClient(&redis.Options{Addr: cfg.standalone, PoolSize: poolSize})
 		}},
 		{"cluster", func() redis.UniversalClient {
-			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.cluster, ContextTimeoutEnabled: true, MaxRedirects: 8})
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.cluster, PoolSize: poolSize})
 		}},
 	}
 	for _, topo := range topologies {
@@ -165,7 +171,7 @@ func runAll(cfg runConfig) error {
 			names := append([]string(nil), contender.Redis...)
 			switch sc.name {
 			case "many-keys":
-				names = append(names, contender.SlidelogNoPipelining, contender.EvalSHA)
+				names = append(names, contender.SlidelogNoPipelining, contender.Article, contender.EvalSHA)
 				if scriptSrc != "" {
 					names = append(names, contender.SlidelogScript)
 				}
@@ -187,13 +193,14 @@ func runAll(cfg runConfig) error {
 					}
 					group = append(group, e)
 				}
-				runGroup(group, callers, sc.keyOf, cfg.warmup, cfg.cell, cfg.rounds)
+				runGroup(group, admin, callers, sc.keyOf, cfg.warmup, cfg.cell, cfg.rounds)
 				if err := closeEntries(ctx, admin, group); err != nil {
 					_ = admin.Close()
 					return err
 				}
 				for _, e := range group {
 					cell := newCell(topo.name, sc.name, callers, e.name, e.stats, e.elapsed, e.commands, e.trips)
+					cell.ClientCPUUsec, cell.RedisCPUUsec, cell.RedisCommands = e.clientCPU, e.redisCPU, e.served
 					report(cell)
 					res.Cells = append(res.Cells, cell)
 				}
@@ -229,12 +236,13 @@ func runAll(cfg runConfig) error {
 					}
 					group = append(group, &entry{name: name, l: l, commands: -1, trips: -1})
 				}
-				runGroup(group, callers, sc.keyOf, cfg.warmup, cfg.memCell, cfg.rounds)
+				runGroup(group, nil, callers, sc.keyOf, cfg.warmup, cfg.memCell, cfg.rounds)
 				for _, e := range group {
 					if err := e.l.Close(); err != nil {
 						return err
 					}
 					cell := newCell("memory", sc.name, callers, e.name, e.stats, e.elapsed, -1, -1)
+					cell.ClientCPUUsec = e.clientCPU
 					report(cell)
 					res.Cells = append(res.Cells, cell)
 				}
@@ -288,6 +296,11 @@ type entry struct {
 	elapsed  time.Duration
 	commands int64
 	trips    int64
+	// Measured per slice: this process's CPU (getrusage, user + system),
+	// the masters' CPU (INFO cpu) and the commands they ran for the
+	// decisions (INFO commandstats), in µs and calls.
+	clientCPU, redisCPU float64
+	served              int64
 }
 
 func newRedisEntry(ctx context.Context, topo topology, name, prefix, scenario string, cfg runConfig, scriptSrc string) (*entry, error) {
@@ -327,7 +340,7 @@ func newRedisEntry(ctx context.Context, topo topology, name, prefix, scenario st
 // runGroup warms every entry up, then measures them in rounds, each
 // round giving every entry total/rounds in turn (starting one further
 // each round), so that a change in the machine's load is shared.
-func runGroup(group []*entry, callers int, keyOf func(int) func() string, warmup, total time.Duration, rounds int) {
+func runGroup(group []*entry, admin redis.UniversalClient, callers int, keyOf func(int) func() string, warmup, total time.Duration, rounds int) {
 	ctx := context.Background()
 	for _, e := range group {
 		if warmup > 0 {
@@ -338,13 +351,94 @@ func runGroup(group []*entry, callers int, keyOf func(int) func() string, warmup
 	for r := range rounds {
 		for k := range group {
 			e := group[(k+r)%len(group)]
+			var redis0 float64
+			if admin != nil {
+				redis0 = startRedisSlice(ctx, admin)
+			}
+			cpu0 := selfCPU()
 			st, elapsed, cmds, rts := drive(e.l, callers, keyOf, 0, total/time.Duration(rounds), e.cmds, e.rts)
+			e.clientCPU += (selfCPU() - cpu0) * 1e6
+			if admin != nil {
+				redis1, served := endRedisSlice(ctx, admin)
+				e.redisCPU += redis1 - redis0
+				e.served += served
+			}
 			e.stats.add(&st)
 			e.elapsed += elapsed
 			e.commands += cmds
 			e.trips += rts
 		}
 	}
+}
+
+// startRedisSlice resets the masters' command statistics (CONFIG
+// RESETSTAT) and returns their CPU time so far (INFO cpu, user + system,
+// summed over the masters), in microseconds.
+func startRedisSlice(ctx context.Context, admin redis.UniversalClient) float64 {
+	var mu sync.Mutex
+	var total float64
+	_ = forEachMaster(ctx, admin, func(ctx context.Context, c *redis.Client) error {
+		_ = c.ConfigResetStat(ctx).Err()
+		cpu, err := cpuUsec(ctx, c)
+		mu.Lock()
+		total += cpu
+		mu.Unlock()
+		return err
+	})
+	return total
+}
+
+// endRedisSlice returns the masters' CPU time so far, in microseconds,
+// and the commands they ran since startRedisSlice for the decisions: every
+// command INFO commandstats counts, those inside scripts included, but
+// not the script calls themselves (EVAL, EVALSHA) nor the statistics,
+// topology and replication commands.
+func endRedisSlice(ctx context.Context, admin redis.UniversalClient) (float64, int64) {
+	var mu sync.Mutex
+	var total float64
+	var served int64
+	_ = forEachMaster(ctx, admin, func(ctx context.Context, c *redis.Client) error {
+		cpu, err := cpuUsec(ctx, c)
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		n := servedCommands(info)
+		mu.Lock()
+		total += cpu
+		served += n
+		mu.Unlock()
+		return nil
+	})
+	return total, served
+}
+
+// servedCommands sums the calls of INFO commandstats but those of script
+// calls and of the commands that are not decisions' work.
+func servedCommands(info string) int64 {
+	var n int64
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		base, _, _ := strings.Cut(name, "|")
+		switch base {
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "script", "config", "info", "cluster", "replconf", "hello", "ping", "client", "command", "exists", "scan", "del", "unlink", "memory", "type", "publish":
+			continue
+		}
+		for kv := range strings.SplitSeq(rest, ",") {
+			if k, v, _ := strings.Cut(kv, "="); k == "calls" {
+				c, _ := strconv.ParseInt(v, 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
 }
 
 // closeEntries closes the limiters and clients of group and deletes the
@@ -387,9 +481,16 @@ func report(c Cell) {
 	if c.Errors > 0 {
 		errs = fmt.Sprintf("  %d errors (%s)", c.Errors, c.FirstErr)
 	}
-	fmt.Printf("%-10s %-9s %3d callers  %-30s %10.0f/s  p50 %8.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  allowed %5.1f%%%s%s\n",
+	cpu := ""
+	if d := float64(max(c.Decisions, 1)); c.ClientCPUUsec > 0 {
+		cpu = fmt.Sprintf("  client CPU %.1fµs", c.ClientCPUUsec/d)
+		if c.RedisCPUUsec > 0 {
+			cpu += fmt.Sprintf("  Redis CPU %.1fµs  Redis cmds %.2f /decision", c.RedisCPUUsec/d, float64(c.RedisCommands)/d)
+		}
+	}
+	fmt.Printf("%-10s %-9s %3d callers  %-30s %10.0f/s  p50 %8.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  allowed %5.1f%%%s%s%s\n",
 		c.Topology, c.Scenario, c.Callers, c.Contender, c.PerSec, c.P50, c.P99, c.P999,
-		100*float64(c.Allowed)/float64(max(c.Decisions, 1)), cmds, errs)
+		100*float64(c.Allowed)/float64(max(c.Decisions, 1)), cmds, cpu, errs)
 }
 
 // commandCounter is a go-redis hook counting the commands a client sends,

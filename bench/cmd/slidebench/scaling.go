@@ -338,7 +338,7 @@ type defaultSlidelog struct {
 
 func (s defaultSlidelog) Allow(ctx context.Context, key string) (bool, error) {
 	res, err := s.l.Allow(ctx, key)
-	if err == nil && res.Source != slidelog.SourceRedis && res.Source != slidelog.SourceDenyCache {
+	if err == nil && res.Source != redisstore.Source && res.Source != slidelog.SourceDenyCache {
 		return false, fmt.Errorf("%w (%v)", contender.ErrFailureMode, res.Source)
 	}
 	return res.Allowed, err
@@ -597,7 +597,7 @@ func fillKeys(ctx context.Context, l *slidelog.Limiter, keys []string, limit int
 					return
 				}
 				res, err := l.Allow(ctx, keys[i%int64(len(keys))])
-				if err == nil && (!res.Allowed || res.Source != slidelog.SourceRedis) {
+				if err == nil && (!res.Allowed || res.Source != redisstore.Source) {
 					err = fmt.Errorf("fill: allowed %v by %v", res.Allowed, res.Source)
 				}
 				if err != nil {

@@ -70,7 +70,7 @@ func writeTargets(b *strings.Builder, r *Results, gb []goBench) {
 				}
 				text += " On this machine the client and six Redis processes share two cores (see the load " +
 					"average above), so once round trips are amortised the CPU is the bottleneck, and the " +
-					"sliding-log script (TIME, HGETALL, ZCOUNT, ZADD on a sorted set for an admission, see " +
+					"sliding-log script (TIME, PEXPIRETIME, ZCOUNT, ZADD on a sorted set for an admission, see " +
 					"docs/algorithm.md) spends more time in commands per decision than GCRA's arithmetic on one " +
 					"string, though pipelining makes its whole Redis CPU per decision lower (see Sizing below)."
 				why = append(why, text)
@@ -151,7 +151,7 @@ func writeTargets(b *strings.Builder, r *Results, gb []goBench) {
 					fmtMicros(s.P50), fmtMicros(s.P50-ev.P50), fmtMicros(ev.P50)))
 			} else {
 				why = append(why, fmt.Sprintf("**Single caller, against the bare round trip:** on loopback an EVALSHA of `return 1` "+
-					"takes %s, so 10%% is %s. slidelog's decision runs a real script (TIME, HGETALL, ZCOUNT, "+
+					"takes %s, so 10%% is %s. slidelog's decision runs a real script (TIME, PEXPIRETIME, ZCOUNT, "+
 					"ZADD on a sorted set) and parses a longer reply: %s more at the median. Over a network, where a "+
 					"round trip is hundreds of microseconds, the same absolute cost would fit in 10%%.",
 					fmtMicros(ev.P50), fmtMicros(ev.P50*0.1), fmtMicros(s.P50-ev.P50)))

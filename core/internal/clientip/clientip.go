@@ -23,8 +23,16 @@ type Config struct {
 	// Forwarded says Header is RFC 7239 Forwarded: its for= parameters are
 	// read.
 	Forwarded bool
-	// TrustAll makes every peer a trusted proxy.
+	// TrustAll makes every socket peer a trusted proxy. It never makes an
+	// address read from Header trusted: the walk stops at the first entry
+	// that is not in Trusted, so from an appending header the entry the
+	// peer appended is the client.
 	TrustAll bool
+	// SocketProxy makes a peer whose socket address is not an IP address
+	// (a Unix socket) a trusted proxy: the client is then read from
+	// Header, and a request without an address there fails with
+	// ErrNoAddr.
+	SocketProxy bool
 }
 
 // ErrNoAddr reports a request whose socket address is not an IP address
@@ -110,10 +118,9 @@ func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// isTrusted reports whether a, read from the header, is a listed proxy.
+// TrustAll does not count here: it is about the socket peer only.
 func (c *Config) isTrusted(a netip.Addr) bool {
-	if c.TrustAll {
-		return true
-	}
 	for _, p := range c.Trusted {
 		if p.Contains(a) {
 			return true
@@ -129,36 +136,43 @@ const maxChain = 64
 // ClientIP returns the client address of a request from its socket
 // address remoteAddr and its header values (header returns every value of
 // a field, in order, whatever the case of the field's name). It fails
-// with ErrNoAddr when remoteAddr is not an IP address.
+// with ErrNoAddr when remoteAddr is not an IP address (unless SocketProxy
+// says such a peer is the proxy and the header names the client).
 //
-// The socket peer is the client unless it is a trusted proxy. Then the
-// one header the operator named is read, and no other: its entries
-// (comma-separated, over all its fields in order; the for= parameters of
-// a Forwarded header) are walked from the right, and the first address
-// that is not a trusted proxy is the client. When every address read is
-// trusted, the last one read is the client. A malformed entry stops the
-// walk: the last address read (a trusted proxy's) is used, so a client
-// can never choose its key by writing garbage.
+// The socket peer is the client unless it is a trusted proxy (listed in
+// Trusted, or any peer with TrustAll). Then the one header the operator
+// named is read, and no other: its entries (comma-separated, over all its
+// fields in order; the for= parameters of a Forwarded header) are walked
+// from the right, and the first address that is not listed in Trusted is
+// the client: with TrustAll alone, the rightmost entry, the one the peer
+// appended. When every address read is listed, the last one read is the
+// client. A malformed entry stops the walk: the last address read (a
+// trusted proxy's) is used, so a client can never choose its key by
+// writing garbage.
 //
 // The walk is one pass from the right that reads at most maxChain
 // entries: its cost is the length of the entries it reads, never more,
 // however long the header.
 func (c *Config) ClientIP(remoteAddr string, header func(string) []string) (netip.Addr, error) {
 	peer, err := ParseIP(remoteAddr)
+	socket := false
 	if err != nil {
-		return netip.Addr{}, ErrNoAddr
+		if !c.SocketProxy || c.Header == "" {
+			return netip.Addr{}, ErrNoAddr
+		}
+		socket = true
 	}
-	if c.Header == "" || !c.isTrusted(peer) {
+	if c.Header == "" || (!socket && !c.TrustAll && !c.isTrusted(peer)) {
 		return peer, nil
 	}
-	client := peer
+	client, found := peer, !socket
 	read := 0
 	fields := header(c.Header)
 	for i := len(fields) - 1; i >= 0; i-- {
 		rest := fields[i]
 		for {
 			if read == maxChain {
-				return client, nil
+				return c.found(client, found)
 			}
 			read++
 			elem := rest
@@ -171,9 +185,9 @@ func (c *Config) ClientIP(remoteAddr string, header func(string) []string) (neti
 			}
 			a, err := ParseIP(elem)
 			if err != nil {
-				return client, nil
+				return c.found(client, found)
 			}
-			client = a
+			client, found = a, true
 			if !c.isTrusted(a) {
 				return client, nil
 			}
@@ -181,6 +195,15 @@ func (c *Config) ClientIP(remoteAddr string, header func(string) []string) (neti
 				break
 			}
 		}
+	}
+	return c.found(client, found)
+}
+
+// found returns client when an address was found, and ErrNoAddr when not
+// (a Unix-socket peer whose header named none).
+func (c *Config) found(client netip.Addr, ok bool) (netip.Addr, error) {
+	if !ok {
+		return netip.Addr{}, ErrNoAddr
 	}
 	return client, nil
 }

@@ -74,3 +74,48 @@ func TestParseTrustedProxies(t *testing.T) {
 		}
 	}
 }
+
+// TestClientIPTrustAll: trust-all trusts the socket peer, never an address
+// the header holds: the entry the peer appended (the rightmost, across
+// several fields) is the client, whatever the client wrote before it.
+func TestClientIPTrustAll(t *testing.T) {
+	listed, err := clientip.ParseTrustedProxies("10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		cfg    clientip.Config
+		remote string
+		give   []string // the header's fields, in order
+		want   string
+	}{
+		{"appended entry", clientip.Config{Header: "X-Forwarded-For", TrustAll: true}, "192.0.2.1:1", []string{"198.51.100.9, 203.0.113.5"}, "203.0.113.5"},
+		{"appended field", clientip.Config{Header: "X-Forwarded-For", TrustAll: true}, "192.0.2.1:1", []string{"198.51.100.9, 198.51.100.10", "203.0.113.5"}, "203.0.113.5"},
+		{"spoofed trusted-looking entry", clientip.Config{Header: "X-Forwarded-For", TrustAll: true}, "192.0.2.1:1", []string{"10.9.9.9, 127.0.0.2"}, "127.0.0.2"},
+		{"forwarded", clientip.Config{Header: "Forwarded", Forwarded: true, TrustAll: true}, "192.0.2.1:1", []string{"for=198.51.100.9", "for=203.0.113.5"}, "203.0.113.5"},
+		{"listed inner hops skipped", clientip.Config{Header: "X-Forwarded-For", TrustAll: true, Trusted: listed}, "192.0.2.1:1", []string{"198.51.100.9, 203.0.113.5, 10.0.0.7"}, "203.0.113.5"},
+		{"no header", clientip.Config{Header: "X-Forwarded-For", TrustAll: true}, "192.0.2.1:1", nil, "192.0.2.1"},
+		{"unix socket proxy", clientip.Config{Header: "X-Forwarded-For", SocketProxy: true}, "@", []string{"198.51.100.9, 203.0.113.5"}, "203.0.113.5"},
+		{"unix socket proxy, empty address", clientip.Config{Header: "X-Real-IP", SocketProxy: true}, "", []string{"203.0.113.6"}, "203.0.113.6"},
+		{"socket proxy option, tcp peer not trusted", clientip.Config{Header: "X-Real-IP", SocketProxy: true}, "192.0.2.1:1", []string{"203.0.113.6"}, "192.0.2.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.cfg.ClientIP(tt.remote, func(string) []string { return tt.give })
+			if err != nil || got.String() != tt.want {
+				t.Errorf("ClientIP: got %v, %v, want %s", got, err, tt.want)
+			}
+		})
+	}
+	for _, give := range [][]string{nil, {"garbage"}, {""}} {
+		cfg := clientip.Config{Header: "X-Forwarded-For", SocketProxy: true}
+		if got, err := cfg.ClientIP("@", func(string) []string { return give }); err == nil {
+			t.Errorf("unix peer, header %q: got %v, want ErrNoAddr", give, got)
+		}
+	}
+	cfg := clientip.Config{Header: "X-Forwarded-For"}
+	if got, err := cfg.ClientIP("@", func(string) []string { return []string{"203.0.113.5"} }); err == nil {
+		t.Errorf("unix peer without SocketProxy: got %v, want ErrNoAddr", got)
+	}
+}

@@ -44,16 +44,23 @@ type log struct {
 	in   bool
 }
 
-// Take decides req at now against policies: it admits the request only if
-// every policy has room for its cost and then records it, and writes each
-// policy's state to out (len(out) >= len(policies)). Take does not look for an
-// earlier call with the same ID: in one process a call is never sent
-// twice. On a key the table already tracks it allocates nothing.
-func (t *Table) Take(now int64, req Request, policies []window.Policy, out []window.State) window.Decision {
-	l := t.lock(&logKey{req.Namespace, req.Key}, true, now)
+// Clock is the time of a Table's caller, in microseconds.
+type Clock interface{ Now() int64 }
+
+// Take decides req against policies at the time clock gives while the
+// key's lock is held, so that decisions on one key follow each other in
+// time however long a caller waited for the lock: it admits the request
+// only if every policy has room for its cost and then records it, and
+// writes each policy's state to out (len(out) >= len(policies)). It
+// returns the decision and its time. Take does not look for an earlier
+// call with the same ID: in one process a call is never sent twice. On a
+// key the table already tracks it allocates nothing.
+func (t *Table) Take(clock Clock, req Request, policies []window.Policy, out []window.State) (window.Decision, int64) {
+	l := t.lock(&logKey{req.Namespace, req.Key}, true, clock.Now())
+	now := clock.Now()
 	d := l.w.Take(now, req.ID, req.Cost, policies, out)
 	l.mu.Unlock()
-	return d
+	return d, now
 }
 
 // Record writes an admission made elsewhere at time at, without a check:

@@ -8,9 +8,15 @@ import (
 
 var onePerSecond = []window.Policy{{Limit: 1, Window: 1_000_000}}
 
+// fixed is a Clock that always reads one time.
+type fixed int64
+
+func (f fixed) Now() int64 { return int64(f) }
+
 func take(t *Table, now int64, ns, key string, id uint64) bool {
 	var out [1]window.State
-	return t.Take(now, Request{Namespace: ns, Key: key, ID: id, Cost: 1}, onePerSecond, out[:]).Allowed
+	d, _ := t.Take(fixed(now), Request{Namespace: ns, Key: key, ID: id, Cost: 1}, onePerSecond, out[:])
+	return d.Allowed
 }
 
 // The same key in several namespaces has one hash, so its logs share a

@@ -1,0 +1,303 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// decision is one answer of the limiter, for the window checker: its
+// server time, cost, verdict, and how many losses of the identity's keys
+// happened before it.
+type decision struct {
+	at      time.Time
+	cost    int
+	allowed bool
+	losses  int
+}
+
+// checkWindows is an independent window checker: for every policy and
+// every admission, the admissions in the rolling window ending at it that
+// were decided after the last loss before it hold at most the limit. A
+// loss (a DEL or an eviction of a key of the identity) forgets what it
+// held, so the window restarts from what remains: admissions before the
+// loss are not counted against later ones, and nothing decided after it
+// may exceed the limit.
+func checkWindows(t *testing.T, name string, ds []decision, policies []slidelog.Policy) {
+	t.Helper()
+	for _, p := range policies {
+		for i, d := range ds {
+			if !d.allowed {
+				continue
+			}
+			units := 0
+			for j := i; j >= 0; j-- {
+				e := ds[j]
+				if e.losses != d.losses || !e.at.After(d.at.Add(-p.Window)) {
+					if e.losses != d.losses {
+						break
+					}
+					continue
+				}
+				if e.allowed {
+					units += e.cost
+				}
+			}
+			if units > p.Limit {
+				t.Errorf("%s, policy %s: the window ending at decision %d (%v) admitted %d units after the last loss, limit %d", name, p.Name, i, d.at.Format("15:04:05.000000"), units, p.Limit)
+				return
+			}
+		}
+	}
+}
+
+// keysOf returns the Redis keys of identity in the limiter's namespace.
+func keysOf(s *redisstore.Store, namespace, identity string) []string {
+	k := s.Key(namespace, identity)
+	return []string{k, k + ":c", k + ":s", k + ":b", k + ":r"}
+}
+
+// DEL of the keys of an identity at random points of a stream of
+// decisions: no window decided after a loss admits more than the limit,
+// denials stay denials, and the identity keeps being limited afterwards.
+func TestDamagedKeysHeal(t *testing.T) {
+	exact := slidelog.Policy{Name: "s", Limit: 10, Window: time.Second}
+	long := slidelog.Policy{Name: "m", Limit: 25, Window: 5 * time.Second}
+	bucketed := slidelog.Policy{Name: "b", Limit: 10, Window: time.Second, Precision: 100 * time.Millisecond}
+	for _, tt := range []struct {
+		name     string
+		policies []slidelog.Policy
+		maxCost  int
+	}{
+		{"exact", []slidelog.Policy{exact}, 1},
+		{"exact with costs", []slidelog.Policy{exact}, 4},
+		{"two policies", []slidelog.Policy{exact, long}, 1},
+		{"two policies with costs", []slidelog.Policy{exact, long}, 3},
+		{"bucketed", []slidelog.Policy{bucketed}, 1},
+		{"bucketed and exact with costs", []slidelog.Policy{bucketed, long}, 2},
+	} {
+		for topo, client := range map[string]redis.UniversalClient{
+			"Standalone": redistest.RedisClient(t),
+			"Cluster":    redistest.ClusterClient(t),
+		} {
+			t.Run(tt.name+"/"+topo, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(len(tt.name)), uint64(len(topo))))
+				var mu sync.Mutex
+				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+				s := newRedisStore(t, client, redisstore.WithClock(clock))
+				l, err := slidelog.New(s, tt.policies[0], slidelog.WithPolicy(tt.policies[1:]...), slidelog.WithName("damage"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
+				require.NoError(t, err)
+				defer l.Close()
+				keys := keysOf(s, l.Namespace(), "id")
+				var ds []decision
+				losses, admitted, denied := 0, 0, 0
+				for i := 0; i < 800; i++ {
+					mu.Lock()
+					now = now.Add(time.Duration(5+rng.IntN(40)) * time.Millisecond)
+					mu.Unlock()
+					if rng.IntN(25) == 0 {
+						// Lose one key of the identity, or all of them.
+						del := keys
+						if rng.IntN(4) != 0 {
+							del = []string{keys[rng.IntN(len(keys))]}
+						}
+						require.NoError(t, client.Del(t.Context(), del...).Err())
+						losses++
+					}
+					cost := 1 + rng.IntN(tt.maxCost)
+					res, err := l.AllowN(t.Context(), "id", cost)
+					require.NoError(t, err, "decision %d", i)
+					if res.Allowed {
+						admitted++
+					} else {
+						denied++
+					}
+					ds = append(ds, decision{at: res.DecidedAt, cost: cost, allowed: res.Allowed, losses: losses})
+				}
+				t.Logf("%d decisions: %d admitted, %d denied, %d losses", len(ds), admitted, denied, losses)
+				require.Positive(t, losses)
+				assert.Positive(t, denied, "no denial: the stream never reached the limit, so the check proves nothing")
+				assert.Positive(t, admitted)
+				checkWindows(t, tt.name, ds, tt.policies)
+			})
+		}
+	}
+}
+
+// The case: the log is lost while its state survives. Every
+// later request at the limit is denied, none reported admitted.
+func TestLostLogIsNotAnAdmission(t *testing.T) {
+	client := redistest.RedisClient(t)
+	s := newRedisStore(t, client)
+	p := slidelog.Policy{Name: "p", Limit: 10, Window: time.Minute}
+	l, err := slidelog.New(s, p, slidelog.WithName("lost"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
+	require.NoError(t, err)
+	defer l.Close()
+	res, err := l.AllowN(t.Context(), "k", 2) // a cost: the log gets its state hash
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	keys := keysOf(s, l.Namespace(), "k")
+	require.NoError(t, client.Del(t.Context(), keys[0]).Err())
+	admitted := 0
+	for range 20 {
+		res, err := l.AllowN(t.Context(), "k", 1)
+		require.NoError(t, err)
+		if res.Allowed {
+			admitted++
+			continue
+		}
+		assert.Positive(t, res.RetryAfter, "a denial says when to retry")
+	}
+	assert.Equal(t, 10, admitted, "20 requests after the log was lost, limit 10")
+	n, err := client.ZCard(t.Context(), keys[0]).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(10), n, "every admission is recorded in the log")
+
+	// Only the state lost: costs still count.
+	require.NoError(t, client.Del(t.Context(), keys...).Err())
+	res, err = l.AllowN(t.Context(), "c", 6)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	require.NoError(t, client.Del(t.Context(), keysOf(s, l.Namespace(), "c")[2]).Err())
+	units := 6
+	for range 10 {
+		res, err := l.AllowN(t.Context(), "c", 2)
+		require.NoError(t, err)
+		if res.Allowed {
+			units += 2
+		}
+	}
+	assert.LessOrEqual(t, units, 10, "units admitted in the window after the state hash was lost, limit 10")
+}
+
+// freePort returns a TCP port nothing listens on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Under memory pressure with maxmemory-policy allkeys-lru, Redis evicts
+// limiter keys on its own. Evictions are seen in order with the decisions
+// (keyspace notifications, with a marker published after each decision),
+// and the window checker holds with each eviction counted as a loss.
+func TestEvictionUnderMemoryPressure(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	require.NoError(t, err, "redis-server is needed for this test")
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	srv := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--maxmemory", "3mb", "--maxmemory-policy", "allkeys-lru", "--maxmemory-samples", "10", "--notify-keyspace-events", "Ee")
+	require.NoError(t, srv.Start())
+	defer func() { cancel(); _ = srv.Wait() }()
+	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	defer client.Close()
+	require.Eventually(t, func() bool { return client.Ping(t.Context()).Err() == nil }, 5*time.Second, 20*time.Millisecond)
+
+	// Evictions and markers, in the server's order.
+	sub := client.Subscribe(t.Context(), "__keyevent@0__:evicted", "marker")
+	defer sub.Close()
+	_, err = sub.Receive(t.Context())
+	require.NoError(t, err)
+	_, err = sub.Receive(t.Context())
+	require.NoError(t, err)
+	events := sub.Channel(redis.WithChannelSize(1 << 16))
+
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s, err := redisstore.New(client, redisstore.WithClock(clock), redisstore.WithKeyPrefix("lru:"))
+	require.NoError(t, err)
+	p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Second}
+	l, err := slidelog.New(s, p, slidelog.WithName("lru"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
+	require.NoError(t, err)
+	defer l.Close()
+
+	// Filler: values that keep the server at maxmemory.
+	fill := func(n int) {
+		pipe := client.Pipeline()
+		for range n {
+			pipe.Set(t.Context(), "junk:"+strconv.Itoa(rand.IntN(1<<30)), strings.Repeat("x", 2048), 0)
+		}
+		_, err := pipe.Exec(t.Context())
+		require.NoError(t, err)
+	}
+	fill(2000)
+
+	const ids = 40
+	owner := map[string]int{}
+	for id := range ids {
+		for _, k := range keysOf(s, l.Namespace(), strconv.Itoa(id)) {
+			owner[k] = id
+		}
+	}
+	perID := make([][]decision, ids)
+	losses := make([]int, ids)
+	evicted := 0
+	drain := func(marker string) {
+		for m := range events {
+			if m.Channel == "marker" {
+				if m.Payload == marker {
+					return
+				}
+				continue
+			}
+			if id, ok := owner[m.Payload]; ok {
+				losses[id]++
+				evicted++
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 3000 {
+		mu.Lock()
+		now = now.Add(time.Duration(1+rng.IntN(6)) * time.Millisecond)
+		mu.Unlock()
+		if i%10 == 0 {
+			fill(20)
+		}
+		id := rng.IntN(ids)
+		res, err := l.AllowN(t.Context(), strconv.Itoa(id), 1)
+		require.NoError(t, err, "decision %d", i)
+		marker := strconv.Itoa(i)
+		require.NoError(t, client.Publish(t.Context(), "marker", marker).Err())
+		drain(marker)
+		// Evictions seen up to this marker happened before this decision
+		// or during the commands after the previous one: count them as
+		// losses before it.
+		perID[id] = append(perID[id], decision{at: res.DecidedAt, cost: 1, allowed: res.Allowed, losses: losses[id]})
+	}
+	admitted, denied := 0, 0
+	for id := range ids {
+		for _, d := range perID[id] {
+			if d.allowed {
+				admitted++
+			} else {
+				denied++
+			}
+		}
+		checkWindows(t, "identity "+strconv.Itoa(id), perID[id], []slidelog.Policy{p})
+	}
+	t.Logf("3000 decisions: %d admitted, %d denied, %d limiter keys evicted", admitted, denied, evicted)
+	assert.Positive(t, evicted, "no limiter key was evicted: the test proves nothing")
+	assert.Positive(t, denied)
+}
