@@ -12,9 +12,11 @@
 // A Store implements slidelog.Store, slidelog.Describer (a store named
 // "redis" that follows the limiter's stall watch), slidelog.Router (so a
 // limiter keeps a circuit breaker and a stall watch per Cluster master,
-// and the key and master of a request are computed once per decision) and
+// and the key and master of a request are computed once per decision),
 // slidelog.Recorder (so the limiter's fallback admissions are written back
-// once Redis answers again). Decisions headed for one node while its
+// once Redis answers again) and slidelog.Peeker (a key's usage, read by a
+// script that writes nothing). WithReplicaAck makes admissions survive a
+// master's failover. Decisions headed for one node while its
 // pipelines are busy leave together in the next pipeline (see
 // WithAutoPipelining).
 //
