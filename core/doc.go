@@ -55,6 +55,8 @@
 //     store computes a request's key and node once.
 //   - Recorder: Record writes the fallback's admissions into the store
 //     once it answers again.
+//   - Peeker: Peek reports a key's usage per policy without recording
+//     anything, for Limiter.Peek ("7,412 of 10,000 used today").
 //
 // A store without any of them is a remote store named "store" on one
 // node: the limiter gives it a circuit breaker, a stall watch, the local
@@ -63,8 +65,9 @@
 //
 // # Policies
 //
-// A Policy is a limit and a window (PerSecond, PerMinute, PerHour, or a
-// Policy literal). WithPolicy adds more: a request is admitted only when
+// A Policy is a limit and a window (PerSecond, PerMinute, PerHour, PerDay,
+// PerWeek, a Policy literal, or ParsePolicy("10000/day precision=15m")
+// from a configuration file). WithPolicy adds more: a request is admitted only when
 // every policy has room and is then recorded in all of them. A policy with
 // a Precision counts admissions in buckets instead of one log entry per
 // request: memory per key is bounded whatever the limit, and the window is

@@ -39,6 +39,18 @@ func PerMinute(n int) Policy { return Policy{Name: "per-minute", Limit: n, Windo
 // PerHour returns a policy of n units per rolling hour.
 func PerHour(n int) Policy { return Policy{Name: "per-hour", Limit: n, Window: time.Hour} }
 
+// PerDay returns a policy of n units per rolling day of 24 hours. It keeps
+// the exact log (one entry per admission); for a large quota set
+// Precision, such as 15 minutes, to bound a key's state at 96 buckets
+// whatever the limit.
+func PerDay(n int) Policy { return Policy{Name: "per-day", Limit: n, Window: 24 * time.Hour} }
+
+// PerWeek returns a policy of n units per rolling week of 7 days. Months
+// are not of one length, so no PerMonth exists: a monthly quota is a
+// rolling 30 days, Policy{Limit: n, Window: 30 * 24 * time.Hour}, or
+// ParsePolicy("n/30d"), usually with a Precision of an hour.
+func PerWeek(n int) Policy { return Policy{Name: "per-week", Limit: n, Window: 7 * 24 * time.Hour} }
+
 // Bounds of a policy. Stores keep time in microseconds and windows are
 // truncated to whole microseconds. The Redis script computes in Lua
 // numbers (IEEE doubles), which hold every integer up to 2^53 exactly, so

@@ -250,7 +250,13 @@ func (c *cluster) waitHealthy(d time.Duration) {
 	deadline := time.Now().Add(d)
 	for !c.healthy() {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("cluster not healthy after %v", d)
+			var state strings.Builder
+			for _, n := range c.nodes {
+				ci, r := c.info(n, "CLUSTER", "INFO"), c.info(n, "INFO", "replication")
+				fmt.Fprintf(&state, "\n%d: cluster_state=%s slots_ok=%s role=%s master_port=%s link=%s connected_slaves=%s",
+					n.port, ci["cluster_state"], ci["cluster_slots_ok"], r["role"], r["master_port"], r["master_link_status"], r["connected_slaves"])
+			}
+			c.t.Fatalf("cluster not healthy after %v:%s", d, state.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

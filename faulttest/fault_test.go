@@ -83,8 +83,17 @@ func newEnv(t *testing.T, c *cluster, p slidelog.Policy, opts ...slidelog.Option
 	return newEnvVia(t, c, nil, p, opts...)
 }
 
+// newEnvWith is newEnv with options for the store.
+func newEnvWith(t *testing.T, c *cluster, p slidelog.Policy, storeOpts []redisstore.Option, opts ...slidelog.Option) *env {
+	return newEnvViaWith(t, c, nil, p, storeOpts, opts...)
+}
+
 // newEnvVia is newEnv with the client dialling every node through px.
 func newEnvVia(t *testing.T, c *cluster, px *proxies, p slidelog.Policy, opts ...slidelog.Option) *env {
+	return newEnvViaWith(t, c, px, p, nil, opts...)
+}
+
+func newEnvViaWith(t *testing.T, c *cluster, px *proxies, p slidelog.Policy, storeOpts []redisstore.Option, opts ...slidelog.Option) *env {
 	t.Helper()
 	e := &env{t: t, c: c, reg: prometheus.NewRegistry(), nodeOf: make(map[string]string)}
 	o := redisstore.ClusterOptions(c.addrs()...)
@@ -93,7 +102,7 @@ func newEnvVia(t *testing.T, c *cluster, px *proxies, p slidelog.Policy, opts ..
 	}
 	e.client = redis.NewClusterClient(o)
 	var err error
-	e.store, err = redisstore.New(e.client, redisstore.WithKeyPrefix("fault:"+t.Name()+":"))
+	e.store, err = redisstore.New(e.client, append([]redisstore.Option{redisstore.WithKeyPrefix("fault:" + t.Name() + ":")}, storeOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +274,9 @@ func summarize(ds []decision, nodeOf map[string]string, faulted string, from, to
 // faultReport collects the table rows make faults writes into
 // docs/operations.md (SLIDELOG_FAULT_REPORT names the file).
 var faultReport struct {
-	mu   sync.Mutex
-	rows []string
+	mu       sync.Mutex
+	rows     []string
+	failover []string // rows of the failover durability table
 }
 
 func (r report) log(t *testing.T, name, extra string, regs ...*prometheus.Registry) {
@@ -297,6 +307,15 @@ func writeFaultReport(t *testing.T) {
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, row := range faultReport.rows {
 		b.WriteString(row + "\n")
+	}
+	if len(faultReport.failover) > 0 {
+		fmt.Fprintf(&b, "\nFailover durability (%d keys, limit %d per %v offered %d/s each, FailClosed; the replica misses the master's last %v of writes, then the master fails; an independent checker counts, per key, admissions whose calls all began and ended within one window):\n\n",
+			failKeys, failLimit, failWindow, failRate, failGap)
+		b.WriteString("| configuration | fault | runs | admissions | admissions in the gap | admissions lost | keys with a window over the limit | fullest window | errors | notes |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, row := range faultReport.failover {
+			b.WriteString(row + "\n")
+		}
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Errorf("write fault report: %v", err)
@@ -892,6 +911,30 @@ func TestFaults(t *testing.T) {
 		}
 		if back < 0 {
 			t.Errorf("never back on Redis after the restart")
+		}
+	})
+
+	// Failover durability: the "before" (no acknowledgement by replicas).
+	t.Run("Failover", func(t *testing.T) {
+		for _, r := range failoverRows(t, c, "no replica acknowledgement") {
+			// The harness must make the new master miss writes, or the
+			// runs with acknowledgement prove nothing.
+			if r.lost == 0 {
+				t.Errorf("%s: no admission lost without acknowledgement; the replica did not miss the gap's writes", r.mode)
+			}
+		}
+	})
+	// And the "after": WithReplicaAck keeps what replicas did not
+	// acknowledge and writes it back to the new master.
+	t.Run("FailoverReplicaAck", func(t *testing.T) {
+		for _, r := range failoverRows(t, c, "WithReplicaAck(1, 50ms)", redisstore.WithReplicaAck(1, 50*time.Millisecond)) {
+			if r.gapAdmits == 0 {
+				t.Errorf("%s: no admission in the gap; the run proves nothing", r.mode)
+			}
+			if r.overKeys != 0 || r.lost != 0 {
+				t.Errorf("%s: %d keys with a window over the limit (fullest %d, limit %d), %d admissions lost; want 0 with WithReplicaAck",
+					r.mode, r.overKeys, r.overPeak, failLimit, r.lost)
+			}
 		}
 	})
 }

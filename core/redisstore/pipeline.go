@@ -45,6 +45,7 @@ type scriptCall struct {
 	stalled <-chan struct{} // closed when the node is found stalled; nil: never
 	replied func()          // called when the node answered the call; may be nil
 	reply   []int64
+	acked   int // replicas that acknowledged the call's pipeline (WithReplicaAck)
 	err     error
 	done    chan struct{}
 	gone    atomic.Bool // the caller stopped waiting: do not send
@@ -81,6 +82,7 @@ type batcher struct {
 	refusedAt  time.Time
 	refused    atomic.Bool  // refusedErr is set: a reply must clear it
 	mapped     *atomic.Bool // the pipelines' mapped; nil on a single server
+	ack        *acker       // WithReplicaAck; nil without
 }
 
 // refusedFor is how long after a failed dial, with no reply since, a call
@@ -278,6 +280,10 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	if len(live) == 0 {
 		return
 	}
+	if b.ack != nil {
+		b.sendAcked(parent, live)
+		return
+	}
 	// The round trip has no deadline of the callers': one caller giving
 	// up must not fail the others, and a caller whose context ends
 	// returns that on its own. It ends with its reply, the client's
@@ -363,6 +369,7 @@ type pipelines struct {
 	mu       sync.Mutex
 	nodes    map[string]*batcher
 	single   *batcher
+	ack      *acker // WithReplicaAck; nil without
 	// mapped is set once a Cluster client is known to hold a slot map
 	// (a call was answered, or New read the nodes): until then, finding
 	// a key's master could wait for the map's first load.
@@ -373,13 +380,13 @@ type pipelines struct {
 // per node that batch up to maxPipelineCalls queued calls each, or, with
 // pipelinesPerNode 0, as many senders as the client's pool has
 // connections, one call each.
-func newPipelines(client redis.UniversalClient, pipelinesPerNode int) *pipelines {
-	p := &pipelines{client: client, limit: pipelinesPerNode, maxBatch: maxPipelineCalls, nodes: map[string]*batcher{}}
+func newPipelines(client redis.UniversalClient, pipelinesPerNode int, ack *acker) *pipelines {
+	p := &pipelines{client: client, limit: pipelinesPerNode, maxBatch: maxPipelineCalls, nodes: map[string]*batcher{}, ack: ack}
 	if pipelinesPerNode == 0 {
 		p.limit, p.maxBatch = poolSize(client), 1
 	}
 	if _, ok := client.(*redis.ClusterClient); !ok {
-		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch}
+		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch, ack: ack}
 	}
 	return p
 }
@@ -394,7 +401,7 @@ func (p *pipelines) batcher(node string) *batcher {
 	defer p.mu.Unlock()
 	b := p.nodes[node]
 	if b == nil {
-		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped}
+		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack}
 		p.nodes[node] = b
 	}
 	return b
@@ -493,10 +500,18 @@ func poolSize(client redis.UniversalClient) int {
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
 func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, error) {
+	reply, _, err := p.runAcked(ctx, sc, r, w, args)
+	return reply, err
+}
+
+// runAcked is run that also returns how many replicas acknowledged the
+// call's pipeline (always 0 without WithReplicaAck).
+func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, int, error) {
 	b := p.batcher(r.Node)
 	call := &scriptCall{script: sc, ctx: ctx, key: r.Key, args: args, done: make(chan struct{})}
 	if w != nil {
 		call.stalled, call.replied = w.Stalled(), w.Replied
 	}
-	return b.do(call)
+	reply, err := b.do(call)
+	return reply, call.acked, err
 }

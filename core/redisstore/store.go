@@ -12,9 +12,11 @@
 // A Store implements slidelog.Store, slidelog.Describer (a store named
 // "redis" that follows the limiter's stall watch), slidelog.Router (so a
 // limiter keeps a circuit breaker and a stall watch per Cluster master,
-// and the key and master of a request are computed once per decision) and
+// and the key and master of a request are computed once per decision),
 // slidelog.Recorder (so the limiter's fallback admissions are written back
-// once Redis answers again). Decisions headed for one node while its
+// once Redis answers again) and slidelog.Peeker (a key's usage, read by a
+// script that writes nothing). WithReplicaAck makes admissions survive a
+// master's failover. Decisions headed for one node while its
 // pipelines are busy leave together in the next pipeline (see
 // WithAutoPipelining).
 //
@@ -146,6 +148,7 @@ type config struct {
 	startUnreachable bool
 	pipelinesPerNode int
 	pipeliningSet    bool
+	ack              *acker // WithReplicaAck
 }
 
 // New returns a store on client, a *redis.Client, a *redis.ClusterClient
@@ -200,7 +203,13 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 	if !cfg.pipeliningSet {
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}
-	s.pipes = newPipelines(client, cfg.pipelinesPerNode)
+	if cfg.ack != nil {
+		if err := checkAck(client, cfg.ack); err != nil {
+			return nil, cfg, err
+		}
+		cfg.ack.logger = cfg.logger
+	}
+	s.pipes = newPipelines(client, cfg.pipelinesPerNode, cfg.ack)
 	s.pipes.watchDials(client)
 	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
 	if c, ok := client.(*redis.ClusterClient); ok {
@@ -240,6 +249,7 @@ func (s *Store) check(cfg config) error {
 		cfg.logger.Warn("redisstore: could not read the redis version", "error", err)
 	}
 	s.warm(ctx)
+	s.checkReplicas(ctx, cfg.logger)
 	err = CheckConfig(ctx, s.client)
 	switch {
 	case err == nil:
@@ -392,14 +402,30 @@ func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route 
 // routed it. It expects a valid request (slidelog.Request.Validate), as a
 // limiter sends.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
-	reply, err := s.pipes.run(ctx, s.script(), s.routed(ctx, req), req.Watch, s.args(opTake, req, 0))
+	r := s.routed(ctx, req)
+	if s.pipes.ack != nil {
+		if err := s.writeBack(ctx, r, req.Watch); err != nil {
+			return slidelog.Result{}, s.failed(ctx, err)
+		}
+	}
+	sent := s.now()
+	reply, acked, err := s.pipes.runAcked(ctx, s.script(), r, req.Watch, s.args(opTake, req, 0))
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}
 	if len(reply) != 3+3*len(req.Policies) {
 		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
-	return decode(reply, req.Policies, Source), nil
+	res := decode(reply, req.Policies, Source)
+	if a := s.pipes.ack; a != nil {
+		switch {
+		case acked >= a.replicas:
+			a.acked(r.Key, r.Node, sent)
+		case res.Allowed:
+			a.keep(r.Key, r.Node, req, res.DecidedAt, sent, acked)
+		}
+	}
+	return res, nil
 }
 
 // failed turns a failed call's error into one wrapping
@@ -469,7 +495,9 @@ func (s *Store) script() *redis.Script {
 // there, which can only over-count.
 func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
 	req.Cost = max(req.Cost, 1)
-	err := s.script().Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), s.args(opRefund, req, 0)...).Err()
+	key := s.Key(req.Namespace, req.Key)
+	s.pipes.ack.forget(key, req.ID, false)
+	err := s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
 	if err != nil {
 		return s.failed(ctx, err)
 	}
@@ -489,15 +517,23 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	if err := req.ValidateRecord(at); err != nil {
 		return err
 	}
-	if _, err := s.pipes.run(ctx, s.script(), s.routed(ctx, req), req.Watch, s.args(opRecord, req, at.UnixMicro())); err != nil {
+	r := s.routed(ctx, req)
+	sent := s.now()
+	_, acked, err := s.pipes.runAcked(ctx, s.script(), r, req.Watch, s.args(opRecord, req, at.UnixMicro()))
+	if err != nil {
 		return s.failed(ctx, err)
+	}
+	if a := s.pipes.ack; a != nil && acked < a.replicas {
+		a.keep(r.Key, r.Node, req, at, sent, acked)
 	}
 	return nil
 }
 
 // Reset implements slidelog.Store: it deletes the identity's keys.
 func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
-	if err := s.client.Del(ctx, logKeys(s.Key(req.Namespace, req.Key))...).Err(); err != nil {
+	key := s.Key(req.Namespace, req.Key)
+	s.pipes.ack.forget(key, 0, true)
+	if err := s.client.Del(ctx, logKeys(key)...).Err(); err != nil {
 		return unavailable(ctx, err)
 	}
 	return nil

@@ -291,7 +291,18 @@ func (l *Log) count(now int64, p Policy) (units int64, from int64) {
 // It writes the state of policies[i] to out[i]; out must be at least as
 // long as policies. On a warm log it allocates nothing.
 func (l *Log) Take(now int64, id uint64, cost int64, policies []Policy, out []State) Decision {
-	if len(policies) == 1 && policies[0].Precision == 0 && len(l.rings) == 0 && l.exact.live {
+	return l.take(now, id, cost, policies, out, true)
+}
+
+// Peek is Take without recording: the states a request of cost would get
+// now, Remaining being the units free before it. It evicts what left the
+// windows, as Take does, and changes no count.
+func (l *Log) Peek(now int64, cost int64, policies []Policy, out []State) Decision {
+	return l.take(now, 0, cost, policies, out, false)
+}
+
+func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []State, record bool) Decision {
+	if record && len(policies) == 1 && policies[0].Precision == 0 && len(l.rings) == 0 && l.exact.live {
 		if x, w := &l.exact, policies[0].Window; !(x.retain > w && x.retainUntil > now) {
 			return l.takeExact(now, id, cost, policies[0], &out[0])
 		}
@@ -308,13 +319,13 @@ func (l *Log) Take(now int64, id uint64, cost int64, policies []Policy, out []St
 		out[i] = State{Allowed: units+cost <= p.Limit, Remaining: units}
 		allowed = allowed && out[i].Allowed
 	}
-	if allowed {
+	if allowed && record {
 		l.record(now, now, id, cost)
 	}
 	var steady int64
 	for i, p := range policies {
 		st := &out[i]
-		if allowed {
+		if allowed && record {
 			st.Remaining += cost
 		}
 		units := st.Remaining

@@ -1,0 +1,53 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+//go:embed peek.lua
+var peekSource string
+
+// peekScript reads a key's usage without writing (Store.Peek); it
+// declares itself read-only, so Redis runs it even out of memory.
+// legacyPeekScript is the same text without that line, for Redis 6.2.
+var (
+	peekScript       = redis.NewScript(peekSource)
+	legacyPeekScript = redis.NewScript(peekSource[strings.Index(peekSource, "\n")+1:])
+)
+
+// Peek implements slidelog.Peeker with one run of a read-only script on
+// the key's master: per policy the units free now, and what a take of
+// req.Cost would answer, recording nothing. It reads what the decision
+// script keeps, exactly for the exact log, and for a bucketed policy as
+// the decision script counts it (an admission counts until its bucket's
+// end has left the window). It fails with slidelog.ErrInvalidPolicy,
+// ErrInvalidCost or ErrUnavailable.
+func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	if err := req.Validate(); err != nil {
+		return slidelog.Result{}, err
+	}
+	args := make([]any, 0, 2+3*len(req.Policies))
+	args = append(args, s.nowArg(), req.Cost)
+	for _, p := range req.Policies {
+		args = append(args, p.Limit, p.Window.Microseconds(), p.Precision.Microseconds())
+	}
+	sc := peekScript
+	if s.legacy.Load() {
+		sc = legacyPeekScript
+	}
+	reply, err := sc.Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), args...).Int64Slice()
+	if err != nil {
+		return slidelog.Result{}, s.failed(ctx, err)
+	}
+	if len(reply) != 3+3*len(req.Policies) {
+		return slidelog.Result{}, fmt.Errorf("%w: peek script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
+	}
+	return decode(reply, req.Policies, Source), nil
+}

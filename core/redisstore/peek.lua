@@ -1,0 +1,157 @@
+#!lua flags=no-writes
+-- slidelog: read a key's usage per policy without recording anything
+-- (Store.Peek). It reads the data script.lua keeps (see its header for
+-- the layout) and writes nothing, so it runs on a server out of memory.
+--
+-- KEYS     as script.lua: the log, costs, state, buckets, recent
+-- ARGV[1]  now in microseconds, or 0 to read the server's clock (TIME)
+-- ARGV[2]  cost of the request to weigh (>= 1)
+-- ARGV[3], ARGV[4], ARGV[5] ...  limit, window and precision (microseconds,
+--          0 for the exact log) of each policy, as script.lua gets them
+--
+-- Returns {allowed, now, steady, remaining1, retry1, reset1, ...} as
+-- script.lua's take does, for a take of cost that recorded nothing:
+-- remaining is what is free before it.
+
+local log, costs, bkt = KEYS[1], KEYS[2], KEYS[4]
+local now = tonumber(ARGV[1])
+local cost = tonumber(ARGV[2])
+local npolicies = (#ARGV - 2) / 3
+if not now or not cost or cost < 1 or npolicies < 1 or npolicies % 1 ~= 0 then
+  return redis.error_reply('ERR slidelog: bad arguments')
+end
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local fmt = function(n) return string.format('%.0f', n) end
+
+-- bucket is floor(t/p), corrected for the rounding of the division.
+local function bucket(t, p)
+  local b = math.floor(t / p)
+  if b * p > t then b = b - 1 elseif (b + 1) * p <= t then b = b + 1 end
+  return b
+end
+
+-- entries returns the members and times of the log's entries stamped
+-- after cut, oldest first, with their costs (1 when costs has none).
+local function entries(cut)
+  local raw = redis.call('ZRANGEBYSCORE', log, '(' .. fmt(cut), '+inf', 'WITHSCORES')
+  local members, ats, cs = {}, {}, {}
+  for j = 1, #raw, 2 do
+    members[#members + 1], ats[#ats + 1] = raw[j], tonumber(raw[j + 1])
+  end
+  for i = 1, #members, 500 do
+    local got = redis.call('HMGET', costs, unpack(members, i, math.min(i + 499, #members)))
+    for j = 1, #got do cs[i + j - 1] = tonumber(got[j]) or 1 end
+  end
+  return ats, cs
+end
+
+-- series reads the buckets of window w and precision p (their names as
+-- script.lua gives them): the units counting at now, the first bucket
+-- that counts, the newest bucket, and a reader of bucket b.
+local function series(wtext, ptext, w, p)
+  local name = wtext .. '/' .. ptext
+  local meta = redis.call('HMGET', bkt, name .. 'n', name .. 'f', name .. 'h')
+  local n, f, h = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3])
+  local lo = bucket(now - w, p)
+  if not n then return 0, lo, lo - 1, name end
+  if lo > f then
+    -- Buckets from f to lo-1 stopped counting (script.lua drops them on
+    -- its next call): subtract them, or add up what counts when that is
+    -- the shorter read.
+    local last = math.min(lo - 1, h)
+    if last - f < h - lo then
+      for b = f, last, 100 do
+        local names = {}
+        for j = b, math.min(b + 99, last) do names[#names + 1] = name .. ':' .. fmt(j) end
+        for _, v in ipairs(redis.call('HMGET', bkt, unpack(names))) do
+          if v then n = n - tonumber(v) end
+        end
+      end
+    else
+      n = 0
+      for b = lo, h, 100 do
+        local names = {}
+        for j = b, math.min(b + 99, h) do names[#names + 1] = name .. ':' .. fmt(j) end
+        for _, v in pairs(redis.call('HMGET', bkt, unpack(names))) do
+          if v then n = n + tonumber(v) end
+        end
+      end
+    end
+    f = lo
+  end
+  if h < f - 1 then h = f - 1 end
+  return n, f, h, name
+end
+
+-- walk returns the first bucket from f that holds units and the bucket
+-- holding the k-th oldest unit (nil when k is 0 or beyond the series).
+local function walk(name, f, h, k)
+  local first, acc, b = nil, 0, f
+  while b <= h do
+    local names = {}
+    for j = b, math.min(b + 99, h) do names[#names + 1] = name .. ':' .. fmt(j) end
+    local got = redis.call('HMGET', bkt, unpack(names))
+    for j = 1, #names do
+      if got[j] then
+        first = first or b + j - 1
+        acc = acc + tonumber(got[j])
+        if k > 0 and acc >= k then return first, b + j - 1 end
+      end
+    end
+    if k <= 0 and first then return first, nil end
+    b = b + 100
+  end
+  return first, nil
+end
+
+local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+local newest_at = newest[2] and tonumber(newest[2]) or nil
+
+local allowed, steady = 1, 0
+local reply = {0, now, 0}
+for i = 1, npolicies do
+  local limit, w, p = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  if not limit or not w or not p or limit < 1 or w < 1 or p < 0 or p > w then
+    return redis.error_reply('ERR slidelog: bad policy')
+  end
+  local count, retry, reset, leave = 0, 0, 0, nil
+  if p == 0 then
+    local ats, cs = entries(now - w)
+    for j = 1, #cs do count = count + cs[j] end
+    if ats[1] then leave = ats[1] + w - now end
+    if count + cost > limit then
+      local k, acc = count + cost - limit, 0
+      retry = w
+      for j = 1, #cs do
+        acc = acc + cs[j]
+        if acc >= k then retry = ats[j] + w - now break end
+      end
+    end
+    if newest_at and newest_at + w > now then reset = newest_at + w - now end
+  else
+    local n, f, h, name = series(ARGV[3 * i + 1], ARGV[3 * i + 2], w, p)
+    count = n
+    local need = 0
+    if count + cost > limit then need = count + cost - limit end
+    local first, last = walk(name, f, h, need)
+    if first then leave = (first + 1) * p + w - now end
+    if last then
+      retry = (last + 1) * p + w - now
+    elseif need > 0 then
+      retry = w
+    end
+    if n > 0 then reset = (h + 1) * p + w - now end
+  end
+  if count + cost > limit then allowed = 0 end
+  if leave and (steady == 0 or leave < steady) then steady = leave end
+  local remaining = limit - count
+  if remaining < 0 then remaining = 0 end
+  reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = remaining, retry, reset
+end
+reply[1] = allowed
+if allowed == 1 then steady = 0 end
+reply[3] = steady
+return reply

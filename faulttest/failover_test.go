@@ -1,0 +1,281 @@
+package faulttest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+)
+
+// Failover durability: many keys at a paced admission rate, a master whose
+// replica misses its last writes (docs faults.md, "Losing replicated
+// writes on purpose"), then its death (kill -9) or a stop past the node
+// timeout, until the replica takes over. The checker below is independent
+// of the limiter: it trusts only the times the calls started and ended.
+const (
+	// failLimit admissions per failWindow, offered at failRate per key:
+	// a key fills its window in 12.5 s, so admissions keep landing through
+	// the gap, the failover and after it, all inside one window.
+	failLimit  = 100
+	failWindow = 30 * time.Second
+	failRate   = 8 // calls per second per key
+	failKeys   = 90
+	// failGap is how long the master keeps admitting after its replica
+	// stopped receiving writes.
+	failGap = 2 * time.Second
+)
+
+// failoverRun is the outcome of one failover.
+type failoverRun struct {
+	mode                string
+	admitted, gapAdmits int
+	lost                int // admissions of the gap missing from the new master
+	overKeys, overPeak  int // keys with a window over the limit; most admissions in one window
+	excess              int // summed over keys, by how much the fullest window passed the limit
+	errors              int
+	promotedAfter       time.Duration
+	ack                 redisstore.ReplicaAckStats
+}
+
+// definitePeak returns the most admissions of one key that certainly lie
+// in one half-open window of length w: admissions whose calls all started
+// at or after one call's start and ended before that start plus w, so
+// whatever instant within its call each was decided, they share a window.
+// It never over-states a window; it may under-state one by the calls'
+// durations.
+func definitePeak(calls []decision, w time.Duration) int {
+	slices.SortFunc(calls, func(a, b decision) int { return a.start.Compare(b.start) })
+	peak := 0
+	for j := range calls {
+		end := calls[j].start.Add(w)
+		n := 0
+		for k := j; k < len(calls) && calls[k].start.Before(end); k++ {
+			if calls[k].start.Add(calls[k].took).Before(end) {
+				n++
+			}
+		}
+		peak = max(peak, n)
+	}
+	return peak
+}
+
+// checkWindows runs definitePeak over every key's admissions.
+func checkWindows(ds []decision, l int, w time.Duration) (overKeys, peak, excess int) {
+	byKey := make(map[string][]decision)
+	for _, d := range ds {
+		if d.err == nil && d.allowed {
+			byKey[d.key] = append(byKey[d.key], d)
+		}
+	}
+	for _, calls := range byKey {
+		p := definitePeak(calls, w)
+		peak = max(peak, p)
+		if p > l {
+			overKeys++
+			excess += p - l
+		}
+	}
+	return overKeys, peak, excess
+}
+
+// pacedLoad offers every key failRate calls a second from its own
+// goroutine, the keys at random phases of one tick.
+func (e *env) pacedLoad() *load {
+	ld := &load{stop: make(chan struct{})}
+	for _, key := range e.keys {
+		ld.wg.Go(func() {
+			phase := time.NewTimer(rand.N(time.Second / failRate))
+			defer phase.Stop()
+			select {
+			case <-ld.stop:
+				return
+			case <-phase.C:
+			}
+			tick := time.NewTicker(time.Second / failRate)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ld.stop:
+					return
+				case <-tick.C:
+				}
+				start := time.Now()
+				res, err := e.l.Allow(e.t.Context(), key)
+				took := time.Since(start)
+				ld.mu.Lock()
+				ld.ds = append(ld.ds, decision{key: key, allowed: res.Allowed, src: res.Source, at: res.DecidedAt.UnixMicro(), start: start, took: took, err: err})
+				ld.mu.Unlock()
+			}
+		})
+	}
+	return ld
+}
+
+// failover runs one failover of the master of the env's first key, with
+// its replica made to miss the writes of the last failGap, and returns
+// what the checker found. mode is "kill" (kill -9) or "stop" (SIGSTOP
+// past the node timeout, SIGCONT once the replica took over).
+func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Option) failoverRun {
+	t.Helper()
+	p := slidelog.Policy{Name: "q", Limit: failLimit, Window: failWindow}
+	e := newEnvN(t, c, failKeys, p, storeOpts, slidelog.WithFailureMode(slidelog.FailClosed))
+	victim := c.byAddr(e.nodeOf[e.keys[0]])
+	replica := c.replicaOf(victim)
+	if replica == nil {
+		t.Fatalf("master %d has no replica", victim.port)
+	}
+	ld := e.pacedLoad()
+	began := time.Now()
+	time.Sleep(3 * time.Second) // every key admitting, none full yet
+
+	// The replica stops taking writes: stopped, and its link cut so the
+	// master's kernel buffers cannot deliver them on SIGCONT.
+	c.signal(replica, syscall.SIGSTOP)
+	if _, err := c.cli(victim, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+		t.Fatalf("CLIENT KILL TYPE replica on %d: %v", victim.port, err)
+	}
+	gapStart := time.Now()
+	time.Sleep(failGap)
+	gapEnd := time.Now()
+	switch mode {
+	case "kill":
+		c.kill(victim)
+	case "stop":
+		c.signal(victim, syscall.SIGSTOP)
+	}
+	c.signal(replica, syscall.SIGCONT)
+	var promoted time.Time
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c.info(replica, "INFO", "replication")["role"] == "master" && c.ownsNoSlot(replica, victim) {
+			promoted = time.Now()
+			break
+		}
+	}
+	if mode == "stop" {
+		c.signal(victim, syscall.SIGCONT) // it comes back as a replica and drops what it did not replicate
+	}
+	if promoted.IsZero() {
+		ld.finish()
+		t.Fatalf("replica %d was not promoted within 20 s", replica.port)
+	}
+	// Long enough for every key of the victim to fill its window on the
+	// new master (12.5 s of admissions in all), short enough that every
+	// admission of the run is still inside the first window when counted.
+	time.Sleep(max(4*time.Second, time.Until(began.Add(23*time.Second))))
+	ds := ld.finish()
+
+	r := failoverRun{mode: mode, promotedAfter: promoted.Sub(gapEnd), ack: e.store.ReplicaAckStats()}
+	for _, d := range ds {
+		if d.err != nil {
+			r.errors++
+			continue
+		}
+		if d.allowed {
+			r.admitted++
+		}
+	}
+	r.overKeys, r.overPeak, r.excess = checkWindows(ds, failLimit, failWindow)
+	// Admissions of the victim's keys decided wholly within the gap, and
+	// how many of them the new master holds (each entry is stamped with
+	// the server's clock during its call).
+	for _, k := range e.keys {
+		if e.nodeOf[k] != victim.addr() {
+			continue
+		}
+		gap := 0
+		for _, d := range ds {
+			if d.key == k && d.err == nil && d.allowed && !d.start.Before(gapStart) && d.start.Add(d.took).Before(gapEnd) {
+				gap++
+			}
+		}
+		held, err := e.client.ZCount(t.Context(), e.store.Key(e.l.Namespace(), k),
+			strconv.FormatInt(gapStart.UnixMicro(), 10), strconv.FormatInt(gapEnd.UnixMicro(), 10)).Result()
+		if err != nil {
+			t.Fatalf("count the entries of %s: %v", k, err)
+		}
+		r.gapAdmits += gap
+		r.lost += max(0, gap-int(held))
+	}
+	if r.errors > 0 {
+		t.Logf("%d errors, first %v", r.errors, firstErr(ds))
+	}
+	if mode == "kill" {
+		c.restart(victim)
+	}
+	c.waitHealthy(120 * time.Second)
+	return r
+}
+
+// newEnvN is newEnv with n keys and options for the store.
+func newEnvN(t *testing.T, c *cluster, n int, p slidelog.Policy, storeOpts []redisstore.Option, opts ...slidelog.Option) *env {
+	t.Helper()
+	e := newEnvWith(t, c, p, storeOpts, opts...)
+	e.keys = e.keys[:0]
+	for i := range n {
+		k := "q-" + strconv.Itoa(i)
+		e.keys = append(e.keys, k)
+		m, err := e.client.MasterForKey(t.Context(), e.store.Key(e.l.Namespace(), k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.nodeOf[k] = m.Options().Addr
+	}
+	return e
+}
+
+// failoverRuns is how many failovers of each mode the suite runs per
+// configuration (SLIDELOG_FAILOVER_RUNS, default 1).
+func failoverRuns() int {
+	if n, err := strconv.Atoi(os.Getenv("SLIDELOG_FAILOVER_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// failoverRows runs the failovers of one configuration and logs one row
+// per mode with the sums over its runs.
+func failoverRows(t *testing.T, c *cluster, name string, storeOpts ...redisstore.Option) []failoverRun {
+	var all []failoverRun
+	var mu sync.Mutex
+	for _, mode := range []string{"kill", "stop"} {
+		sum := failoverRun{mode: mode}
+		runs := failoverRuns()
+		var promotions []string
+		for i := range runs {
+			t.Run(fmt.Sprintf("%s/%d", mode, i), func(t *testing.T) {
+				c.t = t
+				r := failover(t, c, mode, storeOpts...)
+				t.Logf("FAILOVER %s %s run %d: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d promoted %v after the gap; acknowledgement %+v",
+					name, mode, i, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.promotedAfter.Round(time.Millisecond), r.ack)
+				mu.Lock()
+				defer mu.Unlock()
+				all = append(all, r)
+				sum.admitted += r.admitted
+				sum.gapAdmits += r.gapAdmits
+				sum.lost += r.lost
+				sum.overKeys += r.overKeys
+				sum.overPeak = max(sum.overPeak, r.overPeak)
+				sum.excess += r.excess
+				sum.errors += r.errors
+				promotions = append(promotions, r.promotedAfter.Round(100*time.Millisecond).String())
+			})
+		}
+		how := "kill -9 of the master"
+		if mode == "stop" {
+			how = "SIGSTOP of the master past the node timeout"
+		}
+		faultReport.mu.Lock()
+		faultReport.failover = append(faultReport.failover, fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d (limit %d) | %d | replica promoted %v after the gap |",
+			name, how, runs, sum.admitted, sum.gapAdmits, sum.lost, sum.overKeys, sum.overPeak, failLimit, sum.errors, promotions))
+		faultReport.mu.Unlock()
+	}
+	return all
+}
