@@ -246,5 +246,19 @@ func (w *Watch) Stalled() <-chan struct{} {
 	return w.epoch.Done()
 }
 
+// AfterStall arranges for f to run, in a goroutine of its own, when the
+// limiter judges the watched node stalled; stop cancels that, as with
+// context.AfterFunc. A store whose calls cannot leave a stalled node on
+// their own (a call that reads in its caller's goroutine) uses it to break
+// them off. Calls on one node share a Watch until the node stalls, so a
+// store needs to arrange it once per Watch, not once per call. A nil Watch
+// never stalls: f never runs.
+func (w *Watch) AfterStall(f func()) (stop func() bool) {
+	if w == nil {
+		return func() bool { return false }
+	}
+	return context.AfterFunc(w.epoch, f)
+}
+
 // end unregisters the call from its node.
 func (w *Watch) end() { w.n.end() }

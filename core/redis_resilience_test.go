@@ -59,6 +59,8 @@ type faultyConn struct {
 	net       *faultyNet
 	addr      string
 	rd        atomic.Int64 // read deadline, unix nanoseconds
+	mu        sync.Mutex
+	moved     chan struct{} // closed when the read deadline moves, as a socket's wakes its reader
 	closed    chan struct{}
 	closeOnce sync.Once
 }
@@ -69,13 +71,34 @@ func (c *faultyConn) Close() error {
 }
 
 func (c *faultyConn) SetDeadline(t time.Time) error {
-	c.rd.Store(t.UnixNano())
+	c.setRead(t)
 	return c.Conn.SetDeadline(t)
 }
 
 func (c *faultyConn) SetReadDeadline(t time.Time) error {
-	c.rd.Store(t.UnixNano())
+	c.setRead(t)
 	return c.Conn.SetReadDeadline(t)
+}
+
+// setRead moves the read deadline and wakes a read waiting on the old one.
+func (c *faultyConn) setRead(t time.Time) {
+	c.rd.Store(t.UnixNano())
+	c.mu.Lock()
+	if c.moved != nil {
+		close(c.moved)
+		c.moved = nil
+	}
+	c.mu.Unlock()
+}
+
+// deadlineMoved returns a channel closed when the read deadline next moves.
+func (c *faultyConn) deadlineMoved() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.moved == nil {
+		c.moved = make(chan struct{})
+	}
+	return c.moved
 }
 
 func (c *faultyConn) Read(b []byte) (int, error) {
@@ -83,15 +106,19 @@ func (c *faultyConn) Read(b []byte) (int, error) {
 	case netRefuse:
 		return 0, os.NewSyscallError("read", syscall.ECONNRESET)
 	case netHang: // a stopped server: nothing arrives before the deadline
-		rd := c.rd.Load()
-		if rd <= 0 {
-			rd = time.Now().Add(10 * time.Second).UnixNano()
-		}
-		select {
-		case <-time.After(time.Until(time.Unix(0, rd))):
-			return 0, os.ErrDeadlineExceeded
-		case <-c.closed:
-			return 0, net.ErrClosed
+		for {
+			moved := c.deadlineMoved()
+			rd := c.rd.Load()
+			if rd <= 0 {
+				rd = time.Now().Add(10 * time.Second).UnixNano()
+			}
+			select {
+			case <-time.After(time.Until(time.Unix(0, rd))):
+				return 0, os.ErrDeadlineExceeded
+			case <-c.closed:
+				return 0, net.ErrClosed
+			case <-moved:
+			}
 		}
 	}
 	return c.Conn.Read(b)

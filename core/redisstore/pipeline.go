@@ -42,6 +42,7 @@ type scriptCall struct {
 	ctx     context.Context
 	key     string
 	args    []any
+	watch   *slidelog.Watch // the limiter's watch of the node; may be nil
 	stalled <-chan struct{} // closed when the node is found stalled; nil: never
 	replied func()          // called when the node answered the call; may be nil
 	reply   []int64
@@ -51,10 +52,11 @@ type scriptCall struct {
 	gone    atomic.Bool // the caller stopped waiting: do not send
 }
 
-// batcher sends the script calls for one node. At most limit sender
-// goroutines are in flight, each sending up to maxBatch calls (0: all that
-// queued) per round trip; calls that arrive meanwhile queue, and the
-// sender that returns first takes the queue next.
+// batcher sends the script calls for one node. At most limit senders
+// are in flight, each sending up to maxBatch calls (0: all that queued)
+// per round trip; calls that arrive meanwhile queue, and the sender that
+// returns first takes the queue next. A call that finds no sender in
+// flight is its own sender, in its caller's goroutine (see inline).
 //
 // When the node is found stalled, its senders are written off: their
 // round trips are cancelled (no retries; a read in progress still ends
@@ -83,6 +85,14 @@ type batcher struct {
 	refused    atomic.Bool  // refusedErr is set: a reply must clear it
 	mapped     *atomic.Bool // the pipelines' mapped; nil on a single server
 	ack        *acker       // WithReplicaAck; nil without
+
+	// conns are the node's connections, nil when the node's address is
+	// not known (calls routed by the client): a lone call reads in its
+	// caller's goroutine only when they can be broken off (see do).
+	conns *connSet
+	// hooked are the Watches whose stall breaks this node's connections
+	// off (AfterStall); an entry leaves when its Watch stalls.
+	hooked map[*slidelog.Watch]bool
 }
 
 // refusedFor is how long after a failed dial, with no reply since, a call
@@ -97,6 +107,13 @@ func (b *batcher) dialFailed(err error) {
 	b.refusedErr = fmt.Errorf("%w: %w", slidelog.ErrUnavailable, err)
 	b.refusedAt = time.Now()
 	b.refused.Store(true)
+	for s := range b.senders {
+		if s.inline {
+			// Its caller is in go-redis's dial retries, which end with
+			// the context.
+			s.cancel()
+		}
+	}
 	if b.refusal != nil {
 		close(b.refusal)
 		b.refusal = nil
@@ -119,6 +136,7 @@ type sender struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	off    bool // written off: exits after its round trip, uncounted
+	inline bool // the caller's own goroutine, sending its own call
 }
 
 // startLocked starts a sender for batch; b.mu is held and a slot taken.
@@ -165,6 +183,9 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 		b.refusal = make(chan struct{})
 	}
 	refusal := b.refusal
+	if b.inflight == 0 && len(b.queue) == 0 && b.mayRunInline(call) {
+		return b.inline(call) // unlocks b.mu
+	}
 	b.queue = append(b.queue, call)
 	if b.inflight < b.limit {
 		// The sender runs apart from every caller, so that a caller can
@@ -220,6 +241,85 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 		return nil, err
 	}
 	return nil, slidelog.ErrStalled
+}
+
+// mayRunInline reports whether call, the only one for the node, may be
+// sent from its caller's goroutine: the node's connections can be broken
+// off when it stalls, and the caller set no deadline of its own (with
+// go-redis's plain options a read in flight ignores the context, so only
+// a sender apart from the caller lets it leave on time). b.mu is held.
+func (b *batcher) mayRunInline(call *scriptCall) bool {
+	if b.conns == nil || b.conns.untracked.Load() || call.watch == nil {
+		return false
+	}
+	_, deadline := call.ctx.Deadline()
+	return !deadline
+}
+
+// inline sends call, the only one for the node, from its caller's
+// goroutine: no hand-off to a sender. It takes a sender's slot for the
+// round trip, so that calls arriving meanwhile queue as behind any sender
+// and leave, together, in a sender goroutine started when it returns. If
+// the node is judged stalled meanwhile, its connections are broken off
+// (see hook), which ends the read at once. b.mu is held and released.
+func (b *batcher) inline(call *scriptCall) ([]int64, error) {
+	b.inflight++
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sender{ctx: ctx, cancel: cancel, inline: true}
+	if b.senders == nil {
+		b.senders = make(map[*sender]struct{})
+	}
+	b.senders[s] = struct{}{}
+	b.hookLocked(call.watch)
+	b.mu.Unlock()
+
+	b.send(ctx, []*scriptCall{call})
+
+	b.mu.Lock()
+	if !s.off {
+		if batch := b.takeLocked(); batch != nil {
+			s.inline = false
+			go b.run(s, batch) // the slot passes to a sender goroutine
+		} else {
+			b.inflight--
+			delete(b.senders, s)
+			cancel()
+		}
+	}
+	refusedErr := b.refusedErr
+	b.mu.Unlock()
+	if call.err == nil {
+		return call.reply, nil
+	}
+	select {
+	case <-call.stalled:
+		return nil, slidelog.ErrStalled
+	default:
+	}
+	if refusedErr != nil {
+		return nil, refusedErr
+	}
+	return call.reply, call.err
+}
+
+// hookLocked arranges, once per Watch, for the node's connections to be
+// broken off and its senders written off when w's node is judged
+// stalled. b.mu is held.
+func (b *batcher) hookLocked(w *slidelog.Watch) {
+	if b.hooked[w] {
+		return
+	}
+	if b.hooked == nil {
+		b.hooked = make(map[*slidelog.Watch]bool)
+	}
+	b.hooked[w] = true
+	w.AfterStall(func() {
+		b.mu.Lock()
+		delete(b.hooked, w)
+		b.mu.Unlock()
+		b.writeOff()
+		b.conns.breakAll()
+	})
 }
 
 // run sends batch, then whatever queued meanwhile, until the queue is
@@ -374,6 +474,37 @@ type pipelines struct {
 	// (a call was answered, or New read the nodes): until then, finding
 	// a key's master could wait for the map's first load.
 	mapped atomic.Bool
+	// conns are the connections dialled to each node, by address.
+	conns map[string]*connSet
+}
+
+// connSet returns the connections of the node at addr.
+func (p *pipelines) connSet(addr string) *connSet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.connSetLocked(addr)
+}
+
+func (p *pipelines) connSetLocked(addr string) *connSet {
+	cs := p.conns[addr]
+	if cs == nil {
+		if p.conns == nil {
+			p.conns = make(map[string]*connSet)
+		}
+		cs = &connSet{}
+		p.conns[addr] = cs
+	}
+	return cs
+}
+
+// hook adds h to the client of the node at addr. Connections the client
+// dialled before cannot be broken off: its node's lone calls keep a
+// sender goroutine.
+func (p *pipelines) hook(n *redis.Client, h dialWatch) {
+	if n.PoolStats().TotalConns > 0 {
+		p.connSet(n.Options().Addr).untracked.Store(true)
+	}
+	n.AddHook(h)
 }
 
 // newPipelines returns the batchers of client: pipelinesPerNode senders
@@ -402,6 +533,9 @@ func (p *pipelines) batcher(node string) *batcher {
 	b := p.nodes[node]
 	if b == nil {
 		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack}
+		if node != "" {
+			b.conns = p.connSetLocked(node)
+		}
 		p.nodes[node] = b
 	}
 	return b
@@ -437,10 +571,13 @@ type dialWatch struct{ p *pipelines }
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
-		if err != nil && ctx.Err() == nil {
-			h.p.dialFailed(addr, err)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.p.dialFailed(addr, err)
+			}
+			return conn, err
 		}
-		return conn, err
+		return h.p.connSet(addr).add(conn), nil
 	}
 }
 
@@ -456,7 +593,8 @@ func (p *pipelines) watchDials(client redis.UniversalClient) {
 	h := dialWatch{p}
 	switch c := client.(type) {
 	case *redis.Client:
-		c.AddHook(h)
+		p.hook(c, h)
+		p.single.conns = p.connSet(c.Options().Addr)
 	case *redis.ClusterClient:
 		var mu sync.Mutex
 		hooked := map[*redis.Client]bool{}
@@ -465,7 +603,7 @@ func (p *pipelines) watchDials(client redis.UniversalClient) {
 			defer mu.Unlock()
 			if !hooked[n] {
 				hooked[n] = true
-				n.AddHook(h)
+				p.hook(n, h)
 			}
 		}
 		c.OnNewNode(add)
@@ -508,7 +646,7 @@ func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route,
 // call's pipeline (always 0 without WithReplicaAck).
 func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, int, error) {
 	b := p.batcher(r.Node)
-	call := &scriptCall{script: sc, ctx: ctx, key: r.Key, args: args, done: make(chan struct{})}
+	call := &scriptCall{script: sc, ctx: ctx, key: r.Key, args: args, watch: w, done: make(chan struct{})}
 	if w != nil {
 		call.stalled, call.replied = w.Stalled(), w.Replied
 	}
