@@ -651,5 +651,10 @@ func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, r slidelog.R
 		call.stalled, call.replied = w.Stalled(), w.Replied
 	}
 	reply, err := b.do(call)
-	return reply, call.acked, err
+	if err != nil {
+		// The caller may have left while the call is still out: its
+		// sender may yet write acked. No reply, no acknowledgement.
+		return reply, 0, err
+	}
+	return reply, call.acked, nil
 }
