@@ -161,6 +161,13 @@ func NewResult(policies []PolicyResult, source Source) Result {
 	return r
 }
 
+// Unchecked reports whether the decision was made without asking the
+// store or checking any policy: by FailOpen or FailClosed. Its policy
+// states are then not known, and it violated none.
+func (r Result) Unchecked() bool {
+	return r.Source == SourceFailOpen || r.Source == SourceFailClosed
+}
+
 // States returns the state of each policy of the decision, in the order
 // they were configured: Policies when the decision had several, otherwise
 // the one policy's state made of the top-level fields (a new slice), and

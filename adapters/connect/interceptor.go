@@ -117,9 +117,9 @@ func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 // themselves.
 func DeniedError(res slidelog.Result) *connect.Error {
 	details := []proto.Message{&errdetails.RetryInfo{RetryDelay: durationpb.New(max(res.RetryAfter, 0))}}
-	msg := "rate limit exceeded; retry after " + seconds(res.RetryAfter)
-	if unchecked(res) {
-		msg = "rate limiter unavailable; retry after " + seconds(res.RetryAfter)
+	msg := "rate limit exceeded; retry after " + httplimit.RetryAfterText(res.RetryAfter)
+	if res.Unchecked() {
+		msg = "rate limiter unavailable; retry after " + httplimit.RetryAfterText(res.RetryAfter)
 	} else {
 		quota := &errdetails.QuotaFailure{}
 		for _, name := range res.Violated() {
@@ -230,26 +230,6 @@ func (c *call) Header(name string) []string { return httplimit.HeaderValues(c.he
 func (c *call) RemoteAddr() string          { return c.peer }
 func (c *call) Value(key any) any           { return c.ctx.Value(key) }
 func (c *call) Native() any                 { return c.native }
-
-// unchecked reports whether res was decided without asking the store
-// (FailOpen, FailClosed): its policy states are not known.
-func unchecked(res slidelog.Result) bool {
-	s := res.Source.String()
-	return s == "fail_open" || s == "fail_closed"
-}
-
-// seconds formats d as whole seconds, rounded up, with its unit:
-// "1 second", "5 seconds".
-func seconds(d time.Duration) string {
-	s := int64(0)
-	if d > 0 {
-		s = int64((d + time.Second - 1) / time.Second)
-	}
-	if s == 1 {
-		return "1 second"
-	}
-	return strconv.FormatInt(s, 10) + " seconds"
-}
 
 func pushbackMillis(d time.Duration) string {
 	ms := int64(0)

@@ -88,14 +88,14 @@ func StreamServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc
 // grpc-go clients with a retry policy wait for the delay.
 func DeniedStatus(res slidelog.Result) *status.Status {
 	retry := &errdetails.RetryInfo{RetryDelay: durationpb.New(max(res.RetryAfter, 0))}
-	if unchecked(res) {
-		st := status.New(codes.ResourceExhausted, "rate limiter unavailable; retry after "+seconds(res.RetryAfter))
+	if res.Unchecked() {
+		st := status.New(codes.ResourceExhausted, "rate limiter unavailable; retry after "+httplimit.RetryAfterText(res.RetryAfter))
 		if withDetails, err := st.WithDetails(retry); err == nil {
 			return withDetails
 		}
 		return st
 	}
-	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+seconds(res.RetryAfter))
+	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+httplimit.RetryAfterText(res.RetryAfter))
 	quota := &errdetails.QuotaFailure{}
 	for _, name := range res.Violated() {
 		quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{
@@ -230,29 +230,4 @@ func (c *call) RemoteAddr() string {
 		return p.Addr.String()
 	}
 	return ""
-}
-
-// unchecked reports whether res was decided without asking the store
-// (FailOpen, FailClosed): its policy states are not known.
-func unchecked(res slidelog.Result) bool {
-	s := res.Source.String()
-	return s == "fail_open" || s == "fail_closed"
-}
-
-// retryAfterSeconds formats d as whole seconds, rounded up, as the
-// retry-after metadata does.
-func retryAfterSeconds(d time.Duration) string {
-	s := int64(0)
-	if d > 0 {
-		s = int64((d + time.Second - 1) / time.Second)
-	}
-	return strconv.FormatInt(s, 10)
-}
-
-// seconds is retryAfterSeconds with its unit: "1 second", "5 seconds".
-func seconds(d time.Duration) string {
-	if s := retryAfterSeconds(d); s != "1" {
-		return s + " seconds"
-	}
-	return "1 second"
 }

@@ -90,12 +90,12 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 			state.WriteString(strconv.FormatInt(ceilSeconds(p.ResetAfter), 10))
 		}
 		h = append(h, HeaderField{Name: "RateLimit-Policy", Value: policy.String(), Append: true})
-		if unchecked(res) {
+		if res.Unchecked() {
 			return h // nothing was checked: the state is unknown, not "none left"
 		}
 		return append(h, HeaderField{Name: "RateLimit", Value: state.String(), Append: true})
 	case HeadersLegacy:
-		if unchecked(res) {
+		if res.Unchecked() {
 			return append(h, HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)})
 		}
 		return append(h,
@@ -106,16 +106,10 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 	return h
 }
 
-// unchecked reports whether res was decided without asking the store, by
-// FailOpen or FailClosed: it knows no policy's state and violated none.
-func unchecked(res slidelog.Result) bool {
-	s := res.Source.String()
-	return s == "fail_open" || s == "fail_closed"
-}
-
-// secondsText is d in whole seconds, rounded up, with its unit: "1 second",
-// "5 seconds".
-func secondsText(d time.Duration) string {
+// RetryAfterText is d in whole seconds, rounded up as Retry-After rounds
+// it, with its unit: "1 second", "5 seconds". The adapters use it in the
+// messages of denials.
+func RetryAfterText(d time.Duration) string {
 	if s := ceilSeconds(d); s != 1 {
 		return strconv.FormatInt(s, 10) + " seconds"
 	}
@@ -203,12 +197,12 @@ func (p Problem) JSON() []byte {
 // nothing and violated no policy: its body says the limiter was
 // unavailable and lists no violated policies.
 func DeniedProblem(res slidelog.Result) Problem {
-	if unchecked(res) {
+	if res.Unchecked() {
 		return Problem{
 			Type:   ProblemTypeRateLimited,
 			Title:  "Too Many Requests",
 			Status: http.StatusTooManyRequests,
-			Detail: "The rate limiter is unavailable; retry after " + secondsText(res.RetryAfter) + ".",
+			Detail: "The rate limiter is unavailable; retry after " + RetryAfterText(res.RetryAfter) + ".",
 		}
 	}
 	violated := res.Violated()
@@ -219,7 +213,7 @@ func DeniedProblem(res slidelog.Result) Problem {
 		Type:             ProblemTypeRateLimited,
 		Title:            "Too Many Requests",
 		Status:           http.StatusTooManyRequests,
-		Detail:           "Rate limit exceeded; retry after " + secondsText(res.RetryAfter) + ".",
+		Detail:           "Rate limit exceeded; retry after " + RetryAfterText(res.RetryAfter) + ".",
 		ViolatedPolicies: violated,
 	}
 }
