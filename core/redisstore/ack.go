@@ -258,7 +258,7 @@ func (s *Store) writeBack(ctx context.Context, r slidelog.Route, w *slidelog.Wat
 			defer func() { <-sem }()
 			e := &es[i]
 			sent := s.now()
-			_, acked, err := s.pipes.runAcked(ctx, s.script(), r, w, s.args(opRecord, e.req, e.at.UnixMicro()))
+			_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, w, s.args(opRecord, e.req, e.at.UnixMicro()))
 			switch {
 			case err != nil:
 				errs[i] = err
@@ -308,7 +308,7 @@ func (s *Store) now() time.Time {
 // (MOVED, ASK) or whose node is unknown go through the Cluster client
 // with no acknowledgement (acked 0), and are kept like any other.
 func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
-	node, err := b.nodeClient(ctx, live[0].key)
+	node, err := b.nodeClient(ctx, live[0].keys[0])
 	if err != nil {
 		b.sendPlain(ctx, live)
 		return
@@ -318,9 +318,9 @@ func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
 		cmds := make([]*redis.Cmd, len(calls))
 		for i, c := range calls {
 			if eval {
-				cmds[i] = c.script.Eval(ctx, p, logKeys(c.key), c.args...)
+				cmds[i] = c.script.Eval(ctx, p, c.keys, c.args...)
 			} else {
-				cmds[i] = c.script.EvalSha(ctx, p, logKeys(c.key), c.args...)
+				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 			}
 		}
 		wait := p.Do(ctx, "wait", b.ack.replicas, b.ack.timeout.Milliseconds())
@@ -359,7 +359,7 @@ func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
 // sendPlain runs calls through the client, routed by key, without WAIT.
 func (b *batcher) sendPlain(ctx context.Context, calls []*scriptCall) {
 	for _, c := range calls {
-		c.reply, c.err = c.script.Run(ctx, b.client, logKeys(c.key), c.args...).Int64Slice()
+		c.reply, c.err = c.script.Run(ctx, b.client, c.keys, c.args...).Int64Slice()
 		b.answer(c)
 	}
 }

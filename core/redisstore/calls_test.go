@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -62,17 +63,31 @@ func TestScriptCallsPerDecision(t *testing.T) {
 	run("take", req, 0)
 	calls, reply = run("take", req, 0)
 	require.EqualValues(t, 1, reply[0], "a retry is reported admitted again")
-	t.Logf("retry: %v", calls)
-	assert.LessOrEqual(t, len(calls), 8, "retry: %v", calls)
+	common, full := handOver(t, calls)
+	assert.Equal(t, []string{"TIME", "PEXPIRETIME", "ZCOUNT", "ZADD"}, common, "retry, common path")
+	assert.LessOrEqual(t, len(full), 8, "retry, full steps: %v", full)
 
-	// Costs and buckets run the full steps: pinned so that they do not grow.
+	// Costs and buckets run the full steps: pinned so that they do not
+	// grow. A take of cost 1 on a log with costs is handed over by the
+	// common path after reading the expiry.
 	take("cost", 2, minute)
 	calls, reply = take("cost", 1, minute)
 	require.EqualValues(t, 1, reply[0])
-	assert.LessOrEqual(t, len(calls), 8, "admission into a log with costs: %v", calls)
+	common, full = handOver(t, calls)
+	assert.Equal(t, []string{"TIME", "PEXPIRETIME"}, common, "admission into a log with costs, common path")
+	assert.LessOrEqual(t, len(full), 8, "admission into a log with costs: %v", full)
 	bucketed := slidelog.Policy{Name: "b", Limit: 3, Window: time.Minute, Precision: time.Second}
 	take("bucket", 1, bucketed)
 	calls, reply = take("bucket", 1, bucketed)
 	require.EqualValues(t, 1, reply[0])
 	assert.LessOrEqual(t, len(calls), 8, "bucketed admission: %v", calls)
+}
+
+// handOver splits the commands of a take that the common path handed over
+// to the whole script (redisstore.CommonHandOver) into those of each.
+func handOver(t *testing.T, calls []string) (common, full []string) {
+	t.Helper()
+	i := slices.Index(calls, redisstore.CommonHandOver)
+	require.GreaterOrEqual(t, i, 0, "the common path did not hand over: %v", calls)
+	return calls[:i], calls[i+1:]
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -42,7 +43,13 @@ func Check(s *Store, opts ...Option) error {
 // countingScript is the decision script wrapped so that it also returns
 // the name of every command it ran, in order: its text runs unchanged
 // inside a function that sees a redis table whose call counts.
-var countingScript = redis.NewScript(`local calls, call, pcall = {}, redis.call, redis.pcall
+var (
+	countingScript = redis.NewScript(counting(legacyScriptSource()))
+	countingCommon = redis.NewScript(counting(strings.TrimPrefix(commonScriptSource(), "#!lua\n")))
+)
+
+func counting(source string) string {
+	return `local calls, call, pcall = {}, redis.call, redis.pcall
 local redis = setmetatable({call = function(...)
   calls[#calls + 1] = string.upper((...))
   return call(...)
@@ -51,16 +58,37 @@ end, pcall = function(...)
   return pcall(...)
 end}, {__index = redis})
 local function body()
-` + legacyScriptSource() + `
+` + source + `
 end
 return {calls, body()}
-`)
+`
+}
+
+// CommonHandOver separates, in ScriptCalls, the commands of the common
+// path's script from those of the whole script it handed over to.
+const CommonHandOver = "--"
 
 // ScriptCalls runs op ("take", "record" or "refund") on req as s would,
 // with at for a record (Unix µs), and returns the commands the script
 // ran and its reply.
+// A take that Take would send to the common path's script first runs it
+// first here too; when it hands over, the calls of both are returned,
+// separated by CommonHandOver.
 func ScriptCalls(ctx context.Context, s *Store, op string, req slidelog.Request, at int64) ([]string, []any, error) {
-	v, err := countingScript.Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), s.args(op, req, at)...).Slice()
+	key := s.Key(req.Namespace, req.Key)
+	if op == opTake && s.common(req) {
+		calls, reply, err := scriptCalls(ctx, s, countingCommon, []string{key}, s.args(op, req, at))
+		if err != nil || len(reply) != 1 || reply[0] != int64(notCommon) {
+			return calls, reply, err
+		}
+		more, reply, err := scriptCalls(ctx, s, countingScript, logKeys(key), s.args(op, req, at))
+		return append(append(calls, CommonHandOver), more...), reply, err
+	}
+	return scriptCalls(ctx, s, countingScript, logKeys(key), s.args(op, req, at))
+}
+
+func scriptCalls(ctx context.Context, s *Store, sc *redis.Script, keys []string, args []any) ([]string, []any, error) {
+	v, err := sc.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,7 +40,7 @@ func WithAutoPipelining(pipelinesPerNode int) Option {
 type scriptCall struct {
 	script  *redis.Script
 	ctx     context.Context
-	key     string
+	keys    []string // the script's KEYS; keys[0] routes the call
 	args    []any
 	watch   *slidelog.Watch // the limiter's watch of the node; may be nil
 	stalled <-chan struct{} // closed when the node is found stalled; nil: never
@@ -391,12 +391,12 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	ctx := parent
 	if len(live) == 1 {
 		c := live[0]
-		c.reply, c.err = c.script.Run(ctx, b.client, logKeys(c.key), c.args...).Int64Slice()
+		c.reply, c.err = c.script.Run(ctx, b.client, c.keys, c.args...).Int64Slice()
 		b.answer(c)
 		return
 	}
 	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
-		return c.script.EvalSha(ctx, p, logKeys(c.key), c.args...)
+		return c.script.EvalSha(ctx, p, c.keys, c.args...)
 	})
 	var retry []*scriptCall
 	for i, c := range live {
@@ -414,7 +414,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 		return
 	}
 	cmds = b.pipeline(ctx, retry, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
-		return c.script.Eval(ctx, p, logKeys(c.key), c.args...)
+		return c.script.Eval(ctx, p, c.keys, c.args...)
 	})
 	for i, c := range retry {
 		c.reply, c.err = cmds[i].Int64Slice()
@@ -638,15 +638,16 @@ func poolSize(client redis.UniversalClient) int {
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
 func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, error) {
-	reply, _, err := p.runAcked(ctx, sc, r, w, args)
+	reply, _, err := p.runAcked(ctx, sc, logKeys(r.Key), r, w, args)
 	return reply, err
 }
 
-// runAcked is run that also returns how many replicas acknowledged the
-// call's pipeline (always 0 without WithReplicaAck).
-func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, int, error) {
+// runAcked is run with the script's keys given, and it also returns how
+// many replicas acknowledged the call's pipeline (always 0 without
+// WithReplicaAck).
+func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, keys []string, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, int, error) {
 	b := p.batcher(r.Node)
-	call := &scriptCall{script: sc, ctx: ctx, key: r.Key, args: args, watch: w, done: make(chan struct{})}
+	call := &scriptCall{script: sc, ctx: ctx, keys: keys, args: args, watch: w, done: make(chan struct{})}
 	if w != nil {
 		call.stalled, call.replied = w.Stalled(), w.Replied
 	}

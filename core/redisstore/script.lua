@@ -37,8 +37,7 @@
 -- Every number is a Lua double: integers up to 2^53 are exact, and the
 -- client keeps limits, costs and times below it.
 
-local log, costs, state = KEYS[1], KEYS[2], KEYS[3]
-local bkt, recent = KEYS[4], KEYS[5]
+local log = KEYS[1]
 
 -- tag names a retention r (µs) in a plain log's expiry: an even residue
 -- modulo 1024, so that a limiter knows whether it set the expiry itself.
@@ -150,6 +149,11 @@ if ARGV[1] == 'take' and ARGV[4] == '1' and ARGV[5] == '0' then
     end
   end
 end
+-- END OF THE COMMON PATH: the store runs the lines above alone, with the
+-- log as the only key, for a take of cost 1 on exact policies; it answers
+-- {-1} (see redisstore's commonScript) when the full steps are needed.
+
+local costs, state, bkt, recent = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 -- RECENT is 127 so that with the member being added the set holds at most
 -- 128, the default zset-max-listpack-entries: it stays a compact listpack.

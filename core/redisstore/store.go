@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,28 @@ var scriptSource string
 var (
 	script       = redis.NewScript(scriptSource)
 	legacyScript = redis.NewScript(legacyScriptSource())
+	commonScript = redis.NewScript(commonScriptSource())
 )
+
+// commonEnd marks, in the script, the end of its common path.
+const commonEnd = "-- END OF THE COMMON PATH"
+
+// notCommon is commonScript's reply when the full steps are needed.
+const notCommon = -1
+
+// commonScriptSource is the script's common path alone: a take of cost 1
+// on exact policies of a plain log, with the log as its only key. Where
+// the common path does not apply it has written nothing and replies
+// {notCommon}, and the store runs the whole script. It needs PEXPIRETIME
+// (Redis 7.0), so a store whose servers run the legacy script never uses
+// it.
+func commonScriptSource() string {
+	head, _, ok := strings.Cut(scriptSource, commonEnd)
+	if !ok {
+		panic("redisstore: script.lua lost its " + commonEnd + " line")
+	}
+	return head + "return {" + strconv.Itoa(notCommon) + "}\n"
+}
 
 // legacyScriptSource is the script without its #!lua line.
 func legacyScriptSource() string { return strings.TrimPrefix(scriptSource, "#!lua\n") }
@@ -264,11 +286,16 @@ func (s *Store) check(cfg config) error {
 	return nil
 }
 
-// warm loads the store's script on every master and makes the client
+// warm loads the store's scripts on every master and makes the client
 // load its command table and slot map, so that the first decisions wait
 // for none of it. Errors are left to the decisions.
 func (s *Store) warm(ctx context.Context) {
 	load := func(ctx context.Context, c *redis.Client) error {
+		if !s.legacy.Load() {
+			if err := commonScript.Load(ctx, c).Err(); err != nil {
+				return err
+			}
+		}
 		return s.script().Load(ctx, c).Err()
 	}
 	switch c := s.client.(type) {
@@ -409,7 +436,20 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 		}
 	}
 	sent := s.now()
-	reply, acked, err := s.pipes.runAcked(ctx, s.script(), r, req.Watch, s.args(opTake, req, 0))
+	args := s.args(opTake, req, 0)
+	var (
+		reply []int64
+		acked int
+		err   error
+	)
+	if s.common(req) {
+		reply, acked, err = s.pipes.runAcked(ctx, commonScript, []string{r.Key}, r, req.Watch, args)
+		if err == nil && len(reply) == 1 && reply[0] == notCommon {
+			reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, req.Watch, args)
+		}
+	} else {
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, req.Watch, args)
+	}
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}
@@ -478,6 +518,20 @@ func (s *Store) args(op string, req slidelog.Request, at int64) []any {
 	return args
 }
 
+// common reports whether req may run commonScript first: a take of cost
+// 1 on exact policies, on servers that run the whole script.
+func (s *Store) common(req slidelog.Request) bool {
+	if req.Cost != 1 || s.legacy.Load() {
+		return false
+	}
+	for _, p := range req.Policies {
+		if p.Precision != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // script returns the variant of the decision script the servers run.
 func (s *Store) script() *redis.Script {
 	if s.legacy.Load() {
@@ -519,7 +573,7 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	}
 	r := s.routed(ctx, req)
 	sent := s.now()
-	_, acked, err := s.pipes.runAcked(ctx, s.script(), r, req.Watch, s.args(opRecord, req, at.UnixMicro()))
+	_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, req.Watch, s.args(opRecord, req, at.UnixMicro()))
 	if err != nil {
 		return s.failed(ctx, err)
 	}
