@@ -330,9 +330,7 @@ func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
 			err := cmds[i].Err()
 			switch {
 			case err != nil && !eval && redis.HasErrorPrefix(err, "NOSCRIPT"):
-				if c.replied != nil {
-					c.replied()
-				}
+				c.progress()
 				retry = append(retry, c)
 				continue
 			case err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")):

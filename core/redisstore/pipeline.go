@@ -44,11 +44,10 @@ type scriptCall struct {
 	args    []any
 	watch   *slidelog.Watch // the limiter's watch of the node; may be nil
 	stalled <-chan struct{} // closed when the node is found stalled; nil: never
-	replied func()          // called when the node answered the call; may be nil
 	reply   []int64
 	acked   int // replicas that acknowledged the call's pipeline (WithReplicaAck)
 	err     error
-	done    chan struct{}
+	done    chan struct{} // closed when answered; nil for a call sent inline
 	gone    atomic.Bool // the caller stopped waiting: do not send
 }
 
@@ -93,6 +92,16 @@ type batcher struct {
 	// hooked are the Watches whose stall breaks this node's connections
 	// off (AfterStall); an entry leaves when its Watch stalls.
 	hooked map[*slidelog.Watch]bool
+
+	// The calls sent inline (see inline) share inlineCtx, made when the
+	// first of them needs it and cancelled, then dropped, when they are
+	// written off or a dial fails. inlineN of them are in flight, each
+	// counted in inflight; writing them off adds one to inlineGen, so
+	// that each finds on its return that its slot is gone.
+	inlineCtx    context.Context
+	inlineCancel context.CancelFunc
+	inlineN      int
+	inlineGen    uint64
 }
 
 // refusedFor is how long after a failed dial, with no reply since, a call
@@ -107,13 +116,9 @@ func (b *batcher) dialFailed(err error) {
 	b.refusedErr = fmt.Errorf("%w: %w", slidelog.ErrUnavailable, err)
 	b.refusedAt = time.Now()
 	b.refused.Store(true)
-	for s := range b.senders {
-		if s.inline {
-			// Its caller is in go-redis's dial retries, which end with
-			// the context.
-			s.cancel()
-		}
-	}
+	// The callers sending inline are in go-redis's dial retries, which
+	// end with the context.
+	b.cancelInlineLocked()
 	if b.refusal != nil {
 		close(b.refusal)
 		b.refusal = nil
@@ -136,7 +141,6 @@ type sender struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	off    bool // written off: exits after its round trip, uncounted
-	inline bool // the caller's own goroutine, sending its own call
 }
 
 // startLocked starts a sender for batch; b.mu is held and a slot taken.
@@ -150,6 +154,15 @@ func (b *batcher) startLocked(batch []*scriptCall) {
 	go b.run(s, batch)
 }
 
+// cancelInlineLocked cancels the round trips of the calls sent inline;
+// the next one gets a new context. b.mu is held.
+func (b *batcher) cancelInlineLocked() {
+	if b.inlineCancel != nil {
+		b.inlineCancel()
+		b.inlineCtx, b.inlineCancel = nil, nil
+	}
+}
+
 // writeOff writes off the senders in flight, because the node stalled,
 // and starts a new sender for what queued meanwhile.
 func (b *batcher) writeOff() {
@@ -161,6 +174,10 @@ func (b *batcher) writeOff() {
 		b.inflight--
 		delete(b.senders, s)
 	}
+	b.inflight -= b.inlineN
+	b.inlineN = 0
+	b.inlineGen++
+	b.cancelInlineLocked()
 	if b.inflight < b.limit {
 		if batch := b.takeLocked(); batch != nil {
 			b.inflight++
@@ -186,6 +203,7 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	if b.inflight == 0 && len(b.queue) == 0 && b.mayRunInline(call) {
 		return b.inline(call) // unlocks b.mu
 	}
+	call.done = make(chan struct{})
 	b.queue = append(b.queue, call)
 	if b.inflight < b.limit {
 		// The sender runs apart from every caller, so that a caller can
@@ -264,26 +282,23 @@ func (b *batcher) mayRunInline(call *scriptCall) bool {
 // (see hook), which ends the read at once. b.mu is held and released.
 func (b *batcher) inline(call *scriptCall) ([]int64, error) {
 	b.inflight++
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &sender{ctx: ctx, cancel: cancel, inline: true}
-	if b.senders == nil {
-		b.senders = make(map[*sender]struct{})
+	b.inlineN++
+	if b.inlineCtx == nil {
+		b.inlineCtx, b.inlineCancel = context.WithCancel(context.Background())
 	}
-	b.senders[s] = struct{}{}
+	ctx, gen := b.inlineCtx, b.inlineGen
 	b.hookLocked(call.watch)
 	b.mu.Unlock()
 
 	b.send(ctx, []*scriptCall{call})
 
 	b.mu.Lock()
-	if !s.off {
+	if gen == b.inlineGen { // not written off
+		b.inlineN--
 		if batch := b.takeLocked(); batch != nil {
-			s.inline = false
-			go b.run(s, batch) // the slot passes to a sender goroutine
+			b.startLocked(batch) // the slot passes to a sender goroutine
 		} else {
 			b.inflight--
-			delete(b.senders, s)
-			cancel()
 		}
 	}
 	refusedErr := b.refusedErr
@@ -365,14 +380,14 @@ func (b *batcher) takeLocked() []*scriptCall {
 // node lost the script (NOSCRIPT: restart, failover, SCRIPT FLUSH) are
 // sent again with EVAL in a second pipeline.
 func (b *batcher) send(parent context.Context, batch []*scriptCall) {
-	live := batch[:0:0]
+	live := batch[:0] // in place: the batch is not read again
 	for _, c := range batch {
 		if c.gone.Load() || c.ctx.Err() != nil {
 			c.err = context.Cause(c.ctx)
 			if c.err == nil {
 				c.err = slidelog.ErrStalled
 			}
-			close(c.done)
+			c.wake()
 			continue
 		}
 		live = append(live, c)
@@ -401,9 +416,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	var retry []*scriptCall
 	for i, c := range live {
 		if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			if c.replied != nil {
-				c.replied()
-			}
+			c.progress()
 			retry = append(retry, c)
 			continue
 		}
@@ -430,11 +443,23 @@ func (b *batcher) answer(c *scriptCall) {
 		if b.mapped != nil {
 			b.mapped.Store(true)
 		}
-		if c.replied != nil {
-			c.replied()
-		}
+		c.progress()
 	}
-	close(c.done)
+	c.wake()
+}
+
+// progress tells c's Watch that the node answered.
+func (c *scriptCall) progress() {
+	if c.watch != nil {
+		c.watch.Replied()
+	}
+}
+
+// wake wakes c's caller if it waits for the answer (not sent inline).
+func (c *scriptCall) wake() {
+	if c.done != nil {
+		close(c.done)
+	}
 }
 
 // serverReplied reports whether err is nil or an error reply of the
@@ -647,9 +672,9 @@ func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route,
 // WithReplicaAck).
 func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, keys []string, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, int, error) {
 	b := p.batcher(r.Node)
-	call := &scriptCall{script: sc, ctx: ctx, keys: keys, args: args, watch: w, done: make(chan struct{})}
+	call := &scriptCall{script: sc, ctx: ctx, keys: keys, args: args, watch: w}
 	if w != nil {
-		call.stalled, call.replied = w.Stalled(), w.Replied
+		call.stalled = w.Stalled()
 	}
 	reply, err := b.do(call)
 	if err != nil {

@@ -233,7 +233,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 	}
 	s.pipes = newPipelines(client, cfg.pipelinesPerNode, cfg.ack)
 	s.pipes.watchDials(client)
-	s.macs.New = func() any { return hmac.New(sha256.New, s.secret) }
+	s.macs.New = func() any { return &keyMAC{mac: hmac.New(sha256.New, s.secret)} }
 	if c, ok := client.(*redis.ClusterClient); ok {
 		s.topology = &reloader{client: c}
 	}
@@ -400,21 +400,34 @@ func (s *Store) Describe() slidelog.StoreInfo {
 // the namespace's length as a uvarint, the namespace, then the identity,
 // so no two (namespace, identity) pairs share a key.
 func (s *Store) Key(namespace, identity string) string {
-	mac := s.macs.Get().(hash.Hash)
-	mac.Reset()
-	var n [binary.MaxVarintLen64]byte
-	mac.Write(n[:binary.PutUvarint(n[:], uint64(len(namespace)))])
-	mac.Write([]byte(namespace))
-	mac.Write([]byte(identity))
-	var sum [sha256.Size]byte
-	tag := mac.Sum(sum[:0])[:keyTagBytes]
-	s.macs.Put(mac)
+	k := s.macs.Get().(*keyMAC)
+	k.mac.Reset()
+	k.in = binary.AppendUvarint(k.in[:0], uint64(len(namespace)))
+	k.in = append(k.in, namespace...)
+	k.in = append(k.in, identity...)
+	k.mac.Write(k.in)
+	tag := k.mac.Sum(k.sum[:0])[:keyTagBytes]
 	var buf [64]byte
 	b := append(buf[:0], s.prefix...)
 	b = append(b, '{')
 	b = base64.RawURLEncoding.AppendEncode(b, tag)
 	b = append(b, '}')
+	if cap(k.in) > maxPooledKeyInput {
+		k.in = nil // a long identity's buffer is not kept
+	}
+	s.macs.Put(k)
 	return string(b)
+}
+
+// maxPooledKeyInput bounds the input buffer a keyMAC keeps between keys.
+const maxPooledKeyInput = 1024
+
+// keyMAC is Key's HMAC with buffers for its input and sum, reused through
+// a sync.Pool so that a key costs one allocation: its string.
+type keyMAC struct {
+	mac hash.Hash
+	in  []byte
+	sum [sha256.Size]byte
 }
 
 // Route implements slidelog.Router: req's Redis key (Key) and, on a
