@@ -302,17 +302,14 @@ func (s *Store) now() time.Time {
 	return time.Now()
 }
 
-// sendAcked is send for a store with WithReplicaAck: one pipeline on the
-// node's own connection, the calls then WAIT, so that WAIT counts the
-// replicas holding exactly their writes. Calls the node no longer owns
-// (MOVED, ASK) or whose node is unknown go through the Cluster client
-// with no acknowledgement (acked 0), and are kept like any other.
-func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
-	node, err := b.nodeClient(ctx, live[0].keys[0])
-	if err != nil {
-		b.sendPlain(ctx, live)
-		return
-	}
+// sendNode runs calls in one pipeline on node's own connection, not
+// through the Cluster client, whose pipeline starts a goroutine per
+// node. With WithReplicaAck the calls then WAIT in the same pipeline, so
+// that WAIT counts the replicas holding exactly their writes. Calls the
+// node lost the script for (NOSCRIPT) are sent again with EVAL; calls it
+// no longer owns (MOVED, ASK) go through the Cluster client, one by one
+// and with no acknowledgement (acked 0), and are kept like any other.
+func (b *batcher) sendNode(ctx context.Context, node *redis.Client, live []*scriptCall) {
 	run := func(calls []*scriptCall, eval bool) (retry, moved []*scriptCall) {
 		p := node.Pipeline()
 		cmds := make([]*redis.Cmd, len(calls))
@@ -323,9 +320,15 @@ func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
 				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 			}
 		}
-		wait := p.Do(ctx, "wait", b.ack.replicas, b.ack.timeout.Milliseconds())
+		var wait *redis.Cmd
+		if b.ack != nil {
+			wait = p.Do(ctx, "wait", b.ack.replicas, b.ack.timeout.Milliseconds())
+		}
 		_, _ = p.Exec(ctx)
-		acked, _ := wait.Int() // 0 when WAIT failed
+		acked := 0
+		if wait != nil {
+			acked, _ = wait.Int() // 0 when WAIT failed
+		}
 		for i, c := range calls {
 			err := cmds[i].Err()
 			switch {
@@ -334,6 +337,7 @@ func (b *batcher) sendAcked(ctx context.Context, live []*scriptCall) {
 				retry = append(retry, c)
 				continue
 			case err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")):
+				c.progress()
 				moved = append(moved, c)
 				continue
 			}
@@ -362,15 +366,24 @@ func (b *batcher) sendPlain(ctx context.Context, calls []*scriptCall) {
 	}
 }
 
-// nodeClient returns the client of the master that holds key.
-func (b *batcher) nodeClient(ctx context.Context, key string) (*redis.Client, error) {
+// nodeClient returns the client of the master that holds key, for a
+// pipeline on its own connection: the client itself on a single server;
+// nil when it is not known, or when the batcher's calls may be headed for
+// several masters (their node was not known when they came) and need the
+// Cluster client's routing.
+func (b *batcher) nodeClient(ctx context.Context, key string) *redis.Client {
 	switch c := b.client.(type) {
 	case *redis.ClusterClient:
-		return c.MasterForKey(ctx, key)
+		if b.conns == nil && b.ack == nil {
+			return nil
+		}
+		if n, err := c.MasterForKey(ctx, key); err == nil {
+			return n
+		}
 	case *redis.Client:
-		return c, nil
+		return c
 	}
-	return nil, fmt.Errorf("redisstore: replica acknowledgement needs a *redis.Client or *redis.ClusterClient, not %T", b.client)
+	return nil
 }
 
 // checkAck checks WithReplicaAck against the client's read timeout.

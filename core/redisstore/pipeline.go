@@ -47,7 +47,14 @@ type scriptCall struct {
 	reply   []int64
 	acked   int // replicas that acknowledged the call's pipeline (WithReplicaAck)
 	err     error
-	done    chan struct{} // closed when answered; nil for a call sent inline
+	done    chan struct{} // closed when answered or made to lead; nil for a call sent inline
+	canLead bool          // its caller may send it (mayRunInline)
+
+	// Set, under the batcher's lock, when the call is to be sent from its
+	// caller's goroutine with the batch lead (see handLocked).
+	lead    []*scriptCall
+	leadCtx context.Context
+	leadGen uint64
 	gone    atomic.Bool // the caller stopped waiting: do not send
 }
 
@@ -186,9 +193,9 @@ func (b *batcher) writeOff() {
 	}
 }
 
-// do queues call and waits for its reply, for the call's context, or for
-// its node to be found stalled, whichever comes first. A reply that has
-// arrived is always used.
+// do sends call, or queues it and waits for its reply, for the call's
+// context, or for its node to be found stalled, whichever comes first. A
+// reply that has arrived is always used.
 func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	b.mu.Lock()
 	if b.refusedErr != nil && time.Since(b.refusedAt) < refusedFor {
@@ -200,7 +207,8 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 		b.refusal = make(chan struct{})
 	}
 	refusal := b.refusal
-	if b.inflight == 0 && len(b.queue) == 0 && b.mayRunInline(call) {
+	call.canLead = b.mayRunInline(call)
+	if call.canLead && b.inflight < b.limit && len(b.queue) == 0 {
 		return b.inline(call) // unlocks b.mu
 	}
 	call.done = make(chan struct{})
@@ -215,17 +223,17 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	stalled := false
 	select {
 	case <-call.done:
+		if call.lead != nil {
+			return b.lead(call)
+		}
 		return call.reply, call.err
 	case <-call.ctx.Done():
 	case <-call.stalled:
 		stalled = true
 	case <-refusal:
-		select {
-		case <-call.done:
-			return call.reply, call.err
-		default:
+		if reply, err, ok := b.leave(call); ok {
+			return reply, err
 		}
-		call.gone.Store(true)
 		b.mu.Lock()
 		err := b.refusedErr
 		b.mu.Unlock()
@@ -233,11 +241,6 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 			err = fmt.Errorf("%w: connection refused", slidelog.ErrUnavailable)
 		}
 		return nil, err
-	}
-	select {
-	case <-call.done:
-		return call.reply, call.err
-	default:
 	}
 	if !stalled && call.stalled != nil {
 		// The limiter cancels the call's context on a stall too.
@@ -247,25 +250,55 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 		default:
 		}
 	}
+	if reply, err, ok := b.leave(call); ok {
+		return reply, err
+	}
 	if stalled {
 		b.writeOff()
-		call.gone.Store(true)
 		return nil, slidelog.ErrStalled
 	}
 	// The call may still run in Redis: it then holds an entry its caller
 	// never used, which can only make the limiter stricter.
-	call.gone.Store(true)
 	if err := call.ctx.Err(); err != nil {
 		return nil, err
 	}
 	return nil, slidelog.ErrStalled
 }
 
-// mayRunInline reports whether call, the only one for the node, may be
-// sent from its caller's goroutine: the node's connections can be broken
-// off when it stalls, and the caller set no deadline of its own (with
-// go-redis's plain options a read in flight ignores the context, so only
-// a sender apart from the caller lets it leave on time). b.mu is held.
+// leave marks call, whose caller stops waiting, gone, so that no sender
+// sends it; ok reports that its reply had arrived already, and is used.
+// A call made to lead its batch (see handLocked) as its caller left
+// passes the batch to a sender goroutine.
+func (b *batcher) leave(call *scriptCall) (reply []int64, err error, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-call.done:
+		if call.lead == nil {
+			return call.reply, call.err, true
+		}
+	default:
+	}
+	call.gone.Store(true)
+	if batch := call.lead; batch != nil {
+		call.lead, call.done = nil, nil // done was closed to hand over
+		if call.leadGen == b.inlineGen {
+			b.inlineN--
+			b.startLocked(batch) // the slot passes to a sender goroutine
+		} else {
+			// Written off meanwhile, with its slot: the batch is sent
+			// uncounted, and fails with the written-off context.
+			go b.run(&sender{ctx: call.leadCtx, cancel: func() {}, off: true}, batch)
+		}
+	}
+	return nil, nil, false
+}
+
+// mayRunInline reports whether call may be sent from its caller's
+// goroutine: the node's connections can be broken off when it stalls, and
+// the caller set no deadline of its own (with go-redis's plain options a
+// read in flight ignores the context, so only a sender apart from the
+// caller lets it leave on time). b.mu is held.
 func (b *batcher) mayRunInline(call *scriptCall) bool {
 	if b.conns == nil || b.conns.untracked.Load() || call.watch == nil {
 		return false
@@ -274,29 +307,59 @@ func (b *batcher) mayRunInline(call *scriptCall) bool {
 	return !deadline
 }
 
-// inline sends call, the only one for the node, from its caller's
-// goroutine: no hand-off to a sender. It takes a sender's slot for the
-// round trip, so that calls arriving meanwhile queue as behind any sender
-// and leave, together, in a sender goroutine started when it returns. If
-// the node is judged stalled meanwhile, its connections are broken off
-// (see hook), which ends the read at once. b.mu is held and released.
+// inline sends call, which found a sender's slot free and nothing queued,
+// from its caller's goroutine: no hand-off to a sender. Calls arriving
+// while the slots are taken queue, and leave together when a slot frees
+// (see handLocked). If the node is judged stalled meanwhile, its
+// connections are broken off (see hookLocked), which ends the read at
+// once. b.mu is held and released.
 func (b *batcher) inline(call *scriptCall) ([]int64, error) {
 	b.inflight++
+	call.lead = []*scriptCall{call}
+	b.leadLocked(call)
+	b.mu.Unlock()
+	return b.lead(call)
+}
+
+// leadLocked makes call the sender of call.lead, in its caller's
+// goroutine, on a slot already counted in inflight. b.mu is held.
+func (b *batcher) leadLocked(call *scriptCall) {
 	b.inlineN++
 	if b.inlineCtx == nil {
 		b.inlineCtx, b.inlineCancel = context.WithCancel(context.Background())
 	}
-	ctx, gen := b.inlineCtx, b.inlineGen
+	call.leadCtx, call.leadGen = b.inlineCtx, b.inlineGen
 	b.hookLocked(call.watch)
-	b.mu.Unlock()
+}
 
-	b.send(ctx, []*scriptCall{call})
+// handLocked passes a slot whose sender is done to batch: to the first of
+// its callers that may send from its own goroutine (woken to do so), or
+// else to a sender goroutine. b.mu is held.
+func (b *batcher) handLocked(batch []*scriptCall) {
+	for _, c := range batch {
+		if c.canLead && !c.gone.Load() {
+			c.lead = batch
+			b.leadLocked(c)
+			close(c.done)
+			return
+		}
+	}
+	b.startLocked(batch)
+}
+
+// lead sends call.lead, call's batch, from call's goroutine, then passes
+// the slot on to what queued meanwhile, or frees it; call's own reply
+// comes with the batch.
+func (b *batcher) lead(call *scriptCall) ([]int64, error) {
+	batch := call.lead
+	call.lead, call.done = nil, nil // done, if any, was closed to hand over
+	b.send(call.leadCtx, batch)
 
 	b.mu.Lock()
-	if gen == b.inlineGen { // not written off
+	if call.leadGen == b.inlineGen { // not written off
 		b.inlineN--
-		if batch := b.takeLocked(); batch != nil {
-			b.startLocked(batch) // the slot passes to a sender goroutine
+		if next := b.takeLocked(); next != nil {
+			b.handLocked(next)
 		} else {
 			b.inflight--
 		}
@@ -395,21 +458,27 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	if len(live) == 0 {
 		return
 	}
-	if b.ack != nil {
-		b.sendAcked(parent, live)
-		return
-	}
 	// The round trip has no deadline of the callers': one caller giving
 	// up must not fail the others, and a caller whose context ends
 	// returns that on its own. It ends with its reply, the client's
 	// timeouts, or the sender's write-off.
 	ctx := parent
-	if len(live) == 1 {
+	if len(live) == 1 && b.ack == nil {
 		c := live[0]
 		c.reply, c.err = c.script.Run(ctx, b.client, c.keys, c.args...).Int64Slice()
 		b.answer(c)
 		return
 	}
+	if node := b.nodeClient(ctx, live[0].keys[0]); node != nil {
+		b.sendNode(ctx, node, live)
+		return
+	}
+	if b.ack != nil {
+		b.sendPlain(ctx, live)
+		return
+	}
+	// Calls whose node is not known yet: the Cluster client's pipeline
+	// routes each by its key.
 	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
 		return c.script.EvalSha(ctx, p, c.keys, c.args...)
 	})
