@@ -45,7 +45,7 @@ func Check(s *Store, opts ...Option) error {
 // inside a function that sees a redis table whose call counts.
 var (
 	countingScript = redis.NewScript(counting(legacyScriptSource()))
-	countingCommon = redis.NewScript(counting(strings.TrimPrefix(commonScriptSource(), "#!lua\n")))
+	countingCommon = redis.NewScript(counting(strings.TrimPrefix(commonSource, "#!lua\n")))
 )
 
 func counting(source string) string {
@@ -77,7 +77,7 @@ const CommonHandOver = "--"
 func ScriptCalls(ctx context.Context, s *Store, op string, req slidelog.Request, at int64) ([]string, []any, error) {
 	key := s.Key(req.Namespace, req.Key)
 	if op == opTake && s.common(req) {
-		calls, reply, err := scriptCalls(ctx, s, countingCommon, []string{key}, s.args(op, req, at))
+		calls, reply, err := scriptCalls(ctx, s, countingCommon, []string{key}, s.commonArgs(req))
 		if err != nil || len(reply) != 1 || reply[0] != int64(notCommon) {
 			return calls, reply, err
 		}

@@ -37,124 +37,8 @@
 -- Every number is a Lua double: integers up to 2^53 are exact, and the
 -- client keeps limits, costs and times below it.
 
-local log = KEYS[1]
-
--- tag names a retention r (µs) in a plain log's expiry: an even residue
--- modulo 1024, so that a limiter knows whether it set the expiry itself.
--- Two retentions share a tag only when their milliseconds differ by a
--- multiple of 509 (for whole seconds: by a multiple of 509 s).
-local function tag(r) return 2 * (math.floor(r / 1000) % 509) end
-
--- The common path comes first, before anything else is parsed or built:
--- a take of cost 1 on exact policies of a plain log (or of no log yet).
--- It reads the clock (TIME) and the log's expiry (PEXPIRETIME, see "The
--- log's mode" below), counts each window with ZCOUNT (scores are whole
--- microseconds, so (now-W, +inf) is [now-W+1, +inf)) and records with
--- ZADD NX: four commands for an admission, one of them a write. On a key
--- with no log there is nothing to count, and the log gets its expiry:
--- TIME, PEXPIRETIME, ZADD, PEXPIREAT. When the expiry falls short of now
--- + retention and this limiter set it, the entries that left the
--- retention are evicted and the expiry moves a quarter of the retention
--- past what is needed. Anything else (arguments it does not take as they
--- are, which the full steps check; a retry, whose ZADD NX adds nothing; an
--- expiry set by a limiter of another retention; a special log) runs the
--- full steps below, which reuse the clock and the expiry read here: the
--- common path wrote nothing in those cases.
-local clock, xread = nil, nil
-if ARGV[1] == 'take' and ARGV[4] == '1' and ARGV[5] == '0' then
-  local n, longest = (#ARGV - 5) / 3, 0
-  local now = tonumber(ARGV[2])
-  local ok = now ~= nil and n >= 1 and n % 1 == 0
-  if ok then
-    for i = 1, n do
-      local l, w = tonumber(ARGV[3 + 3 * i]), tonumber(ARGV[4 + 3 * i])
-      if ARGV[5 + 3 * i] ~= '0' or not l or not w or l < 1 or w < 1 then
-        ok = false
-        break
-      end
-      if w > longest then longest = w end
-    end
-  end
-  if ok then
-    clock = redis.call('TIME')
-    xread = redis.pcall('PEXPIRETIME', log)
-    local x = xread
-    if type(x) == 'number' and (x == -2 or (x >= 0 and x % 2 == 0 and x % 1024 == tag(longest))) then
-      local off, id = 0, ARGV[3]
-      local server = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-      if now == 0 then now = server else off = server - now end
-      local fresh = x == -2
-      -- counts[i]: the entries in policy i's window; a window that an
-      -- earlier policy has is counted once.
-      local counts, deny = {}, false
-      for i = 1, n do
-        local c = nil
-        if fresh then c = 0 end
-        for j = 1, i - 1 do
-          if c then break end
-          if ARGV[4 + 3 * j] == ARGV[4 + 3 * i] then c = counts[j] end
-        end
-        if not c then c = redis.call('ZCOUNT', log, now - tonumber(ARGV[4 + 3 * i]) + 1, '+inf') end
-        counts[i] = c
-        if c + 1 > tonumber(ARGV[3 + 3 * i]) then deny = true end
-      end
-      if not deny then
-        if redis.call('ZADD', log, 'NX', now, id) == 1 then
-          if fresh or x * 1000 - off < now + longest then
-            if not fresh then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - longest) end
-            local ms = math.ceil((now + longest + math.floor(longest / 4) + off) / 1000)
-            redis.call('PEXPIREAT', log, ms + (tag(longest) - ms % 1024) % 1024)
-          end
-          local reply = {1, now, 0}
-          for i = 1, n do
-            reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = tonumber(ARGV[3 + 3 * i]) - counts[i] - 1, 0, tonumber(ARGV[4 + 3 * i])
-          end
-          return reply
-        end
-      elseif not redis.call('ZSCORE', log, id) then
-        -- A denial (not a retry): step 8 on the counts read.
-        local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
-        local newest_at = tonumber(newest[2])
-        local reply, steady, firsts = {0, now, 0}, 0, {}
-        for i = 1, n do
-          local limit, w, c = tonumber(ARGV[3 + 3 * i]), tonumber(ARGV[4 + 3 * i]), counts[i]
-          local first = firsts[w]
-          if not first then
-            first = redis.call('ZRANGEBYSCORE', log, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-            firsts[w] = first
-          end
-          if first[2] then
-            local leave = tonumber(first[2]) + w - now
-            if steady == 0 or leave < steady then steady = leave end
-          end
-          local retry, reset, k = 0, 0, c + 1 - limit
-          if k > 0 then
-            local s = first[2]
-            if k > 1 then
-              s = redis.call('ZRANGEBYSCORE', log, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]
-            end
-            -- A violated policy always has a retry: the window, if its
-            -- units are not found.
-            retry = w
-            if s then retry = tonumber(s) + w - now end
-          end
-          if newest_at and newest_at + w > now then reset = newest_at + w - now end
-          local remaining = limit - c
-          if remaining < 0 then remaining = 0 end
-          reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = remaining, retry, reset
-        end
-        reply[3] = steady
-        return reply
-      end
-    end
-  end
-end
--- END OF THE COMMON PATH: the store runs the lines above alone, with the
--- log as the only key, for a take of cost 1 on exact policies; it answers
--- {-1} (see redisstore's commonScript) when the full steps are needed.
-
-local costs, state, bkt, recent = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-
+local log, costs, state = KEYS[1], KEYS[2], KEYS[3]
+local bkt, recent = KEYS[4], KEYS[5]
 -- RECENT is 127 so that with the member being added the set holds at most
 -- 128, the default zset-max-listpack-entries: it stays a compact listpack.
 local RECENT, RECENT_US = 127, 60000000
@@ -174,7 +58,7 @@ end
 -- this call is the server's t + off.
 local off = 0
 do
-  local t = clock or redis.call('TIME')
+  local t = redis.call('TIME')
   local server = tonumber(t[1]) * 1000000 + tonumber(t[2])
   if now == 0 then now = server else off = server - now end
 end
@@ -218,13 +102,21 @@ end
 -- hold) has an odd expiry, and its state hash records that same expiry
 -- in 'x': a state hash whose 'x' is not the log's expiry belongs to a log
 -- that was lost, and is not used. Redis 6.2 has no PEXPIRETIME (xlog is
--- nil): there every log is special and reads its state.
+-- nil): there every log is special and reads its state. On later
+-- servers a take of cost 1 on exact policies runs common.lua first, which
+-- hands over to this script, having written nothing, when the log is not
+-- plain or the call is a retry.
 local xlog = nil
 if nexact > 0 or op == 'refund' then
-  xlog = xread or redis.pcall('PEXPIRETIME', log)
+  xlog = redis.pcall('PEXPIRETIME', log)
   if type(xlog) ~= 'number' then xlog = nil end
 end
 
+-- tag names a retention r (µs) in a plain log's expiry: an even residue
+-- modulo 1024, so that a limiter knows whether it set the expiry itself.
+-- Two retentions share a tag only when their milliseconds differ by a
+-- multiple of 509 (for whole seconds: by a multiple of 509 s).
+local function tag(r) return 2 * (math.floor(r / 1000) % 509) end
 -- at returns the time (µs, this call's clock) of a server expiry x (ms).
 local function at_(x) return x * 1000 - off end
 -- plainx is the first server ms at or after t (µs) carrying the tag of r.

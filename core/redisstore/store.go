@@ -40,7 +40,6 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,31 +57,23 @@ var scriptSource string
 // It declares itself with #!lua, so Redis 7 and later refuse it whole when
 // out of memory. legacyScript is the same text without that line, for
 // Redis 6.2, which cannot parse it (see Store).
+//go:embed common.lua
+var commonSource string
+
 var (
 	script       = redis.NewScript(scriptSource)
 	legacyScript = redis.NewScript(legacyScriptSource())
-	commonScript = redis.NewScript(commonScriptSource())
+	// commonScript is the decision's common path alone (common.lua): a
+	// take of cost 1 on exact policies of a plain log, with the log as
+	// its only key. Where that does not apply it has written nothing and
+	// replies {notCommon}, and the store runs script. It needs
+	// PEXPIRETIME (Redis 7.0), so a store whose servers run
+	// legacyScript never uses it.
+	commonScript = redis.NewScript(commonSource)
 )
-
-// commonEnd marks, in the script, the end of its common path.
-const commonEnd = "-- END OF THE COMMON PATH"
 
 // notCommon is commonScript's reply when the full steps are needed.
 const notCommon = -1
-
-// commonScriptSource is the script's common path alone: a take of cost 1
-// on exact policies of a plain log, with the log as its only key. Where
-// the common path does not apply it has written nothing and replies
-// {notCommon}, and the store runs the whole script. It needs PEXPIRETIME
-// (Redis 7.0), so a store whose servers run the legacy script never uses
-// it.
-func commonScriptSource() string {
-	head, _, ok := strings.Cut(scriptSource, commonEnd)
-	if !ok {
-		panic("redisstore: script.lua lost its " + commonEnd + " line")
-	}
-	return head + "return {" + strconv.Itoa(notCommon) + "}\n"
-}
 
 // legacyScriptSource is the script without its #!lua line.
 func legacyScriptSource() string { return strings.TrimPrefix(scriptSource, "#!lua\n") }
@@ -449,19 +440,18 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 		}
 	}
 	sent := s.now()
-	args := s.args(opTake, req, 0)
 	var (
 		reply []int64
 		acked int
 		err   error
 	)
-	if s.common(req) {
-		reply, acked, err = s.pipes.runAcked(ctx, commonScript, []string{r.Key}, r, req.Watch, args)
-		if err == nil && len(reply) == 1 && reply[0] == notCommon {
-			reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, req.Watch, args)
-		}
-	} else {
-		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, req.Watch, args)
+	common := s.common(req)
+	if common {
+		reply, acked, err = s.pipes.runAcked(ctx, commonScript, []string{r.Key}, r, req.Watch, s.commonArgs(req))
+		common = err != nil || len(reply) != 1 || reply[0] != notCommon
+	}
+	if !common {
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, req.Watch, s.args(opTake, req, 0))
 	}
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
@@ -527,6 +517,16 @@ func (s *Store) args(op string, req slidelog.Request, at int64) []any {
 	args = append(args, op, s.nowArg(), member(req.ID), req.Cost, at)
 	for _, p := range req.Policies {
 		args = append(args, p.Limit, p.Window.Microseconds(), p.Precision.Microseconds())
+	}
+	return args
+}
+
+// commonArgs are commonScript's arguments for req.
+func (s *Store) commonArgs(req slidelog.Request) []any {
+	args := make([]any, 0, 2+2*len(req.Policies))
+	args = append(args, member(req.ID), s.nowArg())
+	for _, p := range req.Policies {
+		args = append(args, p.Limit, p.Window.Microseconds())
 	}
 	return args
 }

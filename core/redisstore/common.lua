@@ -1,0 +1,114 @@
+#!lua
+-- slidelog: the common path of a decision, alone. A take of cost 1 on
+-- exact policies of a plain log, or of a key with no log (see script.lua
+-- for the log's modes, and docs/algorithm.md, "The common path"). It names
+-- only the log, and binds no more than it reads.
+--
+-- KEYS[1]  the log, a sorted set: member = request ID, score = time in microseconds
+-- ARGV[1]  request ID (unique per call; retries of one call reuse it)
+-- ARGV[2]  now in microseconds, or 0 to read the server's clock (TIME)
+-- ARGV[3], ARGV[4] ...  limit and window (microseconds) of each policy
+--
+-- Returns what script.lua's take returns: {allowed, now, steady,
+-- remaining1, retry1, reset1, remaining2, ...}. Returns {-1}, having
+-- written nothing, when the full steps are needed: arguments it does not
+-- take as they are (script.lua checks them), a log that is not plain (a
+-- special log's odd expiry, no expiry, an expiry set by a limiter of
+-- another retention, or a server without PEXPIRETIME), or a retry of a
+-- recorded request (its ZADD NX adds nothing, or the denial finds it).
+--
+-- It reads the clock (TIME) and the log's expiry (PEXPIRETIME), counts
+-- each window with ZCOUNT (scores are whole microseconds, so (now-W, +inf)
+-- is [now-W+1, +inf)) and records with ZADD NX: four commands for an
+-- admission, one of them a write. On a key with no log there is nothing to
+-- count, and the log gets its expiry: TIME, PEXPIRETIME, ZADD, PEXPIREAT.
+-- When the expiry falls short of now + retention, the entries that left
+-- the retention are evicted and the expiry moves a quarter of the
+-- retention past what is needed.
+
+local log, id = KEYS[1], ARGV[1]
+local n, now = (#ARGV - 2) / 2, tonumber(ARGV[2])
+if not now or n < 1 or n % 1 ~= 0 then return {-1} end
+local limits, windows, longest = {}, {}, 0
+for i = 1, n do
+  local l, w = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+  if not l or not w or l < 1 or w < 1 then return {-1} end
+  limits[i], windows[i] = l, w
+  if w > longest then longest = w end
+end
+
+-- A plain log's expiry is an even ms whose residue modulo 1024 is the
+-- tag of its retention (script.lua's tag).
+local tag = 2 * (math.floor(longest / 1000) % 509)
+local clock = redis.call('TIME')
+local x = redis.pcall('PEXPIRETIME', log)
+if type(x) ~= 'number' or not (x == -2 or (x >= 0 and x % 2 == 0 and x % 1024 == tag)) then
+  return {-1}
+end
+local off, server = 0, tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+if now == 0 then now = server else off = server - now end
+local fresh = x == -2
+
+-- counts[i]: the entries in policy i's window; a window that an earlier
+-- policy has is counted once.
+local counts, deny = {}, false
+for i = 1, n do
+  local c = nil
+  if fresh then c = 0 end
+  for j = 1, i - 1 do
+    if c then break end
+    if windows[j] == windows[i] then c = counts[j] end
+  end
+  if not c then c = redis.call('ZCOUNT', log, now - windows[i] + 1, '+inf') end
+  counts[i] = c
+  if c + 1 > limits[i] then deny = true end
+end
+
+if not deny then
+  if redis.call('ZADD', log, 'NX', now, id) == 0 then return {-1} end
+  if fresh or x * 1000 - off < now + longest then
+    if not fresh then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - longest) end
+    local ms = math.ceil((now + longest + math.floor(longest / 4) + off) / 1000)
+    redis.call('PEXPIREAT', log, ms + (tag - ms % 1024) % 1024)
+  end
+  local reply = {1, now, 0}
+  for i = 1, n do
+    reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = limits[i] - counts[i] - 1, 0, windows[i]
+  end
+  return reply
+end
+if redis.call('ZSCORE', log, id) then return {-1} end
+
+-- A denial (not a retry): script.lua's step 8 on the counts read.
+local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+local newest_at = tonumber(newest[2])
+local reply, steady, firsts = {0, now, 0}, 0, {}
+for i = 1, n do
+  local limit, w, c = limits[i], windows[i], counts[i]
+  local first = firsts[w]
+  if not first then
+    first = redis.call('ZRANGEBYSCORE', log, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    firsts[w] = first
+  end
+  if first[2] then
+    local leave = tonumber(first[2]) + w - now
+    if steady == 0 or leave < steady then steady = leave end
+  end
+  local retry, reset, k = 0, 0, c + 1 - limit
+  if k > 0 then
+    local s = first[2]
+    if k > 1 then
+      s = redis.call('ZRANGEBYSCORE', log, now - w + 1, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2]
+    end
+    -- A violated policy always has a retry: the window, if its units
+    -- are not found.
+    retry = w
+    if s then retry = tonumber(s) + w - now end
+  end
+  if newest_at and newest_at + w > now then reset = newest_at + w - now end
+  local remaining = limit - c
+  if remaining < 0 then remaining = 0 end
+  reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = remaining, retry, reset
+end
+reply[3] = steady
+return reply
