@@ -57,6 +57,7 @@ var scriptSource string
 // It declares itself with #!lua, so Redis 7 and later refuse it whole when
 // out of memory. legacyScript is the same text without that line, for
 // Redis 6.2, which cannot parse it (see Store).
+//
 //go:embed common.lua
 var commonSource string
 
