@@ -53,14 +53,10 @@ import (
 //go:embed script.lua
 var scriptSource string
 
-// script is the one decision script; its text never changes per request.
+// script is the whole decision script; its text never changes per request.
 // It declares itself with #!lua, so Redis 7 and later refuse it whole when
 // out of memory. legacyScript is the same text without that line, for
 // Redis 6.2, which cannot parse it (see Store).
-//
-//go:embed common.lua
-var commonSource string
-
 var (
 	script       = redis.NewScript(scriptSource)
 	legacyScript = redis.NewScript(legacyScriptSource())
@@ -72,6 +68,9 @@ var (
 	// legacyScript never uses it.
 	commonScript = redis.NewScript(commonSource)
 )
+
+//go:embed common.lua
+var commonSource string
 
 // notCommon is commonScript's reply when the full steps are needed.
 const notCommon = -1
