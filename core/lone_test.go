@@ -1,9 +1,13 @@
 package slidelog_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -58,5 +62,73 @@ func TestLoneDecisionStartsNoGoroutine(t *testing.T) {
 			// one per decision.
 			assert.Less(t, started, uint64(decisions/10), "goroutines started by %d lone decisions", decisions)
 		})
+	}
+}
+
+// Decisions that queue behind a busy node leave together in a pipeline
+// sent from one of their callers' goroutines, on the master's own client:
+// no sender goroutine per pipeline, and none of the Cluster client's
+// goroutine per node (issue 19). With 16 callers this used to start about
+// 0.4 goroutines per decision.
+func TestQueuedDecisionsStartNoGoroutine(t *testing.T) {
+	redistest.ClusterClient(t)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")})
+	t.Cleanup(func() { _ = client.Close() })
+	var batches pipelineCounter
+	client.AddHook(&batches)
+	client.OnNewNode(func(node *redis.Client) { node.AddHook(&batches) })
+	store := newRedisStore(t, client)
+	l, err := slidelog.New(store, slidelog.PerMinute(1000))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	for i := range 50 {
+		_, err := l.Allow(t.Context(), "warm-"+strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	const callers, each = 16, 250
+	before := batches.n.Load()
+	start := goroutinesCreated()
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Go(func() {
+			for i := range each {
+				res, err := l.Allow(context.Background(), "user-"+strconv.Itoa(c)+"-"+strconv.Itoa(i%20))
+				if err == nil && res.Source != redisstore.Source {
+					err = fmt.Errorf("decision from %v", res.Source)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	started := goroutinesCreated() - start - callers
+	pipelines := batches.n.Load() - before
+	t.Logf("%d decisions by %d callers: %d pipelines of more than one, %d goroutines started", callers*each, callers, pipelines, started)
+	require.Greater(t, pipelines, uint64(10), "few decisions queued: the test did not load the pipelines")
+	// A busy machine can delay a reply past half the stall timeout,
+	// which starts the limiter's monitor: a few, never one per pipeline.
+	assert.Less(t, started, pipelines/10+5, "goroutines started for %d pipelines", pipelines)
+}
+
+// pipelineCounter is a go-redis hook counting the pipelines of more than
+// one command that a client sends.
+type pipelineCounter struct{ n atomic.Uint64 }
+
+func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (c *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 1 {
+			c.n.Add(1)
+		}
+		return next(ctx, cmds)
 	}
 }
