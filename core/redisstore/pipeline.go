@@ -534,8 +534,11 @@ func (c *scriptCall) wake() {
 // serverReplied reports whether err is nil or an error reply of the
 // Redis server (OOM, BUSY, MOVED...), as opposed to a network failure.
 func serverReplied(err error) bool {
+	if err == nil {
+		return true
+	}
 	var re redis.Error
-	return err == nil || errors.As(err, &re)
+	return errors.As(err, &re)
 }
 
 func (b *batcher) pipeline(ctx context.Context, calls []*scriptCall, add func(redis.Pipeliner, *scriptCall) *redis.Cmd) []*redis.Cmd {
