@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -580,6 +581,21 @@ func (p *pipelines) connSet(addr string) *connSet {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.connSetLocked(addr)
+}
+
+// untrackedNodes returns the addresses of the nodes whose client had
+// connections before the store could track them (see hook), sorted.
+func (p *pipelines) untrackedNodes() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var addrs []string
+	for addr, cs := range p.conns {
+		if cs.untracked.Load() {
+			addrs = append(addrs, addr)
+		}
+	}
+	slices.Sort(addrs)
+	return addrs
 }
 
 func (p *pipelines) connSetLocked(addr string) *connSet {

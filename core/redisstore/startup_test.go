@@ -1,10 +1,12 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -277,6 +279,45 @@ func TestConnectErrors(t *testing.T) {
 			}
 			assert.NotContains(t, err.Error(), "hunter2")
 			assert.Less(t, took, startBound)
+		})
+	}
+}
+
+// A client that talked to Redis before New holds connections the store
+// cannot break off when their node stalls, so that node's decisions are
+// handed to sender goroutines: New says so, naming the node. A client
+// that New gets fresh draws no such warning.
+func TestClientUsedBeforeNewIsReported(t *testing.T) {
+	const warning = "connections to this node before New"
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"standalone", func(t *testing.T) redis.UniversalClient {
+			redistest.RedisClient(t)
+			return redis.NewClient(&redis.Options{Addr: os.Getenv(redistest.EnvRedisAddr)})
+		}},
+		{"cluster", func(t *testing.T) redis.UniversalClient {
+			redistest.ClusterClient(t)
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh := tc.client(t)
+			t.Cleanup(func() { _ = fresh.Close() })
+			var logs bytes.Buffer
+			_, err := redisstore.New(fresh, redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			require.NoError(t, err)
+			assert.NotContains(t, logs.String(), warning)
+
+			used := tc.client(t)
+			t.Cleanup(func() { _ = used.Close() })
+			require.NoError(t, used.Ping(t.Context()).Err())
+			logs.Reset()
+			_, err = redisstore.New(used, redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			require.NoError(t, err)
+			assert.Contains(t, logs.String(), warning)
+			assert.Contains(t, logs.String(), "node=127.0.0.1:")
 		})
 	}
 }

@@ -240,6 +240,11 @@ func (s *Store) check(cfg config) error {
 	for _, w := range clientWarnings(s.client) {
 		cfg.logger.Warn("redisstore: redis client setting", "problem", w)
 	}
+	for _, addr := range s.pipes.untrackedNodes() {
+		cfg.logger.Warn("redisstore: the client had connections to this node before New, which the store cannot break off when the node stalls: "+
+			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
+			"node", addr)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	down, err := reach(ctx, s.client)
