@@ -21,12 +21,19 @@ func reportMain(args []string) error {
 	out := fs.String("out", "../docs/benchmarks.md", "markdown to write")
 	imgDir := fs.String("img", "../docs/img", "directory for the PNG charts")
 	scalingDoc := fs.String("scaling-doc", "", "also rewrite the bucketed-sizing section of this markdown (docs/scaling.md) when the results have sizing figures")
+	costOnly := fs.Bool("cost", false, "print only the section \"What a decision costs\" to standard output (for a run of -only cluster/many-keys), writing no file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 
 	r, err := readResults(*in)
 	if err != nil {
+		return err
+	}
+	if *costOnly {
+		var b strings.Builder
+		writeCost(&b, r, nil)
+		_, err := os.Stdout.WriteString(b.String())
 		return err
 	}
 	var gb []goBench
