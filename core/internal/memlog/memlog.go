@@ -56,7 +56,7 @@ type Clock interface{ Now() int64 }
 // call with the same ID: in one process a call is never sent twice. On a
 // key the table already tracks it allocates nothing.
 func (t *Table) Take(clock Clock, req Request, policies []window.Policy, out []window.State) (window.Decision, int64) {
-	l := t.lock(&logKey{req.Namespace, req.Key}, true, clock.Now())
+	l := t.lockOrAdd(&logKey{req.Namespace, req.Key}, clock)
 	now := clock.Now()
 	d := l.w.Take(now, req.ID, req.Cost, policies, out)
 	l.mu.Unlock()
@@ -65,10 +65,11 @@ func (t *Table) Take(clock Clock, req Request, policies []window.Policy, out []w
 
 // Record writes an admission made elsewhere at time at, without a check:
 // idempotent by ID as far as window.Log.Record tells, not written when it
-// already left every window. policies are the limiter's, for retention.
-func (t *Table) Record(now, at int64, req Request, policies []window.Policy) {
-	l := t.lock(&logKey{req.Namespace, req.Key}, true, now)
-	l.w.Record(now, at, req.ID, req.Cost, policies)
+// already left every window at the time clock gives while the key's lock
+// is held. policies are the limiter's, for retention.
+func (t *Table) Record(clock Clock, at int64, req Request, policies []window.Policy) {
+	l := t.lockOrAdd(&logKey{req.Namespace, req.Key}, clock)
+	l.w.Record(clock.Now(), at, req.ID, req.Cost, policies)
 	l.mu.Unlock()
 }
 
@@ -78,7 +79,7 @@ func (t *Table) Record(now, at int64, req Request, policies []window.Policy) {
 // refund of an ID not found changes nothing.
 func (t *Table) Refund(req Request) {
 	key := logKey{req.Namespace, req.Key}
-	if l := t.lock(&key, false, 0); l != nil {
+	if l := t.lock(&key); l != nil {
 		found := l.w.Refund(req.ID)
 		l.mu.Unlock()
 		if found {
@@ -94,7 +95,7 @@ func (t *Table) Refund(req Request) {
 // Reset forgets the log of req's key.
 func (t *Table) Reset(req Request) {
 	key := logKey{req.Namespace, req.Key}
-	if l := t.lock(&key, false, 0); l != nil {
+	if l := t.lock(&key); l != nil {
 		l.dead.Store(true)
 		t.remove(l)
 		l.mu.Unlock()

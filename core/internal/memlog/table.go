@@ -387,18 +387,32 @@ func (t *Table) Purge() {
 	clear(t.overflow)
 }
 
-// lock returns key's log, locked, creating it when create is set (at a
-// full table of live logs, the namespace's overflow log). It returns nil
-// when the key has no log and create is not set.
-func (t *Table) lock(key *logKey, create bool, now int64) *log {
+// lock returns key's log, locked, or nil when the table has none.
+func (t *Table) lock(key *logKey) *log {
 	h := t.hash(key)
 	for {
 		l := t.get(h, key)
 		if l == nil {
-			if !create {
-				return nil
-			}
-			l = t.getOrAdd(h, key, now)
+			return nil
+		}
+		l.mu.Lock()
+		if !l.dead.Load() {
+			return l
+		}
+		l.mu.Unlock()
+	}
+}
+
+// lockOrAdd returns key's log, locked, adding one when the table has none
+// (at a full table of live logs, the namespace's overflow log). It reads
+// clock only to add a log, to find the expired logs it drops: a decision
+// on a tracked key reads the time once, under the key's lock.
+func (t *Table) lockOrAdd(key *logKey, clock Clock) *log {
+	h := t.hash(key)
+	for {
+		l := t.get(h, key)
+		if l == nil {
+			l = t.getOrAdd(h, key, clock.Now())
 		}
 		l.mu.Lock()
 		if !l.dead.Load() {
