@@ -32,16 +32,13 @@ type log struct {
 	w    window.Log
 	dead atomic.Bool // removed from the table; a caller holding it must look again
 
-	// Set when the log is made, for its shard's map: the identity, and
-	// its hash, under which the shard keeps it.
+	// Set when the log is made, before its shard's index publishes it:
+	// the identity, and its hash, under which the shard keeps it.
 	key  logKey
 	hash uint64
-	// next is the following log of the same hash in the shard (hashes of
-	// different identities may collide; namespaces share a hash for the
-	// same key), and in tells whether the log is in its shard. Guarded by
-	// the shard's lock.
-	next *log
-	in   bool
+	// in tells whether the log is in its shard. Guarded by the shard's
+	// lock.
+	in bool
 }
 
 // Clock is the time of a Table's caller, in microseconds.
