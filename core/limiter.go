@@ -203,17 +203,22 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 			return res, nil
 		}
 	}
-	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
 	if l.local && l.metrics == nil && l.deny == nil {
 		// A memory store answers at once and fails only when closed or
 		// when ctx is done: no deadline, breaker or fallback to pay for.
+		// The request and the ticket are written field by field: a
+		// composite literal is built aside and copied, and the copy
+		// reads what was just written at another width, which stalls.
+		var req Request
+		req.Namespace, req.Key, req.Cost, req.Policies, req.ID = l.namespace, key, n, l.policies, rand.Uint64()
 		res, err = l.store.Take(ctx, req)
 		res.Source = l.source
 		if err == nil && res.Allowed {
-			res.ticket = ticketOf(l, &req)
+			res.ticket.from, res.ticket.key, res.ticket.id, res.ticket.cost = l, key, req.ID, n
 		}
 		return res, err
 	}
+	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
 	sent := time.Now()
 	l.route(ctx, &req)
 	node := req.Route.Node

@@ -198,6 +198,33 @@ func BenchmarkDeny(b *testing.B) {
 					}
 				})
 			})
+			b.Run(fmt.Sprintf("slidelog-limiter/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
+				store := memstore.New()
+				defer store.Close()
+				p := m.policy
+				p.Window = time.Hour // the fill must not leave the window during the run
+				if p.Precision > 0 {
+					p.Precision = p.Window / 100
+				}
+				l := slidelog.MustNew(store, p)
+				defer l.Close()
+				allow := func(key string) bool {
+					res, err := l.Allow(context.Background(), key)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return res.Allowed
+				}
+				run(b, parallel, func(key string) {
+					for range benchLimit + 1 {
+						allow(key)
+					}
+				}, func(key string) {
+					if allow(key) {
+						b.Fatal("admitted")
+					}
+				})
+			})
 		}
 		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
 			s := goLimiter(b, 1, time.Hour)

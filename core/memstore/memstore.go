@@ -208,7 +208,7 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 		return err
 	}
 	var pbuf [maxStack]window.Policy
-	s.table.Record(s.now(), at.UnixMicro(), request(&req), policies(req, pbuf[:0]))
+	s.table.Record(s, at.UnixMicro(), request(&req), policies(req, pbuf[:0]))
 	return nil
 }
 

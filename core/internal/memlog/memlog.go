@@ -32,16 +32,13 @@ type log struct {
 	w    window.Log
 	dead atomic.Bool // removed from the table; a caller holding it must look again
 
-	// Set when the log is made, for its shard's map: the identity, and
-	// its hash, under which the shard keeps it.
+	// Set when the log is made, before its shard's index publishes it:
+	// the identity, and its hash, under which the shard keeps it.
 	key  logKey
 	hash uint64
-	// next is the following log of the same hash in the shard (hashes of
-	// different identities may collide; namespaces share a hash for the
-	// same key), and in tells whether the log is in its shard. Guarded by
-	// the shard's lock.
-	next *log
-	in   bool
+	// in tells whether the log is in its shard. Guarded by the shard's
+	// lock.
+	in bool
 }
 
 // Clock is the time of a Table's caller, in microseconds.
@@ -56,7 +53,7 @@ type Clock interface{ Now() int64 }
 // call with the same ID: in one process a call is never sent twice. On a
 // key the table already tracks it allocates nothing.
 func (t *Table) Take(clock Clock, req Request, policies []window.Policy, out []window.State) (window.Decision, int64) {
-	l := t.lock(&logKey{req.Namespace, req.Key}, true, clock.Now())
+	l := t.lockOrAdd(&logKey{req.Namespace, req.Key}, clock)
 	now := clock.Now()
 	d := l.w.Take(now, req.ID, req.Cost, policies, out)
 	l.mu.Unlock()
@@ -65,10 +62,11 @@ func (t *Table) Take(clock Clock, req Request, policies []window.Policy, out []w
 
 // Record writes an admission made elsewhere at time at, without a check:
 // idempotent by ID as far as window.Log.Record tells, not written when it
-// already left every window. policies are the limiter's, for retention.
-func (t *Table) Record(now, at int64, req Request, policies []window.Policy) {
-	l := t.lock(&logKey{req.Namespace, req.Key}, true, now)
-	l.w.Record(now, at, req.ID, req.Cost, policies)
+// already left every window at the time clock gives while the key's lock
+// is held. policies are the limiter's, for retention.
+func (t *Table) Record(clock Clock, at int64, req Request, policies []window.Policy) {
+	l := t.lockOrAdd(&logKey{req.Namespace, req.Key}, clock)
+	l.w.Record(clock.Now(), at, req.ID, req.Cost, policies)
 	l.mu.Unlock()
 }
 
@@ -78,7 +76,7 @@ func (t *Table) Record(now, at int64, req Request, policies []window.Policy) {
 // refund of an ID not found changes nothing.
 func (t *Table) Refund(req Request) {
 	key := logKey{req.Namespace, req.Key}
-	if l := t.lock(&key, false, 0); l != nil {
+	if l := t.lock(&key); l != nil {
 		found := l.w.Refund(req.ID)
 		l.mu.Unlock()
 		if found {
@@ -94,7 +92,7 @@ func (t *Table) Refund(req Request) {
 // Reset forgets the log of req's key.
 func (t *Table) Reset(req Request) {
 	key := logKey{req.Namespace, req.Key}
-	if l := t.lock(&key, false, 0); l != nil {
+	if l := t.lock(&key); l != nil {
 		l.dead.Store(true)
 		t.remove(l)
 		l.mu.Unlock()

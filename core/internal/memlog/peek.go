@@ -8,7 +8,7 @@ import "github.com/slidelog/slidelog/core/internal/window"
 // would decide on, or else an empty log; either way it stays untracked.
 // The decision tells whether the request would be admitted.
 func (t *Table) Peek(now int64, req Request, policies []window.Policy, out []window.State) window.Decision {
-	l := t.lock(&logKey{req.Namespace, req.Key}, false, now)
+	l := t.lock(&logKey{req.Namespace, req.Key})
 	if l == nil {
 		l = t.lockOverflow(req.Namespace)
 	}

@@ -27,12 +27,14 @@ import (
 // bounded by max logs plus one overflow log per namespace, and by about
 // the identities active in the longest window when fewer.
 //
-// The logs are spread over shards by a hash of the key, each
-// shard with its own lock, map and expiry heap. The key is hashed once per
-// call: the hash picks the shard and is the key of the shard's map, whose
-// logs of one hash are chained and told apart by their identity, so decisions on different
-// keys rarely meet on a lock; a decision on a tracked key takes its
-// shard's read lock and its log's lock only. The bound is global (an
+// The logs are spread over shards by a hash of the key, each shard with
+// its own lock, index and expiry heap. The key is hashed once per call:
+// the hash picks the shard and the log's place in the shard's index,
+// whose logs are told apart by their identity (hashes of different keys
+// may collide; the same key in two namespaces always does). The index is
+// read without a lock, so a decision on a tracked key takes its log's
+// lock only, and decisions on different keys rarely meet on a lock. The
+// bound is global (an
 // atomic count), so that a table of max logs holds max logs however the
 // keys hash. A new identity looks for expired logs in its own shard
 // first, then in the shards whose earliest expiry (kept in an atomic) has
@@ -59,21 +61,52 @@ const sweepPerAdd = 2
 
 // shard is one lock's share of a table's logs.
 type shard struct {
-	mu     sync.RWMutex
-	logs   map[uint64]*log // by hash, each the head of its hash's chain
-	n      int             // logs in logs, chains included
-	expiry expiryHeap      // at least one entry per log in logs, plus stale ones
+	mu     sync.Mutex
+	idx    atomic.Pointer[index] // written with mu held, read without
+	n      int                   // logs in idx
+	used   int                   // slots of idx not empty: logs and tombstones
+	expiry expiryHeap            // at least one entry per log in idx, plus stale ones
 	// next is the earliest expiry in the heap (MaxInt64 when empty), read
 	// without the lock to skip shards with nothing to drop.
 	next atomic.Int64
 	_    [64]byte // keep shards' locks on separate cache lines
 }
 
+// index is a shard's logs by hash: an open-addressing table, probed
+// linearly from the slot of a log's hash, that lock-free readers share
+// with the writer holding the shard's lock. Its slots are only ever
+// written one at a time, atomically, so that a reader sees each log
+// either in its place or not at all: a log is added to an empty slot or
+// a tombstone, and removed by writing a tombstone (or an empty slot when
+// no probe goes past it). A full enough index is not resized in place:
+// the writer copies its logs to a new one and publishes that, leaving
+// readers of the old one to a view of the shard as it was. At least a
+// quarter of the slots stay empty, so every probe ends.
+type index struct {
+	slots []atomic.Pointer[log]
+	mask  uint64 // len(slots)-1, a power of two less one
+}
+
+// tombstone marks a slot whose log was removed: probes go past it, and an
+// insertion may take it.
+var tombstone = new(log)
+
+// minSlots is the size of a shard's index when it holds few logs.
+const minSlots = 8
+
+func newIndex(size int) *index {
+	return &index{slots: make([]atomic.Pointer[log], size), mask: uint64(size - 1)}
+}
+
+// home is the first slot a probe for hash h looks at: the hash's bits
+// above those that chose the shard.
+func (x *index) home(h uint64) uint64 { return (h / numShards) & x.mask }
+
 // NewTable returns a table of at most max logs (max >= 1).
 func NewTable(max int) *Table {
 	t := &Table{max: int64(max), seed: maphash.MakeSeed(), overflow: make(map[string]*log)}
 	for i := range t.shards {
-		t.shards[i].logs = make(map[uint64]*log)
+		t.shards[i].idx.Store(newIndex(minSlots))
 		t.shards[i].next.Store(math.MaxInt64)
 	}
 	return t
@@ -82,28 +115,68 @@ func NewTable(max int) *Table {
 // hash returns the hash of key, of the identity alone: the namespaces of
 // a table are few (a limiter each), so they need not spread the keys, and
 // one string hashes faster than two. The same key in two namespaces
-// shares a chain.
+// shares a probe sequence.
 func (t *Table) hash(key *logKey) uint64 { return maphash.String(t.seed, key.key) }
 
 // shardOf returns the shard of hash h.
 func (t *Table) shardOf(h uint64) *shard { return &t.shards[h%numShards] }
 
-// find returns key's log in s, or nil. Called with s.mu held.
+// find returns key's log in s, or nil. It takes no lock: a log added or
+// removed while it looks may be found or not.
 func (s *shard) find(h uint64, key *logKey) *log {
-	for l := s.logs[h]; l != nil; l = l.next {
-		if l.key.key == key.key && l.key.namespace == key.namespace {
+	x := s.idx.Load()
+	for i := x.home(h); ; i = (i + 1) & x.mask {
+		l := x.slots[i].Load()
+		if l == nil {
+			return nil
+		}
+		if l.hash == h && l != tombstone && l.key.key == key.key && l.key.namespace == key.namespace {
 			return l
 		}
 	}
-	return nil
 }
 
-// insert adds l, not in s, at the head of its hash's chain. Called with
-// s.mu held.
+// insert adds l, not in s, to s's index, first moving the index to a
+// new one when this would leave less than a quarter of its slots empty.
+// Called with s.mu held.
 func (s *shard) insert(l *log) {
-	l.next, l.in = s.logs[l.hash], true
-	s.logs[l.hash] = l
+	x := s.idx.Load()
+	if 4*(s.used+1) > 3*len(x.slots) {
+		x = s.rebuild(s.n + 1)
+	}
+	for i := x.home(l.hash); ; i = (i + 1) & x.mask {
+		p := x.slots[i].Load()
+		if p == nil || p == tombstone {
+			if p == nil {
+				s.used++
+			}
+			x.slots[i].Store(l)
+			break
+		}
+	}
+	l.in = true
 	s.n++
+}
+
+// rebuild publishes a new index of s's logs, sized for n logs at most
+// half its slots, without tombstones, and returns it. Called with s.mu
+// held.
+func (s *shard) rebuild(n int) *index {
+	size := minSlots
+	for size < 2*n {
+		size *= 2
+	}
+	x := newIndex(size)
+	s.each(func(l *log) {
+		i := x.home(l.hash)
+		for x.slots[i].Load() != nil {
+			i = (i + 1) & x.mask
+		}
+		x.slots[i].Store(l)
+	})
+	s.used = s.n
+	s.idx.Store(x)
+	return x
 }
 
 // unlink removes l from s and reports whether it was there. Called with
@@ -112,29 +185,28 @@ func (s *shard) unlink(l *log) bool {
 	if !l.in {
 		return false
 	}
-	head := s.logs[l.hash]
-	if head == l {
-		if l.next == nil {
-			delete(s.logs, l.hash)
-		} else {
-			s.logs[l.hash] = l.next
-		}
-	} else {
-		p := head
-		for p.next != l {
-			p = p.next
-		}
-		p.next = l.next
+	x := s.idx.Load()
+	i := x.home(l.hash)
+	for x.slots[i].Load() != l {
+		i = (i + 1) & x.mask
 	}
-	l.next, l.in = nil, false
+	if x.slots[(i+1)&x.mask].Load() == nil {
+		// No probe goes past an empty slot, so none needs this one.
+		x.slots[i].Store(nil)
+		s.used--
+	} else {
+		x.slots[i].Store(tombstone)
+	}
+	l.in = false
 	s.n--
 	return true
 }
 
 // each calls f for every log in s. Called with s.mu held.
 func (s *shard) each(f func(*log)) {
-	for _, l := range s.logs {
-		for ; l != nil; l = l.next {
+	x := s.idx.Load()
+	for i := range x.slots {
+		if l := x.slots[i].Load(); l != nil && l != tombstone {
 			f(l)
 		}
 	}
@@ -198,14 +270,9 @@ func (s *shard) setNext() {
 	s.next.Store(s.expiry[0].at)
 }
 
-// get returns key's log, of hash h, or nil when the table has none.
-func (t *Table) get(h uint64, key *logKey) *log {
-	s := t.shardOf(h)
-	s.mu.RLock()
-	l := s.find(h, key)
-	s.mu.RUnlock()
-	return l
-}
+// get returns key's log, of hash h, or nil when the table has none. It
+// takes no lock (see index).
+func (t *Table) get(h uint64, key *logKey) *log { return t.shardOf(h).find(h, key) }
 
 // getOrAdd returns key's log, adding one when the table has none. It
 // first drops up to sweepPerAdd expired logs; when the table is still
@@ -373,8 +440,8 @@ func (t *Table) Purge() {
 			l.in = false
 		})
 		t.n.Add(-int64(s.n))
-		clear(s.logs)
-		s.n = 0
+		s.idx.Store(newIndex(minSlots))
+		s.n, s.used = 0, 0
 		s.expiry = nil
 		s.setNext()
 		s.mu.Unlock()
@@ -387,18 +454,32 @@ func (t *Table) Purge() {
 	clear(t.overflow)
 }
 
-// lock returns key's log, locked, creating it when create is set (at a
-// full table of live logs, the namespace's overflow log). It returns nil
-// when the key has no log and create is not set.
-func (t *Table) lock(key *logKey, create bool, now int64) *log {
+// lock returns key's log, locked, or nil when the table has none.
+func (t *Table) lock(key *logKey) *log {
 	h := t.hash(key)
 	for {
 		l := t.get(h, key)
 		if l == nil {
-			if !create {
-				return nil
-			}
-			l = t.getOrAdd(h, key, now)
+			return nil
+		}
+		l.mu.Lock()
+		if !l.dead.Load() {
+			return l
+		}
+		l.mu.Unlock()
+	}
+}
+
+// lockOrAdd returns key's log, locked, adding one when the table has none
+// (at a full table of live logs, the namespace's overflow log). It reads
+// clock only to add a log, to find the expired logs it drops: a decision
+// on a tracked key reads the time once, under the key's lock.
+func (t *Table) lockOrAdd(key *logKey, clock Clock) *log {
+	h := t.hash(key)
+	for {
+		l := t.get(h, key)
+		if l == nil {
+			l = t.getOrAdd(h, key, clock.Now())
 		}
 		l.mu.Lock()
 		if !l.dead.Load() {

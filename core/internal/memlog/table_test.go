@@ -1,6 +1,8 @@
 package memlog
 
 import (
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/slidelog/slidelog/core/internal/window"
@@ -20,8 +22,8 @@ func take(t *Table, now int64, ns, key string, id uint64) bool {
 }
 
 // The same key in several namespaces has one hash, so its logs share a
-// chain in one shard: each must stay its own log through takes, resets and
-// expiry.
+// probe sequence in one shard's index: each must stay its own log through
+// takes, resets (which leave tombstones) and expiry.
 func TestChainedLogsStayApart(t *testing.T) {
 	tb := NewTable(3)
 	nss := []string{"a", "b", "c"}
@@ -38,7 +40,7 @@ func TestChainedLogsStayApart(t *testing.T) {
 			t.Fatalf("%s: second request admitted", ns)
 		}
 	}
-	// Reset the middle of the chain: only that log starts over.
+	// Reset the middle of the sequence: only that log starts over.
 	tb.Reset(Request{Namespace: "b", Key: "k"})
 	if tb.Len() != 2 {
 		t.Fatalf("Len after reset = %d, want 2", tb.Len())
@@ -57,7 +59,7 @@ func TestChainedLogsStayApart(t *testing.T) {
 		t.Fatal("refund of b's admission reached another log or missed b's")
 	}
 	// Once every log expired, new identities at the full table drop them,
-	// chain and all, and the old identities start over.
+	// all of them, and the old identities start over.
 	later := int64(10_000_000)
 	for i, key := range []string{"x", "y", "z"} {
 		if !take(tb, later, "a", key, uint64(100+i)) {
@@ -75,5 +77,85 @@ func TestChainedLogsStayApart(t *testing.T) {
 	tb.Purge()
 	if tb.Len() != 0 || !take(tb, later+2, "a", "k", 300) || take(tb, later+2, "b", "k", 301) != true {
 		t.Fatal("after Purge the logs are not fresh")
+	}
+}
+
+// A shard's index keeps every log it holds findable, without a lock,
+// while other logs come and go: through tombstones, emptied slots and
+// rebuilds. Logs that stay are always found by readers running beside the
+// writer; logs removed are no longer found; churn does not grow the index.
+func TestIndexFindsWhatStays(t *testing.T) {
+	var s shard
+	s.idx.Store(newIndex(minSlots))
+	logOf := func(i int) *log {
+		// Few hash values, so that probe sequences overlap and cross
+		// tombstones; the key tells logs of one hash apart.
+		k := logKey{"n", strconv.Itoa(i)}
+		return &log{key: k, hash: uint64(i%5) * numShards}
+	}
+	// The logs that stay come after others in their probe sequences,
+	// which then leave.
+	stay := make([]*log, 20)
+	s.mu.Lock()
+	var before []*log
+	for i := range stay {
+		before = append(before, logOf(500+i))
+		s.insert(before[i])
+		stay[i] = logOf(i)
+		s.insert(stay[i])
+	}
+	for _, l := range before {
+		s.unlink(l)
+	}
+	s.mu.Unlock()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, l := range stay {
+					if s.find(l.hash, &l.key) != l {
+						t.Errorf("log %q not found while others churn", l.key.key)
+						return
+					}
+				}
+			}
+		})
+	}
+	var churn []*log
+	for round := range 2000 {
+		s.mu.Lock()
+		// Logs of this round come in before those of the last leave.
+		last := churn
+		churn = make([]*log, 10)
+		for i := range churn {
+			churn[i] = logOf(1000 + round*10 + i)
+			s.insert(churn[i])
+		}
+		for _, l := range last {
+			if !s.unlink(l) {
+				t.Fatalf("log %q not unlinked", l.key.key)
+			}
+			if s.find(l.hash, &l.key) != nil {
+				t.Fatalf("log %q found after unlink", l.key.key)
+			}
+		}
+		s.mu.Unlock()
+	}
+	close(stop)
+	wg.Wait()
+	for _, l := range churn {
+		s.unlink(l)
+	}
+	if s.n != len(stay) {
+		t.Errorf("n = %d, want %d", s.n, len(stay))
+	}
+	if got := len(s.idx.Load().slots); got > 128 {
+		t.Errorf("index of %d logs grew to %d slots under churn", s.n, got)
 	}
 }
