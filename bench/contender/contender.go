@@ -257,11 +257,11 @@ func (e *evalSHA) Allow(ctx context.Context, key string) (bool, error) {
 func (e *evalSHA) Close() error { return nil }
 
 // NewScript returns a contender that runs slidelog's decision script src
-// (core/redisstore/script.lua) with one plain EVALSHA per call, on the keys
-// slidelog's Redis store would use: what slidelog costs with nothing
-// around the script. Its arguments follow the script's header: now (0,
-// the server's clock), a unique member, cost 1, then limit, window in
-// microseconds and precision 0.
+// (core/redisstore/common.lua, the script that decides a take of cost 1 on
+// exact policies) with one plain EVALSHA per call, on the key slidelog's
+// Redis store would use: what slidelog costs with nothing around the
+// script. Its arguments follow the script's header: a unique member, now
+// (0, the server's clock), then limit and window in microseconds.
 func NewScript(client redis.UniversalClient, src, prefix string, limit int, window time.Duration) (Limiter, error) {
 	store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 	if err != nil {
@@ -282,17 +282,13 @@ func (p *plainScript) Allow(ctx context.Context, key string) (bool, error) {
 	// A 6-byte random member, the size slidelog's store sends.
 	var member [8]byte
 	binary.BigEndian.PutUint64(member[:], rand.Uint64())
-	// The store's keys and arguments: the log, its costs, its state, its
-	// buckets and recent admissions (one hash slot), then op, now (0: the
-	// server's clock), ID, cost, admission time (0: not a record), and
-	// limit, window and precision (0: the exact log).
 	k := p.store.Key("bench", key)
-	reply, err := p.script.Run(ctx, p.client, []string{k, k + ":c", k + ":s", k + ":b", k + ":r"}, "take", 0, member[2:], 1, 0, p.limit, p.window, 0).Int64Slice()
+	reply, err := p.script.Run(ctx, p.client, []string{k}, member[2:], 0, p.limit, p.window).Int64Slice()
 	if err != nil {
 		return false, err
 	}
-	if len(reply) == 0 {
-		return false, errors.New("empty reply from slidelog's script")
+	if len(reply) == 0 || reply[0] == -1 {
+		return false, errors.New("slidelog's common script handed over (a key it does not decide alone)")
 	}
 	return reply[0] == 1, nil
 }

@@ -64,7 +64,7 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 			p("every request is admitted, so each decision writes. Two rows are baselines, not limiters:\n")
 			p("`EVALSHA round trip` runs the smallest keyed script (`return 1`), the floor under any\n")
 			p("script-based limiter; `slidelog script, plain EVALSHA` runs slidelog's own script\n")
-			p("(`core/redisstore/script.lua`) with one plain EVALSHA per call on the same keys, so the distance\n")
+			p("(`core/redisstore/common.lua`) with one plain EVALSHA per call on the same keys, so the distance\n")
 			p("between it and `slidelog` is what the library around the script costs or saves.\n")
 			p("`slidelog, pipelining off` is slidelog with `WithAutoPipelining(0)`.\n\n")
 		case "flood":

@@ -57,7 +57,7 @@ func runMain(args []string) error {
 	fs.IntVar(&cfg.rounds, "rounds", 6, "rounds per cell: contenders take turns, each round gets 1/rounds of the cell's time")
 	fs.StringVar(&callers, "callers", "1,16,64", "comma-separated numbers of concurrent callers")
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
-	fs.StringVar(&cfg.script, "script", "../core/redisstore/script.lua", "slidelog's decision script, run with plain EVALSHA as a baseline (empty: skip)")
+	fs.StringVar(&cfg.script, "script", "../core/redisstore/common.lua", "slidelog's decision script for the common take (common.lua), run with plain EVALSHA as a baseline (empty: skip)")
 	fs.BoolVar(&cfg.skipMemory, "skip-memory", false, "skip the in-memory cells")
 	fs.StringVar(&rtts, "rtt", "0,200us,1ms", "comma-separated round-trip latencies added between client and Cluster nodes (in-process toxiproxy); empty: skip")
 	fs.IntVar(&cfg.rttCallers, "rtt-callers", 64, "concurrent callers in the round-trip sweep")
