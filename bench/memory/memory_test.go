@@ -167,62 +167,57 @@ func BenchmarkAllow(b *testing.B) {
 // BenchmarkDeny measures denials on keys whose window is full: 100 per
 // second on slidelog's process clock (the fill takes well under a
 // second), one token per hour on go-limiter's.
+// denyPolicy is p over an hour, so that the entries that fill a key do
+// not leave its window during the run.
+func denyPolicy(p slidelog.Policy) slidelog.Policy {
+	p.Window = time.Hour
+	if p.Precision > 0 {
+		p.Precision = p.Window / 100
+	}
+	return p
+}
+
+// runDeny measures decide on keys it first fills to their limit and past:
+// every decision measured is a denial.
+func runDeny(b *testing.B, parallel bool, decide func(key string) (slidelog.Result, error)) {
+	allowed := func(key string) bool {
+		res, err := decide(key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return res.Allowed
+	}
+	run(b, parallel, func(key string) {
+		for range benchLimit + 1 {
+			allowed(key)
+		}
+	}, func(key string) {
+		if allowed(key) {
+			b.Fatal("admitted")
+		}
+	})
+}
+
 func BenchmarkDeny(b *testing.B) {
 	for _, parallel := range []bool{false, true} {
 		for _, m := range models {
 			b.Run(fmt.Sprintf("slidelog-take/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
 				store := memstore.New()
 				defer store.Close()
-				p := m.policy
-				p.Window = time.Hour // the fill must not leave the window during the run
-				if p.Precision > 0 {
-					p.Precision = p.Window / 100
-				}
-				req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{p}}
-				take := func(key string) bool {
+				req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{denyPolicy(m.policy)}}
+				runDeny(b, parallel, func(key string) (slidelog.Result, error) {
 					r := req
 					r.Key, r.ID = key, rand.Uint64()
-					res, err := store.Take(context.Background(), r)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return res.Allowed
-				}
-				run(b, parallel, func(key string) {
-					for range benchLimit + 1 {
-						take(key)
-					}
-				}, func(key string) {
-					if take(key) {
-						b.Fatal("admitted")
-					}
+					return store.Take(context.Background(), r)
 				})
 			})
 			b.Run(fmt.Sprintf("slidelog-limiter/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
 				store := memstore.New()
 				defer store.Close()
-				p := m.policy
-				p.Window = time.Hour // the fill must not leave the window during the run
-				if p.Precision > 0 {
-					p.Precision = p.Window / 100
-				}
-				l := slidelog.MustNew(store, p)
+				l := slidelog.MustNew(store, denyPolicy(m.policy))
 				defer l.Close()
-				allow := func(key string) bool {
-					res, err := l.Allow(context.Background(), key)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return res.Allowed
-				}
-				run(b, parallel, func(key string) {
-					for range benchLimit + 1 {
-						allow(key)
-					}
-				}, func(key string) {
-					if allow(key) {
-						b.Fatal("admitted")
-					}
+				runDeny(b, parallel, func(key string) (slidelog.Result, error) {
+					return l.Allow(context.Background(), key)
 				})
 			})
 		}
