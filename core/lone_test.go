@@ -3,9 +3,7 @@ package slidelog_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,22 +22,9 @@ import (
 // go-redis's plain options and the limiter's defaults (issue 19). Each
 // decision used to start one goroutine.
 func TestLoneDecisionStartsNoGoroutine(t *testing.T) {
-	for _, tc := range []struct {
-		give   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"standalone", func(t *testing.T) redis.UniversalClient {
-			redistest.RedisClient(t) // fails or skips without Redis
-			return redis.NewClient(&redis.Options{Addr: os.Getenv(redistest.EnvRedisAddr)})
-		}},
-		{"cluster", func(t *testing.T) redis.UniversalClient {
-			redistest.ClusterClient(t)
-			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")})
-		}},
-	} {
-		t.Run(tc.give, func(t *testing.T) {
-			client := tc.client(t)
-			t.Cleanup(func() { _ = client.Close() })
+	for _, tc := range redistest.PlainClients() {
+		t.Run(tc.Name, func(t *testing.T) {
+			client := tc.New(t)
 			store := newRedisStore(t, client) // its keys are deleted at cleanup
 			l, err := slidelog.New(store, slidelog.PerMinute(1000))
 			require.NoError(t, err)
@@ -71,9 +56,7 @@ func TestLoneDecisionStartsNoGoroutine(t *testing.T) {
 // goroutine per node (issue 19). With 16 callers this used to start about
 // 0.4 goroutines per decision.
 func TestQueuedDecisionsStartNoGoroutine(t *testing.T) {
-	redistest.ClusterClient(t)
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")})
-	t.Cleanup(func() { _ = client.Close() })
+	client := redistest.PlainClients()[1].New(t).(*redis.ClusterClient)
 	var batches pipelineCounter
 	client.AddHook(&batches)
 	client.OnNewNode(func(node *redis.Client) { node.AddHook(&batches) })

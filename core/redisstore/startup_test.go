@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -289,29 +288,15 @@ func TestConnectErrors(t *testing.T) {
 // that New gets fresh draws no such warning.
 func TestClientUsedBeforeNewIsReported(t *testing.T) {
 	const warning = "connections to this node before New"
-	for _, tc := range []struct {
-		name   string
-		client func(t *testing.T) redis.UniversalClient
-	}{
-		{"standalone", func(t *testing.T) redis.UniversalClient {
-			redistest.RedisClient(t)
-			return redis.NewClient(&redis.Options{Addr: os.Getenv(redistest.EnvRedisAddr)})
-		}},
-		{"cluster", func(t *testing.T) redis.UniversalClient {
-			redistest.ClusterClient(t)
-			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")})
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fresh := tc.client(t)
-			t.Cleanup(func() { _ = fresh.Close() })
+	for _, tc := range redistest.PlainClients() {
+		t.Run(tc.Name, func(t *testing.T) {
+			fresh := tc.New(t)
 			var logs bytes.Buffer
 			_, err := redisstore.New(fresh, redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			require.NoError(t, err)
 			assert.NotContains(t, logs.String(), warning)
 
-			used := tc.client(t)
-			t.Cleanup(func() { _ = used.Close() })
+			used := tc.New(t)
 			require.NoError(t, used.Ping(t.Context()).Err())
 			logs.Reset()
 			_, err = redisstore.New(used, redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))

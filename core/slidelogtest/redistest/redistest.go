@@ -79,6 +79,36 @@ func ClusterClient(t testing.TB) *redis.ClusterClient {
 	return c
 }
 
+// PlainClients returns the constructors of a fresh client of the
+// standalone test Redis and of the test Cluster, by name ("standalone",
+// "cluster"), with go-redis's plain options, as users make them. Each
+// client it makes has sent no command yet (the servers are checked with
+// clients of their own) and is closed when the test ends.
+func PlainClients() []struct {
+	Name string
+	New  func(t testing.TB) redis.UniversalClient
+} {
+	return []struct {
+		Name string
+		New  func(t testing.TB) redis.UniversalClient
+	}{
+		{"standalone", func(t testing.TB) redis.UniversalClient {
+			t.Helper()
+			RedisClient(t)
+			c := redis.NewClient(&redis.Options{Addr: addrsFromEnv(t, EnvRedisAddr)[0]})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}},
+		{"cluster", func(t testing.TB) redis.UniversalClient {
+			t.Helper()
+			ClusterClient(t)
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrsFromEnv(t, EnvClusterAddrs)})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}},
+	}
+}
+
 func ping(t testing.TB, c redis.UniversalClient, env string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
