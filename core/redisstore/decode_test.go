@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -36,5 +37,28 @@ func TestDecodeAllowedIsTheVerdict(t *testing.T) {
 				assert.Equal(t, w, states[i].Allowed, "policy %s: Allowed", tt.policies[i].Name)
 			}
 		})
+	}
+}
+
+// With one policy, decode fills the Result's fields itself instead of
+// building it with NewResult; every reply, admissions and denials with and
+// without a retry, gives the Result NewResult gives for that policy's
+// state.
+func TestDecodeOnePolicyIsNewResult(t *testing.T) {
+	p := slidelog.Policy{Name: "p", Limit: 7, Window: time.Minute}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		reply := []int64{rng.Int64N(2), 1e15 + rng.Int64N(1e9), rng.Int64N(60e6) - 1,
+			rng.Int64N(8), rng.Int64N(60e6) - 30e6, rng.Int64N(60e6)}
+		allowed := reply[0] == 1
+		state := slidelog.PolicyResult{
+			Policy: p, Allowed: allowed, Remaining: int(reply[3]),
+			RetryAfter: time.Duration(max(reply[4], 0)) * time.Microsecond,
+			ResetAfter: time.Duration(reply[5]) * time.Microsecond,
+		}
+		want := slidelog.NewResult([]slidelog.PolicyResult{state}, redisstore.Source)
+		want.DecidedAt = time.UnixMicro(reply[1])
+		want.StableFor = time.Duration(reply[2]) * time.Microsecond
+		assert.Equal(t, want, redisstore.Decode(reply, []slidelog.Policy{p}, redisstore.Source), "reply %v", reply)
 	}
 }

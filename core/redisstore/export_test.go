@@ -77,7 +77,7 @@ const CommonHandOver = "--"
 func ScriptCalls(ctx context.Context, s *Store, op string, req slidelog.Request, at int64) ([]string, []any, error) {
 	key := s.Key(req.Namespace, req.Key)
 	if op == opTake && s.common(req) {
-		calls, reply, err := scriptCalls(ctx, s, countingCommon, []string{key}, s.commonArgs(req))
+		calls, reply, err := scriptCalls(ctx, s, countingCommon, []string{key}, s.commonArgs(nil, req))
 		if err != nil || len(reply) != 1 || reply[0] != int64(notCommon) {
 			return calls, reply, err
 		}

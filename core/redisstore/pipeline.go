@@ -57,6 +57,13 @@ type scriptCall struct {
 	leadCtx context.Context
 	leadGen uint64
 	gone    atomic.Bool // the caller stopped waiting: do not send
+
+	// The storage of keys, args and lead for the commonest call (one key,
+	// up to four arguments, sent alone), kept in the call's own
+	// allocation.
+	keyBuf  [1]string
+	argBuf  [4]any
+	selfBuf [1]*scriptCall
 }
 
 // batcher sends the script calls for one node. At most limit senders
@@ -316,7 +323,8 @@ func (b *batcher) mayRunInline(call *scriptCall) bool {
 // once. b.mu is held and released.
 func (b *batcher) inline(call *scriptCall) ([]int64, error) {
 	b.inflight++
-	call.lead = []*scriptCall{call}
+	call.selfBuf[0] = call
+	call.lead = call.selfBuf[:]
 	b.leadLocked(call)
 	b.mu.Unlock()
 	return b.lead(call)
@@ -759,8 +767,24 @@ func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route,
 // many replicas acknowledged the call's pipeline (always 0 without
 // WithReplicaAck).
 func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, keys []string, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, int, error) {
+	return p.runCall(ctx, &scriptCall{script: sc, keys: keys, args: args}, r, w)
+}
+
+// newCall returns a call of sc on the one key key, whose arguments the
+// caller appends to call.argBuf[:0]: the call, its key and its arguments
+// in one allocation.
+func newCall(sc *redis.Script, key string) *scriptCall {
+	call := &scriptCall{script: sc}
+	call.keyBuf[0] = key
+	call.keys = call.keyBuf[:]
+	return call
+}
+
+// runCall sends call, whose script, keys and arguments are set, through
+// the batcher of r's node.
+func (p *pipelines) runCall(ctx context.Context, call *scriptCall, r slidelog.Route, w *slidelog.Watch) ([]int64, int, error) {
 	b := p.batcher(r.Node)
-	call := &scriptCall{script: sc, ctx: ctx, keys: keys, args: args, watch: w}
+	call.ctx, call.watch = ctx, w
 	if w != nil {
 		call.stalled = w.Stalled()
 	}

@@ -452,7 +452,9 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 	)
 	common := s.common(req)
 	if common {
-		reply, acked, err = s.pipes.runAcked(ctx, commonScript, []string{r.Key}, r, req.Watch, s.commonArgs(req))
+		call := newCall(commonScript, r.Key)
+		call.args = s.commonArgs(call.argBuf[:0], req)
+		reply, acked, err = s.pipes.runCall(ctx, call, r, req.Watch)
 		common = err != nil || len(reply) != 1 || reply[0] != notCommon
 	}
 	if !common {
@@ -526,9 +528,8 @@ func (s *Store) args(op string, req slidelog.Request, at int64) []any {
 	return args
 }
 
-// commonArgs are commonScript's arguments for req.
-func (s *Store) commonArgs(req slidelog.Request) []any {
-	args := make([]any, 0, 2+2*len(req.Policies))
+// commonArgs appends commonScript's arguments for req to args.
+func (s *Store) commonArgs(args []any, req slidelog.Request) []any {
 	args = append(args, member(req.ID), s.nowArg())
 	for _, p := range req.Policies {
 		args = append(args, p.Limit, p.Window.Microseconds())
@@ -646,6 +647,23 @@ func member(id uint64) string {
 // reported denied rather than the denial read as an admission.
 func decode(reply []int64, policies []slidelog.Policy, source slidelog.Source) slidelog.Result {
 	allowed := reply[0] == 1
+	if len(policies) == 1 {
+		// What NewResult makes of one policy's state, without the slice:
+		// the policy binds, and is violated exactly when the script
+		// denied.
+		p, v := policies[0], reply[3:6]
+		res := slidelog.Result{
+			Allowed: allowed, Limit: p.Limit, Remaining: int(v[0]),
+			ResetAfter: time.Duration(v[2]) * time.Microsecond,
+			Policy:     p, Source: source,
+			DecidedAt: time.UnixMicro(reply[1]),
+			StableFor: time.Duration(reply[2]) * time.Microsecond,
+		}
+		if !allowed {
+			res.RetryAfter = time.Duration(max(v[1], 0)) * time.Microsecond
+		}
+		return res
+	}
 	states := make([]slidelog.PolicyResult, len(policies))
 	denied := false
 	for i, p := range policies {
