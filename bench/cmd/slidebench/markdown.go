@@ -49,7 +49,7 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 	p("| Peers | %s |\n", strings.Join(e.PeerVersions, ", "))
 	p("| slidelog core | %s |\n", orDash(e.CoreRevision))
 	p("| Command | `%s` |\n", e.Command)
-	p("| Cells | %v warm-up, then %v measured per Redis cell and %v per in-memory cell, in %d interleaved rounds (the contenders of one scenario and concurrency take turns); limit %d per %v |\n",
+	p("| Cells | %v warm-up, then %v measured per Redis cell and %v per in-memory cell, in %d interleaved rounds (the contenders of one scenario and concurrency take turns, in a shuffled order each round); limit %d per %v |\n",
 		e.Warmup, e.CellDuration, e.MemoryCell, max(e.Rounds, 1), e.Limit, e.Window)
 	p("| Harness run time | %v (plus the `go test` benchmarks) |\n\n", e.ElapsedTotal)
 

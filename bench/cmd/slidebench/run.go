@@ -54,7 +54,7 @@ func runMain(args []string) error {
 	fs.IntVar(&cfg.keys, "keys", 10000, "keys in the many-keys scenario on Redis")
 	fs.IntVar(&cfg.memKeys, "mem-keys", 1<<18, "keys in the many-keys scenario in memory (enough that no key reaches the limit)")
 	fs.IntVar(&cfg.limit, "limit", 100, "requests per minute per key")
-	fs.IntVar(&cfg.rounds, "rounds", 6, "rounds per cell: contenders take turns, each round gets 1/rounds of the cell's time")
+	fs.IntVar(&cfg.rounds, "rounds", 6, "rounds per cell: contenders take turns, in a shuffled order, each round gets 1/rounds of the cell's time")
 	fs.StringVar(&callers, "callers", "1,16,64", "comma-separated numbers of concurrent callers")
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
 	fs.StringVar(&cfg.script, "script", "../core/redisstore/common.lua", "slidelog's decision script for the common take (common.lua), run with plain EVALSHA as a baseline (empty: skip)")
@@ -338,8 +338,13 @@ func newRedisEntry(ctx context.Context, topo topology, name, prefix, scenario st
 }
 
 // runGroup warms every entry up, then measures them in rounds, each
-// round giving every entry total/rounds in turn (starting one further
-// each round), so that a change in the machine's load is shared.
+// round giving every entry total/rounds in turn, so that a change in the
+// machine's load is shared. Each round takes the entries in an order of
+// its own (a shuffle with a fixed seed, the same in every run): a slice
+// is measured right after another entry's, and what that one leaves
+// behind (its garbage to collect, its idle goroutines' wake-ups) lands in
+// the next slice's figures. With a fixed rotation an entry would always
+// follow the same one; one caller's cells moved by up to 25% with it.
 func runGroup(group []*entry, admin redis.UniversalClient, callers int, keyOf func(int) func() string, warmup, total time.Duration, rounds int) {
 	ctx := context.Background()
 	for _, e := range group {
@@ -348,9 +353,10 @@ func runGroup(group []*entry, admin redis.UniversalClient, callers int, keyOf fu
 		}
 	}
 	rounds = max(rounds, 1)
-	for r := range rounds {
-		for k := range group {
-			e := group[(k+r)%len(group)]
+	order := rand.New(rand.NewPCG(uint64(len(group)), uint64(callers)))
+	for range rounds {
+		for _, k := range order.Perm(len(group)) {
+			e := group[k]
 			var redis0 float64
 			if admin != nil {
 				redis0 = startRedisSlice(ctx, admin)
