@@ -35,23 +35,7 @@ for rev in "$@"; do
   git show "$rev:core/redisstore/common.lua" >"$dir/common@$rev"
   names+=("common@$rev")
 done
-cat >"$dir/article" <<'EOF'
-local key = KEYS[1]
-local now = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local member = ARGV[4]
-local clear_before = now - window
-redis.call('ZREMRANGEBYSCORE', key, '-inf', clear_before)
-local current_requests = redis.call('ZCARD', key)
-if current_requests < limit then
-    redis.call('ZADD', key, now, member)
-    redis.call('EXPIRE', key, math.ceil(window / 1000))
-    return {1, limit - current_requests - 1}
-else
-    return {0, 0}
-end
-EOF
+cp bench/contender/article.lua "$dir/article"
 names+=(article)
 rr=$(cd bench && go list -m -f '{{.Dir}}' github.com/go-redis/redis_rate/v10)
 # redis_rate's allowN script, as its lua.go holds it.

@@ -2,6 +2,7 @@ package contender
 
 import (
 	"context"
+	_ "embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -204,21 +205,11 @@ func (t *throttledGCRA) Close() error { return nil }
 
 // articleScript is the design article's snippet 2, as published: evict,
 // count, add and set the expiry, with the caller's time in milliseconds.
-var articleScript = redis.NewScript(`local key = KEYS[1]
-local now = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local member = ARGV[4]
-local clear_before = now - window
-redis.call('ZREMRANGEBYSCORE', key, '-inf', clear_before)
-local current_requests = redis.call('ZCARD', key)
-if current_requests < limit then
-    redis.call('ZADD', key, now, member)
-    redis.call('EXPIRE', key, math.ceil(window / 1000))
-    return {1, limit - current_requests - 1}
-else
-    return {0, 0}
-end`)
+// scripts/script-cost.sh measures the same file inside Redis.
+var articleScript = redis.NewScript(articleSource)
+
+//go:embed article.lua
+var articleSource string
 
 type article struct {
 	client redis.UniversalClient
