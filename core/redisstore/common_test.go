@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
@@ -18,9 +20,18 @@ import (
 // from a store that sends common.lua first and from one that never does
 // (the Redis 6.2 variant of script.lua). Policies of one, two and three
 // windows, shared windows, retries and denials are mixed at random; a
-// difference in any field of any Result fails.
+// difference in any field of any Result fails, on the standalone server
+// and on the Cluster.
 func TestCommonPathAgreesWithFullSteps(t *testing.T) {
-	client := redistest.RedisClient(t)
+	for name, client := range map[string]redis.UniversalClient{
+		"Standalone": redistest.RedisClient(t),
+		"Cluster":    redistest.ClusterClient(t),
+	} {
+		t.Run(name, func(t *testing.T) { commonPathAgrees(t, client) })
+	}
+}
+
+func commonPathAgrees(t *testing.T, client redis.UniversalClient) {
 	var us atomic.Int64
 	us.Store(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC).UnixMicro())
 	clock := func() time.Time { return time.UnixMicro(us.Load()) }
