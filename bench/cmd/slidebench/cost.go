@@ -9,9 +9,11 @@ import (
 )
 
 // costContenders are the rows of the cost tables: slidelog with its
-// default options, redis_rate, and the design article's four-command
-// script.
-var costContenders = []string{contender.Slidelog, contender.RedisRate, contender.Article}
+// default options, redis_rate, the design article's four-command script,
+// and slidelog's common-path script by plain EVALSHA (when the run has
+// it), the floor of what slidelog's decision costs with no limiter around
+// it.
+var costContenders = []string{contender.Slidelog, contender.RedisRate, contender.Article, contender.SlidelogScript}
 
 // writeCost writes, per concurrency, what a decision costs each contender
 // on the Cluster with many keys: decisions/s, p50/p99, client CPU, Redis
@@ -28,12 +30,15 @@ func writeCost(b *strings.Builder, r *Results, gb []goBench) {
 	p("÷ decisions; Redis CPU per decision is `INFO cpu` `used_cpu_user + used_cpu_sys` summed over the\n")
 	p("masters before and after each slice ÷ decisions; Redis commands per decision are `INFO\n")
 	p("commandstats` calls on the masters after `CONFIG RESETSTAT` (commands inside scripts counted, the\n")
-	p("`EVALSHA` itself not). CPU per decision does not depend on how client and Redis share the\n")
-	p("machine; decisions/s does.\n\n")
+	p("`EVALSHA` itself not); the replicas' CPU per decision is `INFO cpu` summed over the replicas, what\n")
+	p("applying the masters' writes costs them. CPU per decision does not depend on how client and Redis\n")
+	p("share the machine; decisions/s does, and it follows the sum of all three, replicas included.\n")
+	p("`slidelog script, plain EVALSHA` is slidelog's common-path script sent by go-redis's `Script.Run`\n")
+	p("with no limiter around it: the floor of a slidelog decision on this set-up.\n\n")
 	for _, callers := range callerList(r) {
 		p("### %d caller(s)\n\n", callers)
-		p("| Contender | Decisions/s | vs redis_rate | p50 | p99 | Client CPU / decision | Redis CPU / decision | Redis commands / decision |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| Contender | Decisions/s | vs redis_rate | p50 | p99 | Client CPU / decision | Redis CPU / decision | Replicas' CPU / decision | Redis commands / decision |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		rr, hasRR := find(r, "cluster", "many-keys", callers, contender.RedisRate)
 		for _, name := range costContenders {
 			c, ok := find(r, "cluster", "many-keys", callers, name)
@@ -45,8 +50,12 @@ func writeCost(b *strings.Builder, r *Results, gb []goBench) {
 			if hasRR && name != contender.RedisRate {
 				vs = fmtRatio(ratio(c.PerSec, rr.PerSec))
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s | %.2f |\n", name, fmtRate(c.PerSec), vs, fmtMicros(c.P50), fmtMicros(c.P99),
-				fmtMicros(c.ClientCPUUsec/d), fmtMicros(c.RedisCPUUsec/d), float64(c.RedisCommands)/d)
+			replicas := "—"
+			if c.ReplicaCPUUsec > 0 {
+				replicas = fmtMicros(c.ReplicaCPUUsec / d)
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %.2f |\n", name, fmtRate(c.PerSec), vs, fmtMicros(c.P50), fmtMicros(c.P99),
+				fmtMicros(c.ClientCPUUsec/d), fmtMicros(c.RedisCPUUsec/d), replicas, float64(c.RedisCommands)/d)
 		}
 		p("\n")
 	}
@@ -74,8 +83,13 @@ func writeCost(b *strings.Builder, r *Results, gb []goBench) {
 		if !ok1 || !ok2 {
 			continue
 		}
+		floor := ""
+		if bare, ok := find(r, "cluster", "many-keys", t.callers, contender.SlidelogScript); ok {
+			// What the script alone reaches, with no limiter around it.
+			floor = fmt.Sprintf("; the script alone %s", fmtRatio(ratio(bare.PerSec, rr.PerSec)))
+		}
 		row(fmt.Sprintf("Decisions/s, %d caller(s)", t.callers), fmt.Sprintf("≥ %.1fx redis_rate", t.rate),
-			ratio(s.PerSec, rr.PerSec), t.rate, false, fmt.Sprintf("(%s vs %s/s)", fmtRate(s.PerSec), fmtRate(rr.PerSec)))
+			ratio(s.PerSec, rr.PerSec), t.rate, false, fmt.Sprintf("(%s vs %s/s%s)", fmtRate(s.PerSec), fmtRate(rr.PerSec), floor))
 		if t.callers == 1 {
 			row("p50, 1 caller", "≤ 1.25x redis_rate", ratio(s.P50, rr.P50), 1.25, true, fmt.Sprintf("(%s vs %s)", fmtMicros(s.P50), fmtMicros(rr.P50)))
 		}

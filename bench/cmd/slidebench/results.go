@@ -97,7 +97,15 @@ type Cell struct {
 	// scripts included, script calls themselves not), for the cells of
 	// the main run (RedisCPUUsec too).
 	ClientCPUUsec float64 `json:"client_cpu_usec,omitempty"`
-	RedisCommands int64   `json:"redis_commands,omitempty"`
+	// ReplicaCPUUsec is the replicas' CPU time (INFO cpu, user + system,
+	// summed over them) over the measured slices, in µs: what applying
+	// the masters' writes costs them, which the masters' figure leaves
+	// out and which shares the machine with the rest.
+	ReplicaCPUUsec float64 `json:"replica_cpu_usec,omitempty"`
+	// ExpiredKeys is how many keys the masters expired during the
+	// measured slices (INFO stats expired_keys).
+	ExpiredKeys   int64 `json:"expired_keys,omitempty"`
+	RedisCommands int64 `json:"redis_commands,omitempty"`
 	// After the cell without added latency: the contender's keys in
 	// Redis, their MEMORY USAGE (SAMPLES 0), and of those the sorted
 	// sets, their bytes and entries.

@@ -201,6 +201,7 @@ func runAll(cfg runConfig) error {
 				for _, e := range group {
 					cell := newCell(topo.name, sc.name, callers, e.name, e.stats, e.elapsed, e.commands, e.trips)
 					cell.ClientCPUUsec, cell.RedisCPUUsec, cell.RedisCommands = e.clientCPU, e.redisCPU, e.served
+					cell.ReplicaCPUUsec, cell.ExpiredKeys = e.replicaCPU, e.expired
 					report(cell)
 					res.Cells = append(res.Cells, cell)
 				}
@@ -299,8 +300,9 @@ type entry struct {
 	// Measured per slice: this process's CPU (getrusage, user + system),
 	// the masters' CPU (INFO cpu) and the commands they ran for the
 	// decisions (INFO commandstats), in µs and calls.
-	clientCPU, redisCPU float64
-	served              int64
+	clientCPU, redisCPU, replicaCPU float64
+	served                          int64
+	expired                         int64 // keys the masters expired during the slices
 }
 
 func newRedisEntry(ctx context.Context, topo topology, name, prefix, scenario string, cfg runConfig, scriptSrc string) (*entry, error) {
@@ -357,16 +359,20 @@ func runGroup(group []*entry, admin redis.UniversalClient, callers int, keyOf fu
 	for range rounds {
 		for _, k := range order.Perm(len(group)) {
 			e := group[k]
-			var redis0 float64
+			var redis0, replicas0 float64
 			if admin != nil {
 				redis0 = startRedisSlice(ctx, admin)
+				replicas0 = replicaCPU(ctx, admin)
 			}
+			expired0 := expiredKeys(ctx, admin)
 			cpu0 := selfCPU()
 			st, elapsed, cmds, rts := drive(e.l, callers, keyOf, 0, total/time.Duration(rounds), e.cmds, e.rts)
 			e.clientCPU += (selfCPU() - cpu0) * 1e6
 			if admin != nil {
 				redis1, served := endRedisSlice(ctx, admin)
 				e.redisCPU += redis1 - redis0
+				e.replicaCPU += replicaCPU(ctx, admin) - replicas0
+				e.expired += expiredKeys(ctx, admin) - expired0
 				e.served += served
 			}
 			e.stats.add(&st)
@@ -390,6 +396,48 @@ func startRedisSlice(ctx context.Context, admin redis.UniversalClient) float64 {
 		total += cpu
 		mu.Unlock()
 		return err
+	})
+	return total
+}
+
+// replicaCPU returns the replicas' CPU time so far (INFO cpu, user +
+// system, summed over them), in microseconds; 0 on a single server. A
+// replica that does not answer adds nothing.
+func replicaCPU(ctx context.Context, admin redis.UniversalClient) float64 {
+	c, ok := admin.(*redis.ClusterClient)
+	if !ok {
+		return 0
+	}
+	var mu sync.Mutex
+	var total float64
+	_ = c.ForEachSlave(ctx, func(ctx context.Context, r *redis.Client) error {
+		cpu, err := cpuUsec(ctx, r)
+		mu.Lock()
+		total += cpu
+		mu.Unlock()
+		return err
+	})
+	return total
+}
+
+// expiredKeys returns how many keys the masters have expired so far (INFO
+// stats expired_keys, summed over them).
+func expiredKeys(ctx context.Context, admin redis.UniversalClient) int64 {
+	if admin == nil {
+		return 0
+	}
+	var mu sync.Mutex
+	var total int64
+	_ = forEachMaster(ctx, admin, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "stats").Result()
+		if err != nil {
+			return err
+		}
+		n, _ := strconv.ParseInt(infoField(info, "expired_keys"), 10, 64)
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return nil
 	})
 	return total
 }
@@ -491,7 +539,7 @@ func report(c Cell) {
 	if d := float64(max(c.Decisions, 1)); c.ClientCPUUsec > 0 {
 		cpu = fmt.Sprintf("  client CPU %.1fµs", c.ClientCPUUsec/d)
 		if c.RedisCPUUsec > 0 {
-			cpu += fmt.Sprintf("  Redis CPU %.1fµs  Redis cmds %.2f /decision", c.RedisCPUUsec/d, float64(c.RedisCommands)/d)
+			cpu += fmt.Sprintf("  Redis CPU %.1fµs  replicas %.1fµs  Redis cmds %.2f /decision  expired %d", c.RedisCPUUsec/d, c.ReplicaCPUUsec/d, float64(c.RedisCommands)/d, c.ExpiredKeys)
 		}
 	}
 	fmt.Printf("%-10s %-9s %3d callers  %-30s %10.0f/s  p50 %8.1fµs  p99 %8.1fµs  p99.9 %8.1fµs  allowed %5.1f%%%s%s%s\n",
