@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,11 +60,24 @@ func runMain(args []string) error {
 	fs.StringVar(&cfg.only, "only", "", "run only the cells whose topology/scenario/contender contains this")
 	fs.StringVar(&cfg.script, "script", "../core/redisstore/common.lua", "slidelog's decision script for the common take (common.lua), run with plain EVALSHA as a baseline (empty: skip)")
 	fs.BoolVar(&cfg.skipMemory, "skip-memory", false, "skip the in-memory cells")
+	var cpuProfile string
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file, each slice's samples labelled contender=<name> (go tool pprof -tags, -tagfocus)")
 	fs.StringVar(&rtts, "rtt", "0,200us,1ms", "comma-separated round-trip latencies added between client and Cluster nodes (in-process toxiproxy); empty: skip")
 	fs.IntVar(&cfg.rttCallers, "rtt-callers", 64, "concurrent callers in the round-trip sweep")
 	cfg.sizing.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if cfg.standalone == "" || clusterAddrs == "" {
 		return errors.New("need both a standalone Redis (-redis or SLIDELOG_REDIS_ADDR) and a Cluster (-cluster or SLIDELOG_CLUSTER_ADDRS)")
@@ -366,7 +380,13 @@ func runGroup(group []*entry, admin redis.UniversalClient, callers int, keyOf fu
 			}
 			expired0 := expiredKeys(ctx, admin)
 			cpu0 := selfCPU()
-			st, elapsed, cmds, rts := drive(e.l, callers, keyOf, 0, total/time.Duration(rounds), e.cmds, e.rts)
+			var st workerStats
+			var elapsed time.Duration
+			var cmds, rts int64
+			// Label the slice's goroutines with the contender, for -cpuprofile.
+			pprof.Do(ctx, pprof.Labels("contender", e.name), func(context.Context) {
+				st, elapsed, cmds, rts = drive(e.l, callers, keyOf, 0, total/time.Duration(rounds), e.cmds, e.rts)
+			})
 			e.clientCPU += (selfCPU() - cpu0) * 1e6
 			if admin != nil {
 				redis1, served := endRedisSlice(ctx, admin)
