@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -106,3 +107,9 @@ func scriptCalls(ctx context.Context, s *Store, sc *redis.Script, keys []string,
 
 // Decode is decode, the reading of the script's reply to a take.
 var Decode = decode
+
+func init() { releasedCalls = new(atomic.Int64) }
+
+// InlineCalls returns how many calls were sent inline, and given back for
+// reuse, so far in this test binary.
+func InlineCalls() int64 { return releasedCalls.Load() }

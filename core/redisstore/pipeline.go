@@ -50,6 +50,7 @@ type scriptCall struct {
 	err     error
 	done    chan struct{} // closed when answered or made to lead; nil for a call sent inline
 	canLead bool          // its caller may send it (mayRunInline)
+	inlined bool          // sent by inline: no other goroutine ever saw it
 
 	// Set, under the batcher's lock, when the call is to be sent from its
 	// caller's goroutine with the batch lead (see handLocked).
@@ -322,6 +323,7 @@ func (b *batcher) mayRunInline(call *scriptCall) bool {
 // connections are broken off (see hookLocked), which ends the read at
 // once. b.mu is held and released.
 func (b *batcher) inline(call *scriptCall) ([]int64, error) {
+	call.inlined = true
 	b.inflight++
 	call.selfBuf[0] = call
 	call.lead = call.selfBuf[:]
@@ -772,13 +774,37 @@ func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, keys []strin
 
 // newCall returns a call of sc on the one key key, whose arguments the
 // caller appends to call.argBuf[:0]: the call, its key and its arguments
-// in one allocation.
+// in one allocation, reused after a call sent inline (see releaseCall).
 func newCall(sc *redis.Script, key string) *scriptCall {
-	call := &scriptCall{script: sc}
+	call := callPool.Get().(*scriptCall)
+	call.script = sc
 	call.keyBuf[0] = key
 	call.keys = call.keyBuf[:]
 	return call
 }
+
+// callPool holds the calls of newCall that releaseCall gave back.
+var callPool = sync.Pool{New: func() any { return new(scriptCall) }}
+
+// releaseCall gives call, from newCall, back for reuse once its caller is
+// done with it and its reply, if it was sent inline: then it was never in
+// a queue or a batch that a sender or another caller could still read. A
+// call that was queued is left to the garbage collector, as a sender
+// that wrote off its caller may still hold it.
+func releaseCall(call *scriptCall) {
+	if !call.inlined {
+		return
+	}
+	*call = scriptCall{} // drops the references to the key, the arguments and the reply
+	callPool.Put(call)
+	if releasedCalls != nil {
+		releasedCalls.Add(1)
+	}
+}
+
+// releasedCalls counts the calls releaseCall gave back, when a test set
+// it; nil otherwise.
+var releasedCalls *atomic.Int64
 
 // runCall sends call, whose script, keys and arguments are set, through
 // the batcher of r's node.

@@ -455,6 +455,7 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 		call := newCall(commonScript, r.Key)
 		call.args = s.commonArgs(call.argBuf[:0], req)
 		reply, acked, err = s.pipes.runCall(ctx, call, r, req.Watch)
+		releaseCall(call) // reply is go-redis's, not the call's
 		common = err != nil || len(reply) != 1 || reply[0] != notCommon
 	}
 	if !common {
