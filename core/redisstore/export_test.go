@@ -110,6 +110,6 @@ var Decode = decode
 
 func init() { releasedCalls = new(atomic.Int64) }
 
-// InlineCalls returns how many calls were sent inline, and given back for
-// reuse, so far in this test binary.
-func InlineCalls() int64 { return releasedCalls.Load() }
+// ReusedCalls returns how many calls were given back for reuse so far in
+// this test binary.
+func ReusedCalls() int64 { return releasedCalls.Load() }

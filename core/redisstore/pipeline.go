@@ -50,7 +50,10 @@ type scriptCall struct {
 	err     error
 	done    chan struct{} // closed when answered or made to lead; nil for a call sent inline
 	canLead bool          // its caller may send it (mayRunInline)
-	inlined bool          // sent by inline: no other goroutine ever saw it
+	// mine is set, in the caller's goroutine, once no other goroutine
+	// holds the call any more: it was sent inline, or its caller saw done
+	// closed, the sender's last touch. Only then may it be reused.
+	mine bool
 
 	// Set, under the batcher's lock, when the call is to be sent from its
 	// caller's goroutine with the batch lead (see handLocked).
@@ -232,6 +235,7 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	stalled := false
 	select {
 	case <-call.done:
+		call.mine = true // answered, or made to lead the batch from here
 		if call.lead != nil {
 			return b.lead(call)
 		}
@@ -284,6 +288,7 @@ func (b *batcher) leave(call *scriptCall) (reply []int64, err error, ok bool) {
 	select {
 	case <-call.done:
 		if call.lead == nil {
+			call.mine = true
 			return call.reply, call.err, true
 		}
 	default:
@@ -323,7 +328,7 @@ func (b *batcher) mayRunInline(call *scriptCall) bool {
 // connections are broken off (see hookLocked), which ends the read at
 // once. b.mu is held and released.
 func (b *batcher) inline(call *scriptCall) ([]int64, error) {
-	call.inlined = true
+	call.mine = true
 	b.inflight++
 	call.selfBuf[0] = call
 	call.lead = call.selfBuf[:]
@@ -787,12 +792,12 @@ func newCall(sc *redis.Script, key string) *scriptCall {
 var callPool = sync.Pool{New: func() any { return new(scriptCall) }}
 
 // releaseCall gives call, from newCall, back for reuse once its caller is
-// done with it and its reply, if it was sent inline: then it was never in
-// a queue or a batch that a sender or another caller could still read. A
-// call that was queued is left to the garbage collector, as a sender
-// that wrote off its caller may still hold it.
+// done with it and its reply, if no other goroutine holds it any more
+// (call.mine): it was sent inline, or its caller saw it answered. A call
+// whose caller left before that is left to the garbage collector, as a
+// sender may still hold it.
 func releaseCall(call *scriptCall) {
-	if !call.inlined {
+	if !call.mine {
 		return
 	}
 	*call = scriptCall{} // drops the references to the key, the arguments and the reply
