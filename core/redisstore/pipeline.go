@@ -779,7 +779,8 @@ func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, keys []strin
 
 // newCall returns a call of sc on the one key key, whose arguments the
 // caller appends to call.argBuf[:0]: the call, its key and its arguments
-// in one allocation, reused after a call sent inline (see releaseCall).
+// in one allocation, reused once no other goroutine holds it (see
+// releaseCall).
 func newCall(sc *redis.Script, key string) *scriptCall {
 	call := callPool.Get().(*scriptCall)
 	call.script = sc
