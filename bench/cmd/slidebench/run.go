@@ -407,17 +407,12 @@ func runGroup(group []*entry, admin redis.UniversalClient, callers int, keyOf fu
 // RESETSTAT) and returns their CPU time so far (INFO cpu, user + system,
 // summed over the masters), in microseconds.
 func startRedisSlice(ctx context.Context, admin redis.UniversalClient) float64 {
-	var mu sync.Mutex
-	var total float64
-	_ = forEachMaster(ctx, admin, func(ctx context.Context, c *redis.Client) error {
+	return sumNodes(ctx, func(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+		return forEachMaster(ctx, admin, fn)
+	}, func(ctx context.Context, c *redis.Client) (float64, error) {
 		_ = c.ConfigResetStat(ctx).Err()
-		cpu, err := cpuUsec(ctx, c)
-		mu.Lock()
-		total += cpu
-		mu.Unlock()
-		return err
+		return cpuUsec(ctx, c)
 	})
-	return total
 }
 
 // replicaCPU returns the replicas' CPU time so far (INFO cpu, user +
@@ -428,16 +423,7 @@ func replicaCPU(ctx context.Context, admin redis.UniversalClient) float64 {
 	if !ok {
 		return 0
 	}
-	var mu sync.Mutex
-	var total float64
-	_ = c.ForEachSlave(ctx, func(ctx context.Context, r *redis.Client) error {
-		cpu, err := cpuUsec(ctx, r)
-		mu.Lock()
-		total += cpu
-		mu.Unlock()
-		return err
-	})
-	return total
+	return sumNodes(ctx, c.ForEachSlave, cpuUsec)
 }
 
 // expiredKeys returns how many keys the masters have expired so far (INFO
@@ -446,16 +432,30 @@ func expiredKeys(ctx context.Context, admin redis.UniversalClient) int64 {
 	if admin == nil {
 		return 0
 	}
-	var mu sync.Mutex
-	var total int64
-	_ = forEachMaster(ctx, admin, func(ctx context.Context, c *redis.Client) error {
+	return int64(sumNodes(ctx, func(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+		return forEachMaster(ctx, admin, fn)
+	}, func(ctx context.Context, c *redis.Client) (float64, error) {
 		info, err := c.Info(ctx, "stats").Result()
+		if err != nil {
+			return 0, err
+		}
+		return strconv.ParseFloat(infoField(info, "expired_keys"), 64)
+	}))
+}
+
+// sumNodes sums value over the nodes forEach visits (concurrently); a
+// node whose value fails adds nothing.
+func sumNodes(ctx context.Context, forEach func(context.Context, func(context.Context, *redis.Client) error) error,
+	value func(context.Context, *redis.Client) (float64, error)) float64 {
+	var mu sync.Mutex
+	var total float64
+	_ = forEach(ctx, func(ctx context.Context, c *redis.Client) error {
+		v, err := value(ctx, c)
 		if err != nil {
 			return err
 		}
-		n, _ := strconv.ParseInt(infoField(info, "expired_keys"), 10, 64)
 		mu.Lock()
-		total += n
+		total += v
 		mu.Unlock()
 		return nil
 	})
