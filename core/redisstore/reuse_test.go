@@ -18,12 +18,12 @@ import (
 // A call is reused for a later decision once no other goroutine holds it
 // (it was sent inline, or its caller saw it answered); a call whose caller
 // left before its reply, which a sender may still hold, is not. Were one
-// reused too early, a decision would get another's reply. Many limiters share one
-// store, each with a limit of its own, so each one's Remaining falls in a
-// range no other limiter's can reach; a third of the calls have a short
-// deadline, so they queue (a caller with a deadline never reads inline)
-// and some callers leave before their reply. Every decision must read its
-// own limiter's range, one step lower each time at least.
+// reused too early, a decision would get another's reply. Many limiters
+// share one store, each with a limit of its own, so each one's Remaining
+// falls in a range no other limiter's can reach; a third of the calls have
+// a short deadline, so they queue (a caller with a deadline never reads
+// inline) and some callers leave before their reply. Every decision must
+// read its own limiter's range, one step lower each time at least.
 func TestReusedCallsKeepTheirReplies(t *testing.T) {
 	for _, c := range redistest.PlainClients() {
 		t.Run(c.Name, func(t *testing.T) {
