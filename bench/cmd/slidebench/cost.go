@@ -18,13 +18,17 @@ var costContenders = []string{contender.Slidelog, contender.RedisRate, contender
 // writeCost writes, per concurrency, what a decision costs each contender
 // on the Cluster with many keys: decisions/s, p50/p99, client CPU, Redis
 // CPU and Redis commands per decision, and then issue 19's targets with
-// met / not met and by how much.
-func writeCost(b *strings.Builder, r *Results, gb []goBench) {
+// met / not met and by how much. With analysis non-nil, the section opens
+// with it between the analysis markers (see keptAnalysis).
+func writeCost(b *strings.Builder, r *Results, gb []goBench, analysis *string) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	if !hasTopology(r, "cluster") {
 		return
 	}
 	p("## What a decision costs (Cluster, many keys)\n\n")
+	if analysis != nil {
+		p("%s\n%s%s\n\n", analysisBegin, *analysis, analysisEnd)
+	}
 	p("Plain client options (`redis.ClusterOptions{Addrs, PoolSize}`), Redis at normal priority.\n")
 	p("Client CPU per decision is this process's `getrusage` (user + system) over the measured slices\n")
 	p("÷ decisions; Redis CPU per decision is `INFO cpu` `used_cpu_user + used_cpu_sys` summed over the\n")
@@ -117,4 +121,28 @@ func writeCost(b *strings.Builder, r *Results, gb []goBench) {
 			fmt.Sprintf("(%s vs %s ns, %.0f allocations)", fmtNs(s.nsPerOp), fmtNs(g.nsPerOp), s.allocs))
 	}
 	p("\n")
+}
+
+// The markers around the hand-written part of "What a decision costs" in
+// docs/benchmarks.md: the runs behind the figures, what changed and why
+// a target is missed. slidebench report keeps what stands between them
+// when it rewrites the file, and generates the rest.
+const (
+	analysisBegin = "<!-- analysis: written by hand; slidebench report keeps it -->"
+	analysisEnd   = "<!-- /analysis -->"
+)
+
+// keptAnalysis returns what stands between the analysis markers of doc,
+// from the line after the first to the line of the second, or "" when doc
+// has no such pair.
+func keptAnalysis(doc string) string {
+	_, rest, ok := strings.Cut(doc, analysisBegin+"\n")
+	if !ok {
+		return ""
+	}
+	kept, _, ok := strings.Cut(rest, analysisEnd)
+	if !ok {
+		return ""
+	}
+	return kept
 }

@@ -23,7 +23,7 @@ func TestWriteCost(t *testing.T) {
 		cell(contender.SlidelogScript, 19000, 26, 43, 0),
 	}}
 	var b strings.Builder
-	writeCost(&b, r, nil)
+	writeCost(&b, r, nil, nil)
 	out := b.String()
 	for _, want := range []string{
 		"| slidelog | 17.0k | 0.85× | 700 µs | 4.00 ms | 29 µs | 46 µs | 16 µs | 4.00 |",
@@ -34,5 +34,33 @@ func TestWriteCost(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("cost tables lack %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRenderKeepsAnalysis checks that rewriting docs/benchmarks.md keeps
+// the hand-written analysis of "What a decision costs" as it was, and
+// that rendering again from the rendered file changes nothing.
+func TestRenderKeepsAnalysis(t *testing.T) {
+	r := &Results{Cells: []Cell{
+		{Topology: "cluster", Scenario: "many-keys", Callers: 1, Contender: contender.Slidelog, Decisions: 10, PerSec: 1},
+		{Topology: "cluster", Scenario: "many-keys", Callers: 1, Contender: contender.RedisRate, Decisions: 10, PerSec: 1},
+	}}
+	const analysis = "Measured by hand.\n\n- **Not met**, and why.\n"
+	out := renderMarkdown(r, nil, nil, analysis)
+	want := analysisBegin + "\n" + analysis + analysisEnd
+	if !strings.Contains(out, want) {
+		t.Fatalf("the analysis is not kept between its markers:\n%s", out)
+	}
+	if i, j := strings.Index(out, want), strings.Index(out, "### 1 caller(s)"); i < 0 || j < i {
+		t.Errorf("the analysis does not come before the generated tables")
+	}
+	if got := keptAnalysis(out); got != analysis {
+		t.Errorf("keptAnalysis = %q, want %q", got, analysis)
+	}
+	if again := renderMarkdown(r, nil, nil, keptAnalysis(out)); again != out {
+		t.Errorf("rendering the rendered file again changed it")
+	}
+	if got := keptAnalysis("# Benchmarks\n\nno markers\n"); got != "" {
+		t.Errorf("keptAnalysis without markers = %q, want \"\"", got)
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/slidelog/slidelog/bench/contender"
 )
 
-func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
+// renderMarkdown renders docs/benchmarks.md from a run, with analysis,
+// the hand-written part of "What a decision costs", kept as it is.
+func renderMarkdown(r *Results, gb []goBench, charts map[string]string, analysis string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	e := r.Env
@@ -17,7 +19,9 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 	p("# Benchmarks\n\n")
 	p("slidelog side by side with its Go peers, on the same Redis servers in one run, and the in-process\n")
 	p("limiters in memory. This file and the charts in `docs/img/` are generated: run `make bench-report`\n")
-	p("to measure again and rewrite them (`make bench` measures and prints without touching the docs).\n")
+	p("to measure again and rewrite them (`make bench` measures and prints without touching the docs),\n")
+	p("all but the analysis at the head of \"What a decision costs\", written by hand between two markers\n")
+	p("and kept as it is.\n")
 	p("The harness is `bench/cmd/slidebench` and the `go test` benchmarks are in `bench/contender`, a\n")
 	p("module of its own, so none of the peers enters the `go.mod` of slidelog or of its adapters.\n\n")
 	p("Numbers are from **one run on one small machine** where the client and every Redis process share\n")
@@ -35,6 +39,7 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 	p("`-callers 1,64 -only cluster`, or `-rtt 0,200us,1ms -rtt-callers 64` for the round-trip sweep),\n")
 	p("`SLIDEBENCH_CORE=committed` measures core as committed instead\n")
 	p("of the working tree. Keys are prefixed `slidebench:<run>:` and deleted; nothing is flushed.\n\n")
+	writeCost(&b, r, gb, &analysis)
 	p("## Setup\n\n")
 	p("| | |\n|---|---|\n")
 	p("| Date | %s |\n", e.Date.Format("2006-01-02 15:04 MST"))
@@ -53,7 +58,6 @@ func renderMarkdown(r *Results, gb []goBench, charts map[string]string) string {
 		e.Warmup, e.CellDuration, e.MemoryCell, max(e.Rounds, 1), e.Limit, e.Window)
 	p("| Harness run time | %v (plus the `go test` benchmarks) |\n\n", e.ElapsedTotal)
 
-	writeCost(&b, r, gb)
 	writeTargets(&b, r, gb)
 
 	for _, sc := range []string{"many-keys", "flood"} {

@@ -32,7 +32,7 @@ func reportMain(args []string) error {
 	}
 	if *costOnly {
 		var b strings.Builder
-		writeCost(&b, r, nil)
+		writeCost(&b, r, nil, nil)
 		_, err := os.Stdout.WriteString(b.String())
 		return err
 	}
@@ -51,7 +51,11 @@ func reportMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	md := renderMarkdown(r, gb, charts)
+	var analysis string
+	if old, err := os.ReadFile(*out); err == nil {
+		analysis = keptAnalysis(string(old))
+	}
+	md := renderMarkdown(r, gb, charts, analysis)
 	if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
 		return err
 	}
