@@ -27,12 +27,10 @@ type fallback struct {
 
 func newFallback(policies []Policy, maxKeys int) *fallback {
 	minLimit := policies[0].Limit
-	windows := make([]window.Policy, len(policies))
-	for i, p := range policies {
+	for _, p := range policies {
 		minLimit = min(minLimit, p.Limit)
-		windows[i] = window.Policy{Limit: int64(p.Limit), Window: p.windowMicros(), Precision: p.Precision.Microseconds()}
 	}
-	return &fallback{policies: policies, windows: windows, minLimit: minLimit, maxKeys: maxKeys, start: time.Now()}
+	return &fallback{policies: policies, windows: windowsOf(policies), minLimit: minLimit, maxKeys: maxKeys, start: time.Now()}
 }
 
 // get returns the fallback's table, creating it on first use; nil after
@@ -76,33 +74,10 @@ func (f *fallback) take(ctx context.Context, req Request) (Result, Request, erro
 	}
 	req.Policies = f.policies
 	req.Cost = min(req.Cost, f.minLimit)
-	var buf [4]window.State
-	states := buf[:]
-	if len(f.windows) > len(buf) {
-		states = make([]window.State, len(f.windows))
-	}
-	d, now := t.Take(f, f.request(req), f.windows, states)
 	var res Result
-	if len(f.policies) == 1 {
-		p, st := f.policies[0], states[0]
-		res = Result{
-			Allowed: d.Allowed, Limit: p.Limit, Policy: p, Remaining: int(st.Remaining),
-			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
-			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
-			Source:     SourceFallback,
-		}
-	} else {
-		out := make([]PolicyResult, len(f.policies))
-		for i, st := range states[:len(f.policies)] {
-			out[i] = PolicyResult{
-				Policy: f.policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
-				RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
-				ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
-			}
-		}
-		res = NewResult(out, SourceFallback)
-	}
-	res.DecidedAt = time.UnixMicro(now)
+	r := f.request(req)
+	local := localTable{table: t, clock: f, policies: f.policies, windows: f.windows, source: SourceFallback}
+	local.decide(&res, &r)
 	return res, req, nil
 }
 

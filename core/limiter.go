@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/slidelog/slidelog/core/internal/memlog"
 )
 
 // Limiter enforces one or more sliding-window policies per key on a Store.
@@ -60,8 +62,13 @@ type Limiter struct {
 	source      Source // the store's name (StoreInfo.Name)
 	local       bool   // StoreInfo.Local: the store cannot fail or be slow
 	watched     bool   // StoreInfo.Watched: the store follows Request.Watch
-	namespace   string
-	release     func() // releases the limiter's name on its store
+	// The store's table, when it is a memory store (memlog.DirectOf) and
+	// the limiter has no metrics and no deny cache, and whether the store
+	// is closed.
+	direct       *localTable
+	directClosed *atomic.Bool
+	namespace    string
+	release      func() // releases the limiter's name on its store
 
 	// Write-back of fallback admissions (see journal); nil journal when
 	// the store cannot record or there is no fallback.
@@ -144,6 +151,12 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if l.metrics, err = bindObservers(cfg.observers, l.name, l.sizes); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
+	if l.local && l.metrics == nil && l.deny == nil && memlog.DirectOf != nil {
+		if m := memlog.DirectOf(store); m != nil {
+			l.direct = &localTable{table: m.Table, clock: m.Clock, policies: l.policies, windows: windowsOf(l.policies), source: l.source}
+			l.directClosed = m.Closed
+		}
+	}
 	if !l.local {
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
 		l.health = newHealth(l.stall)
@@ -174,7 +187,11 @@ func (l *Limiter) Name() string { return l.name }
 func (l *Limiter) Namespace() string { return l.namespace }
 
 // Allow is AllowN(ctx, key, 1).
-func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+func (l *Limiter) Allow(ctx context.Context, key string) (res Result, err error) {
+	if l.direct != nil {
+		err = l.allowDirect(ctx, &res, key, 1)
+		return res, err
+	}
 	return l.AllowN(ctx, key, 1)
 }
 
@@ -190,12 +207,16 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // caller's context is done, and, with FailError only, ErrUnavailable when
 // the store failed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, err error) {
+	if l.direct != nil {
+		err = l.allowDirect(ctx, &res, key, n)
+		return res, err
+	}
 	if err := l.check(ctx, key); err != nil {
 		l.metrics.error(errorReason(err))
 		return Result{}, err
 	}
 	if n < 1 || n > l.minLimit {
-		return Result{}, fmt.Errorf("%w: cost %d, want 1..%d", ErrInvalidCost, n, l.minLimit)
+		return Result{}, l.costError(n)
 	}
 	if l.deny != nil {
 		if res, ok := l.deny.get(key, n); ok {
@@ -212,11 +233,14 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		var req Request
 		req.Namespace, req.Key, req.Cost, req.Policies, req.ID = l.namespace, key, n, l.policies, rand.Uint64()
 		res, err = l.store.Take(ctx, req)
+		if err != nil {
+			return Result{}, err
+		}
 		res.Source = l.source
-		if err == nil && res.Allowed {
+		if res.Allowed {
 			res.ticket.from, res.ticket.key, res.ticket.id, res.ticket.cost = l, key, req.ID, n
 		}
-		return res, err
+		return res, nil
 	}
 	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
 	sent := time.Now()
@@ -583,6 +607,11 @@ func (l *Limiter) ValidateKey(key string) error {
 		return fmt.Errorf("%w: %d bytes, want at most %d", ErrInvalidKey, len(key), l.maxKeyLength)
 	}
 	return nil
+}
+
+// costError is AllowN's error for a cost n out of range.
+func (l *Limiter) costError(n int) error {
+	return fmt.Errorf("%w: cost %d, want 1..%d", ErrInvalidCost, n, l.minLimit)
 }
 
 func (l *Limiter) check(ctx context.Context, key string) error {

@@ -85,6 +85,15 @@ func New(opts ...Option) *Store {
 	return &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: start, base: start.UnixMicro()}
 }
 
+func init() {
+	memlog.DirectOf = func(store any) *memlog.Direct {
+		if s, ok := store.(*Store); ok {
+			return &memlog.Direct{Table: s.table, Clock: s, Closed: &s.closed}
+		}
+		return nil
+	}
+}
+
 // Source is the Source of a memory store's decisions.
 const Source slidelog.Source = "memory"
 
@@ -155,7 +164,8 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 		p := &req.Policies[0]
 		var st [1]window.State
 		ps := [1]window.Policy{{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Precision: p.Precision.Microseconds()}}
-		d, now := s.table.Take(s, request(&req), ps[:], st[:])
+		r := request(&req)
+		d, now := s.table.Take(s, &r, ps[:], st[:])
 		res.Allowed, res.Limit, res.Policy, res.Remaining = d.Allowed, p.Limit, *p, int(st[0].Remaining)
 		res.RetryAfter = time.Duration(st[0].RetryAfter) * time.Microsecond
 		res.ResetAfter = time.Duration(st[0].ResetAfter) * time.Microsecond
@@ -169,7 +179,8 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 	if n := len(req.Policies); n > maxStack {
 		states = make([]window.State, n)
 	}
-	d, now := s.table.Take(s, request(&req), policies(req, pbuf[:0]), states)
+	r := request(&req)
+	d, now := s.table.Take(s, &r, policies(req, pbuf[:0]), states)
 	out := make([]slidelog.PolicyResult, len(req.Policies))
 	for i, st := range states[:len(req.Policies)] {
 		out[i] = slidelog.PolicyResult{

@@ -51,8 +51,10 @@ type Clock interface{ Now() int64 }
 // writes each policy's state to out (len(out) >= len(policies)). It
 // returns the decision and its time. Take does not look for an earlier
 // call with the same ID: in one process a call is never sent twice. On a
-// key the table already tracks it allocates nothing.
-func (t *Table) Take(clock Clock, req Request, policies []window.Policy, out []window.State) (window.Decision, int64) {
+// key the table already tracks it allocates nothing. The request is taken
+// by pointer: a caller builds it field by field, and a copy of it made at
+// once, to pass it, would read it back at another width and stall.
+func (t *Table) Take(clock Clock, req *Request, policies []window.Policy, out []window.State) (window.Decision, int64) {
 	l := t.lockOrAdd(&logKey{req.Namespace, req.Key}, clock)
 	now := clock.Now()
 	d := l.w.Take(now, req.ID, req.Cost, policies, out)

@@ -17,7 +17,7 @@ func (f fixed) Now() int64 { return int64(f) }
 
 func take(t *Table, now int64, ns, key string, id uint64) bool {
 	var out [1]window.State
-	d, _ := t.Take(fixed(now), Request{Namespace: ns, Key: key, ID: id, Cost: 1}, onePerSecond, out[:])
+	d, _ := t.Take(fixed(now), &Request{Namespace: ns, Key: key, ID: id, Cost: 1}, onePerSecond, out[:])
 	return d.Allowed
 }
 

@@ -1,0 +1,178 @@
+package slidelog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+)
+
+// wrapped is a store that is not a memory store: it embeds one, so that it
+// describes itself as one, and its Take counts the calls. A limiter on it
+// must decide through its Take, never on the embedded store's table.
+type wrapped struct {
+	*memstore.Store
+	takes int
+}
+
+func (w *wrapped) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	w.takes++
+	return w.Store.Take(ctx, req)
+}
+
+// TestDirectDecisionsMatchTake holds a limiter on a memory store, which
+// decides on the store's table directly, to the decisions the store's
+// Take makes: two limiters with the same policies and the same clock, one
+// on a memory store and one on a wrapper of another, take the same random
+// requests and refunds, and every Result must agree field by field.
+func TestDirectDecisionsMatchTake(t *testing.T) {
+	configs := map[string][]slidelog.Policy{
+		"exact":    {{Limit: 10, Window: time.Second}},
+		"bucketed": {{Limit: 10, Window: time.Second, Precision: 100 * time.Millisecond}},
+		"two policies": {
+			{Name: "burst", Limit: 5, Window: 200 * time.Millisecond},
+			{Name: "sustained", Limit: 12, Window: 2 * time.Second, Precision: 100 * time.Millisecond},
+		},
+	}
+	for name, policies := range configs {
+		t.Run(name, func(t *testing.T) {
+			clock := slidelogtest.NewClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+			direct := memstore.New(memstore.WithClock(clock.Now))
+			defer direct.Close()
+			other := &wrapped{Store: memstore.New(memstore.WithClock(clock.Now))}
+			defer other.Close()
+			var opts []slidelog.Option
+			for _, p := range policies[1:] {
+				opts = append(opts, slidelog.WithPolicy(p))
+			}
+			a := slidelog.MustNew(direct, policies[0], opts...)
+			defer a.Close()
+			b := slidelog.MustNew(other, policies[0], opts...)
+			defer b.Close()
+			require.True(t, slidelog.Direct(a), "a limiter on a memory store decides on its table")
+			require.False(t, slidelog.Direct(b), "a limiter on a wrapper decides through its Take")
+
+			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
+			keys := []string{"alice", "bob", "carol"}
+			var kept []struct{ a, b slidelog.Result }
+			allowed, denied := 0, 0
+			for i := range 3000 {
+				clock.Advance(time.Duration(rng.IntN(40)) * time.Millisecond)
+				key, n := keys[rng.IntN(len(keys))], 1+rng.IntN(3)
+				ra, errA := a.AllowN(context.Background(), key, n)
+				rb, errB := b.AllowN(context.Background(), key, n)
+				require.NoError(t, errA)
+				require.NoError(t, errB)
+				requireSameResult(t, rb, ra, fmt.Sprintf("decision %d (%s, cost %d)", i, key, n))
+				if ra.Allowed {
+					allowed++
+					kept = append(kept, struct{ a, b slidelog.Result }{ra, rb})
+				} else {
+					denied++
+				}
+				if rng.IntN(10) == 0 && len(kept) > 0 {
+					j := rng.IntN(len(kept))
+					require.NoError(t, a.Refund(context.Background(), kept[j].a))
+					require.NoError(t, b.Refund(context.Background(), kept[j].b))
+					kept = append(kept[:j], kept[j+1:]...)
+				}
+			}
+			require.Equal(t, 3000, other.takes, "every decision of the wrapper's limiter went through its Take")
+			require.Greater(t, allowed, 300)
+			require.Greater(t, denied, 300)
+		})
+	}
+}
+
+// requireSameResult requires got to be want but for the refund ticket,
+// which names the limiter that made it.
+func requireSameResult(t *testing.T, want, got slidelog.Result, msg string) {
+	t.Helper()
+	require.Equal(t, want.Allowed, got.Allowed, msg)
+	require.Equal(t, want.Limit, got.Limit, msg)
+	require.Equal(t, want.Remaining, got.Remaining, msg)
+	require.Equal(t, want.RetryAfter, got.RetryAfter, msg)
+	require.Equal(t, want.ResetAfter, got.ResetAfter, msg)
+	require.Equal(t, want.Policy, got.Policy, msg)
+	require.Equal(t, want.Policies, got.Policies, msg)
+	require.Equal(t, want.Source, got.Source, msg)
+	require.True(t, want.DecidedAt.Equal(got.DecidedAt), "%s: decided at %v, want %v", msg, got.DecidedAt, want.DecidedAt)
+	require.Equal(t, want.StableFor, got.StableFor, msg)
+}
+
+// TestDirectErrors holds a limiter on a memory store to the errors
+// AllowN documents, the same as through a store's Take.
+func TestDirectErrors(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			mem := memstore.New()
+			var store slidelog.Store = mem
+			if !direct {
+				store = &wrapped{Store: mem}
+			}
+			l := slidelog.MustNew(store, slidelog.PerSecond(3))
+			require.Equal(t, direct, slidelog.Direct(l))
+			ctx := context.Background()
+
+			_, err := l.Allow(ctx, "")
+			require.ErrorIs(t, err, slidelog.ErrInvalidKey)
+			_, err = l.AllowN(ctx, "k", 0)
+			require.ErrorIs(t, err, slidelog.ErrInvalidCost)
+			_, err = l.AllowN(ctx, "k", 4)
+			require.ErrorIs(t, err, slidelog.ErrInvalidCost)
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			res, err := l.Allow(done, "k")
+			require.ErrorIs(t, err, context.Canceled)
+			require.Equal(t, slidelog.Result{}, res, "an error comes with no decision")
+
+			res, err = l.AllowN(ctx, "k", 3)
+			require.NoError(t, err)
+			require.True(t, res.Allowed)
+			require.Equal(t, slidelog.Source("memory"), res.Source)
+			res, err = l.Allow(ctx, "k")
+			require.NoError(t, err)
+			require.False(t, res.Allowed, "a denial is a value")
+			require.Positive(t, res.RetryAfter)
+			require.Positive(t, res.StableFor)
+
+			require.NoError(t, mem.Close())
+			res, err = l.Allow(ctx, "k")
+			require.ErrorIs(t, err, slidelog.ErrClosed, "a closed store")
+			require.Equal(t, slidelog.Result{}, res)
+			require.NoError(t, l.Close())
+			_, err = l.Allow(ctx, "k")
+			require.True(t, errors.Is(err, slidelog.ErrClosed), "a closed limiter")
+		})
+	}
+}
+
+// TestDirectOnlyWithoutMetricsOrDenyCache: a limiter that observes its
+// decisions, or caches denials, goes through the store's Take, where its
+// metrics and its cache are kept.
+func TestDirectOnlyWithoutMetricsOrDenyCache(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	l := slidelog.MustNew(store, slidelog.PerSecond(3), slidelog.WithName("cached"), slidelog.WithDenyCache(16))
+	defer l.Close()
+	require.False(t, slidelog.Direct(l))
+	for range 3 {
+		res, err := l.Allow(context.Background(), "k")
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	res, err := l.Allow(context.Background(), "k")
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	res, err = l.Allow(context.Background(), "k")
+	require.NoError(t, err)
+	require.Equal(t, slidelog.SourceDenyCache, res.Source)
+}
