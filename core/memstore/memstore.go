@@ -16,6 +16,13 @@
 // log is live, new identities share one overflow log per limiter until a
 // log expires: together they get one identity's budget. Expired logs are
 // dropped as new identities arrive, so a Store runs no goroutine.
+//
+// A limiter on a *Store with no metrics and no deny cache decides on the
+// store's memory itself, without calling Take: the decisions are the same,
+// and the request and the Result are not copied through the Store
+// interface, which on a decision that takes a tenth of a microsecond is a
+// fifth of its cost. A store that wraps a *Store is a store of its own: a
+// limiter calls its Take.
 package memstore
 
 import (
