@@ -176,3 +176,99 @@ func TestDirectOnlyWithoutMetricsOrDenyCache(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, slidelog.SourceDenyCache, res.Source)
 }
+
+// TestDirectConcurrentExact: two limiters of different names and limits
+// share one memory store, each deciding on its table directly, and 16
+// goroutines hammer the same few keys of both. Over an hour's window
+// nothing leaves, so each limiter must admit exactly its limit per key
+// (counted by the callers, independently of the store), and a store
+// closed mid-flood must turn every later decision into ErrClosed, never
+// an admission.
+func TestDirectConcurrentExact(t *testing.T) {
+	store := memstore.New()
+	a := slidelog.MustNew(store, slidelog.Policy{Limit: 50, Window: time.Hour}, slidelog.WithName("a"))
+	defer a.Close()
+	b := slidelog.MustNew(store, slidelog.Policy{Limit: 7, Window: time.Hour}, slidelog.WithName("b"))
+	defer b.Close()
+	require.True(t, slidelog.Direct(a))
+	require.True(t, slidelog.Direct(b))
+
+	keys := []string{"k1", "k2", "k3"}
+	type count struct{ admitted, denied int }
+	results := make(chan map[string]count, 16)
+	for g := range 16 {
+		go func() {
+			got := map[string]count{}
+			for i := range 400 {
+				l, name := a, "a"
+				if (g+i)%2 == 1 {
+					l, name = b, "b"
+				}
+				key := keys[(g*7+i)%len(keys)]
+				res, err := l.Allow(context.Background(), key)
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				c := got[name+"/"+key]
+				if res.Allowed {
+					c.admitted++
+				} else {
+					c.denied++
+				}
+				got[name+"/"+key] = c
+			}
+			results <- got
+		}()
+	}
+	total := map[string]count{}
+	for range 16 {
+		for k, c := range <-results {
+			sum := total[k]
+			sum.admitted += c.admitted
+			sum.denied += c.denied
+			total[k] = sum
+		}
+	}
+	for _, key := range keys {
+		require.Equal(t, 50, total["a/"+key].admitted, "limiter a, key %s", key)
+		require.Equal(t, 7, total["b/"+key].admitted, "limiter b, key %s", key)
+		require.Positive(t, total["b/"+key].denied)
+	}
+
+	// Close the store while callers decide on fresh keys.
+	start := make(chan struct{})
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			<-start
+			closed := false
+			for i := range 2000 {
+				res, err := a.Allow(context.Background(), fmt.Sprintf("fresh-%d-%d", g, i))
+				switch {
+				case errors.Is(err, slidelog.ErrClosed):
+					closed = true
+					if res.Allowed || res.Source != slidelog.SourceNone || !res.DecidedAt.IsZero() {
+						errs <- fmt.Errorf("ErrClosed with a decision: %+v", res)
+						return
+					}
+				case err != nil:
+					errs <- err
+					return
+				case closed:
+					errs <- fmt.Errorf("a decision after the store reported closed: %+v", res)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	close(start)
+	time.Sleep(time.Millisecond)
+	require.NoError(t, store.Close())
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
+	_, err := b.Allow(context.Background(), "k1")
+	require.ErrorIs(t, err, slidelog.ErrClosed)
+}
