@@ -45,12 +45,10 @@
 //     created: Name, the Source of the store's decisions and its metric
 //     label ("redis", "memory"; "store" when there is no Describer);
 //     Local, for a store in this process's memory that cannot fail or
-//     stall (no breaker, stall watch, fallback or write-back); Clock, the
-//     clock its decisions follow, for the deny cache; Watched, when its
-//     calls follow Request.Watch (otherwise the limiter cancels a call's
-//     context when its node stalls).
+//     stall (no breaker, fallback or write-back); Clock, the
+//     clock its decisions follow, for the deny cache.
 //   - Router: Route places a request on a node, once per decision; the
-//     limiter keeps a circuit breaker and stall watch per Route.Node and
+//     limiter keeps a circuit breaker per Route.Node and
 //     hands the Route back in Request.Route to Take and Record, so the
 //     store computes a request's key and node once.
 //   - Recorder: Record writes the fallback's admissions into the store
@@ -59,8 +57,16 @@
 //     anything, for Limiter.Peek ("7,412 of 10,000 used today").
 //
 // A store without any of them is a remote store named "store" on one
-// node: the limiter gives it a circuit breaker, a stall watch, the local
-// fallback and a deny cache. slidelogtest.RunStoreSuite tests each
+// node: the limiter gives it a circuit breaker, the local fallback and a
+// deny cache.
+//
+// How long a call may wait is the store's to bound: the limiter gives a
+// call no deadline of its own (a decision waits as long as its node
+// answers, however busy the process), so a store reached over a network
+// ends a call on a node that stopped answering, with an error wrapping
+// ErrStalled (the failure mode then decides, reason "stalled"), and
+// honours the caller's context. An error that concerns one key only
+// (ErrDamagedKey) is not counted against the node's breaker. slidelogtest.RunStoreSuite tests each
 // capability only where the store has it (see Example_thirdPartyStore).
 //
 // # Policies
@@ -76,7 +82,7 @@
 // # Failures
 //
 // When the store cannot decide (Redis down, failing over, answering
-// errors, or a node that answers nothing for the stall timeout), the
+// errors, or a node that answers nothing for its store's stall timeout), the
 // request goes to the failure mode (WithFailureMode): by default a local
 // in-memory limiter of this instance (FailFallback), whose admissions are
 // written into the store once it answers again; or FailOpen, FailClosed,

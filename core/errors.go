@@ -37,9 +37,19 @@ var (
 	ErrUnavailable = errors.New("slidelog: store unavailable")
 
 	// ErrStalled is the cause of a store call given up because its node
-	// answered nothing for the stall timeout while calls waited on it
-	// (see WithStallTimeout). It comes wrapped in ErrUnavailable.
+	// sent nothing for the store's stall timeout while calls waited on it
+	// (redisstore.WithStallTimeout). It comes wrapped in ErrUnavailable; a
+	// limiter hands the decision to its failure mode with the reason
+	// "stalled".
 	ErrStalled = errors.New("slidelog: store node made no progress")
+
+	// ErrDamagedKey is the cause of a store call that failed because of
+	// what the store holds for the request's key (data of the wrong kind
+	// that the store could not rebuild), not because of the node. It comes
+	// wrapped in ErrUnavailable; a limiter hands the decision to its
+	// failure mode but does not count it against the node's circuit
+	// breaker, so one bad key never sends other keys to the failure mode.
+	ErrDamagedKey = errors.New("slidelog: store data of the key is damaged")
 
 	// ErrNameTaken reports a second limiter with the name of a limiter
 	// that is still open on the same store in this process (WithName). A

@@ -20,8 +20,8 @@ import (
 // It is safe for concurrent use; create it with New and release it with
 // Close.
 //
-// A decision waits for the store as long as the store's node makes
-// progress, however busy the process (see WithStallTimeout). A limiter
+// A decision waits for the store as long as the store's node answers,
+// however busy the process (redisstore.WithStallTimeout). A limiter
 // never lets a store failure reach its caller as an error, a wait on a
 // stalled node or an unaccounted admission: a request the store cannot
 // decide (an error, a refused connection, a node that answers nothing for
@@ -49,8 +49,6 @@ type Limiter struct {
 	closed       atomic.Bool
 
 	name        string
-	stall       time.Duration
-	health      *health
 	mode        FailureMode
 	openTimeout time.Duration
 	fallback    *fallback
@@ -61,7 +59,6 @@ type Limiter struct {
 	logger      *slog.Logger
 	source      Source // the store's name (StoreInfo.Name)
 	local       bool   // StoreInfo.Local: the store cannot fail or be slow
-	watched     bool   // StoreInfo.Watched: the store follows Request.Watch
 	// The store's table, when it is a memory store (memlog.DirectOf) and
 	// the limiter has no metrics and no deny cache, and whether the store
 	// is closed.
@@ -122,7 +119,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	}()
 	l := &Limiter{
 		store: store, policies: cfg.policies, minLimit: minLimit, maxKeyLength: cfg.maxKeyLength,
-		name: cfg.name, stall: cfg.stall, mode: cfg.failureMode, openTimeout: cfg.breaker.OpenTimeout,
+		name: cfg.name, mode: cfg.failureMode, openTimeout: cfg.breaker.OpenTimeout,
 		logger: cfg.logger, release: release,
 	}
 	if l.logger == nil {
@@ -132,7 +129,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if d, ok := store.(Describer); ok {
 		info = d.Describe()
 	}
-	l.source, l.local, l.watched = Source(cmp.Or(info.Name, defaultStoreName)), info.Local, info.Watched
+	l.source, l.local = Source(cmp.Or(info.Name, defaultStoreName)), info.Local
 	if !l.source.FromStore() {
 		return nil, fmt.Errorf("%w: store name %q is one of the limiter's own sources", ErrInvalidOption, info.Name)
 	}
@@ -159,7 +156,6 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	}
 	if !l.local {
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
-		l.health = newHealth(l.stall)
 	}
 	return l, nil
 }
@@ -292,8 +288,23 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		l.metrics.error("canceled")
 		return Result{}, ctxErr
 	}
+	if l.closed.Load() || errors.Is(err, ErrClosed) {
+		// Closed while the decision waited: no decision, and no fault
+		// of the store.
+		if done != nil {
+			done(errCallerGone)
+		}
+		l.metrics.commandDone("canceled", took)
+		l.metrics.error("closed")
+		return Result{}, ErrClosed
+	}
 	if done != nil {
-		done(err)
+		if errors.Is(err, ErrDamagedKey) {
+			// One key's data, not the node: the breaker does not count it.
+			done(errCallerGone)
+		} else {
+			done(err)
+		}
 	}
 	reason := reasonError
 	if errors.Is(err, ErrStalled) {
@@ -312,46 +323,11 @@ func (l *Limiter) route(ctx context.Context, req *Request) {
 	}
 }
 
-// take asks the store to decide req, waiting as long as ctx allows and the
-// store's node makes progress. A local store cannot stall.
+// take asks the store to decide req. How long it waits is the store's to
+// bound (redisstore ends a call on a node that stalls), and the caller's
+// context's.
 func (l *Limiter) take(ctx context.Context, req Request) (Result, error) {
-	if l.local {
-		return l.store.Take(ctx, req)
-	}
-	w := l.health.begin(req.Route.Node)
-	defer w.end()
-	req.Watch = w
-	if l.watched {
-		res, err := l.store.Take(ctx, req)
-		return res, l.settle(ctx, w, err)
-	}
-	bounded, stop := bound(ctx, w)
-	defer stop()
-	res, err := l.store.Take(bounded, req)
-	return res, l.settle(ctx, w, err)
-}
-
-// bound returns ctx, also cancelled with ErrStalled when w's node is
-// found stalled, for a store that does not follow its Watch.
-func bound(ctx context.Context, w *Watch) (context.Context, func()) {
-	bounded, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(w.epoch, func() { cancel(ErrStalled) })
-	return bounded, func() {
-		unhook()
-		cancel(nil)
-	}
-}
-
-// settle reports a store call's outcome to w's node and gives a call
-// ended by a stall its cause.
-func (l *Limiter) settle(ctx context.Context, w *Watch, err error) error {
-	switch {
-	case err == nil:
-		w.Replied()
-	case ctx.Err() == nil && errors.Is(context.Cause(w.epoch), ErrStalled) && !errors.Is(err, ErrStalled):
-		err = fmt.Errorf("%w: %w (%w)", ErrUnavailable, ErrStalled, err)
-	}
-	return err
+	return l.store.Take(ctx, req)
 }
 
 // writeBackKey writes the fallback admissions of req's key into the store
@@ -444,16 +420,9 @@ func (l *Limiter) startFlush() {
 
 // record writes one journaled admission into the store at route r.
 func (l *Limiter) record(ctx context.Context, e journalEntry, r Route) error {
-	w := l.health.begin(r.Node)
-	defer w.end()
 	req := e.req
-	req.Route, req.Watch = r, w
-	if l.watched {
-		return l.settle(ctx, w, l.recorder.Record(ctx, req, e.at))
-	}
-	bounded, stop := bound(ctx, w)
-	defer stop()
-	return l.settle(ctx, w, l.recorder.Record(bounded, req, e.at))
+	req.Route = r
+	return l.recorder.Record(ctx, req, e.at)
 }
 
 // failover decides req by the failure mode, because the store could not.
@@ -587,9 +556,6 @@ func (l *Limiter) Close() error {
 	}
 	if l.fallback != nil {
 		_ = l.fallback.close()
-	}
-	if l.health != nil {
-		l.health.close()
 	}
 	l.metrics.unbind()
 	l.release()

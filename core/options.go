@@ -3,7 +3,6 @@ package slidelog
 import (
 	"fmt"
 	"log/slog"
-	"time"
 )
 
 // Option configures a Limiter. Options are created by the With* functions
@@ -53,7 +52,6 @@ func WithMaxKeyLength(n int) Option {
 // limiterResilience is the part of limiterConfig that says what a limiter
 // does when its store cannot decide, and what it reports.
 type limiterResilience struct {
-	stall             time.Duration
 	failureMode       FailureMode
 	fallbackPolicies  []Policy
 	fallbackInstances int
@@ -64,27 +62,6 @@ type limiterResilience struct {
 	observers         []Observer
 	name              string
 	logger            *slog.Logger
-}
-
-// WithStallTimeout sets how long a store node may go without answering
-// anything while decisions wait on it before those decisions go to the
-// failure mode (default DefaultStallTimeout, 150 ms).
-//
-// A decision has no deadline of its own: it waits for its reply as long as
-// its node makes progress, whether it queues behind other decisions or its
-// goroutine waits to be scheduled, so that a busy process still decides
-// every request on the store. Only a node that returns errors, refuses
-// connections or stops answering sends its keys to the failure mode. The
-// caller's context still bounds every call. Time the process itself could
-// not run (CPU starvation, GC) does not count. See docs/operations.md.
-func WithStallTimeout(d time.Duration) Option {
-	return limiterOptionFunc(func(c *limiterConfig) error {
-		if d < time.Millisecond {
-			return fmt.Errorf("%w: stall timeout %v, want at least 1ms", ErrInvalidOption, d)
-		}
-		c.stall = d
-		return nil
-	})
 }
 
 // WithFailureMode sets what the limiter does when its store cannot decide:

@@ -225,7 +225,7 @@ func TestClusterNodeFaultIsolated(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("slowest decision while %s was broken: %v (stall timeout %v)", victim, slowest, slidelog.DefaultStallTimeout)
+			t.Logf("slowest decision while %s was broken: %v (stall timeout %v)", victim, slowest, redisstore.DefaultStallTimeout)
 			// Not a latency target (that is measured by make faults): a
 			// decision that waited for the client's 3 s read timeout
 			// would mean the stall detector did not act.

@@ -58,9 +58,6 @@ const (
 
 // resolveResilience fills in the defaults of cfg.
 func (c *limiterConfig) resolveResilience() {
-	if c.stall == 0 {
-		c.stall = DefaultStallTimeout
-	}
 	if c.fallbackInstances == 0 {
 		c.fallbackInstances = 1
 	}

@@ -3,6 +3,7 @@ package slidelog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,6 +116,54 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return testutil.ToFloat64(counterSum(t, reg, name))
 }
 
+// labelledValue sums the series of metric name whose label has value.
+func labelledValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// An error that concerns one key (ErrDamagedKey) goes to the failure mode
+// but never opens the node's breaker: other keys stay on the store.
+func TestDamagedKeyDoesNotOpenBreaker(t *testing.T) {
+	mem := memstore.New()
+	defer mem.Close()
+	s := &fakeStore{take: func(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+		if req.Key == "bad" {
+			return slidelog.Result{}, fmt.Errorf("%w: %w: WRONGTYPE", slidelog.ErrUnavailable, slidelog.ErrDamagedKey)
+		}
+		return mem.Take(ctx, req)
+	}}
+	reg := prometheus.NewRegistry()
+	l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute},
+		slidelog.WithObserver(prommetrics.New(reg)),
+		slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 2}))
+	for i := range 50 {
+		res, err := l.Allow(t.Context(), "bad")
+		require.NoError(t, err)
+		require.Equal(t, slidelog.SourceFallback, res.Source, "call %d", i)
+	}
+	assert.Equal(t, map[string]string{"store": "closed"}, slidelog.BreakerStates(l), "50 errors of one key leave the breaker closed")
+	assert.Equal(t, 50.0, labelledValue(t, reg, prommetrics.MetricFallbackActivations, "reason", "error"))
+	res, err := l.Allow(t.Context(), "good")
+	require.NoError(t, err)
+	assert.Equal(t, slidelog.Source("store"), res.Source, "another key is still decided by the store")
+}
+
 func TestFallbackRefundAndReset(t *testing.T) {
 	l := newResilientLimiter(t, failingStore(), slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
 	res, err := l.Allow(t.Context(), "k")
@@ -197,24 +246,36 @@ func TestFallbackOverAdmissionBound(t *testing.T) {
 	}
 }
 
-func TestStallTimeoutAndBreaker(t *testing.T) {
+// stallingStore is a store whose node answers nothing: it ends each call
+// itself after stall with ErrStalled, as a store bounds its own calls.
+func stallingStore(stall time.Duration) *fakeStore {
+	return &fakeStore{take: func(ctx context.Context, _ slidelog.Request) (slidelog.Result, error) {
+		select {
+		case <-time.After(stall):
+			return slidelog.Result{}, fmt.Errorf("%w: %w", slidelog.ErrUnavailable, slidelog.ErrStalled)
+		case <-ctx.Done():
+			return slidelog.Result{}, ctx.Err()
+		}
+	}}
+}
+
+func TestStalledStoreAndBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stall = 30 * time.Millisecond
-		s := hangingStore()
+		s := stallingStore(stall)
 		reg := prometheus.NewRegistry()
 		l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute},
-			slidelog.WithStallTimeout(stall), slidelog.WithObserver(prommetrics.New(reg)),
+			slidelog.WithObserver(prommetrics.New(reg)),
 			slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 3, OpenTimeout: time.Second}))
 		for i := range 3 {
 			start := time.Now()
 			res, err := l.Allow(t.Context(), "k")
 			require.NoError(t, err)
 			require.Equal(t, slidelog.SourceFallback, res.Source, "call %d", i)
-			took := time.Since(start)
-			assert.GreaterOrEqual(t, took, stall, "call %d waits for the stall timeout", i)
-			assert.LessOrEqual(t, took, stall+stall/10, "call %d goes to the failure mode within a tick of the stall timeout", i)
+			assert.Equal(t, stall, time.Since(start), "call %d waits for the store's own stall timeout, no more", i)
 		}
 		assert.Equal(t, 3.0, metricValue(t, reg, prommetrics.MetricFallbackActivations))
+		assert.Equal(t, 3.0, labelledValue(t, reg, prommetrics.MetricFallbackActivations, "reason", "stalled"))
 		assert.Equal(t, map[string]string{"store": "open"}, slidelog.BreakerStates(l))
 		assert.Equal(t, 2.0, metricValue(t, reg, prommetrics.MetricBreakerState))
 
@@ -274,7 +335,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 		s := hangingStore()
 		reg := prometheus.NewRegistry()
 		l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 100, Window: time.Minute},
-			slidelog.WithStallTimeout(time.Second), slidelog.WithObserver(prommetrics.New(reg)),
+			slidelog.WithObserver(prommetrics.New(reg)),
 			slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 1}))
 		for range 20 {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
@@ -323,7 +384,7 @@ func TestMetricsSharedRegistry(t *testing.T) {
 func TestOptionsRejectBadValues(t *testing.T) {
 	p := slidelog.Policy{Name: "p", Limit: 1, Window: time.Second}
 	for _, o := range []slidelog.Option{
-		slidelog.WithStallTimeout(0), slidelog.WithFailureMode(99), slidelog.WithFallbackInstances(0),
+		slidelog.WithFailureMode(99), slidelog.WithFallbackInstances(0),
 		slidelog.WithFallbackPolicies(), slidelog.WithFallbackPolicies(slidelog.Policy{Limit: 0, Window: time.Second}),
 		slidelog.WithFallbackMaxKeys(0), slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: -1}),
 		slidelog.WithDenyCache(-1), slidelog.WithObserver(prommetrics.New(nil)), slidelog.WithName(""), slidelog.WithLogger(nil),

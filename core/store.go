@@ -34,10 +34,6 @@ type Request struct {
 	// zero for a store that does not route, or a call not made by a
 	// limiter.
 	Route Route
-	// Watch follows the call for the limiter (see Watch and
-	// StoreInfo.Watched); nil for a call not made by a limiter, or on a
-	// local store.
-	Watch *Watch
 }
 
 // Store keeps the sliding-window logs and makes decisions atomically.
@@ -56,8 +52,8 @@ type Request struct {
 // know of it, a store says in one place (see the package documentation,
 // "Writing a store"): Describe (Describer) names its decisions' Source
 // and says whether it is local and which clock it follows; Route (Router)
-// places a request on a node once per decision, for a circuit breaker and
-// stall watch per node; Record (Recorder) writes the fallback's
+// places a request on a node once per decision, for a circuit breaker
+// per node; Record (Recorder) writes the fallback's
 // admissions back.
 type Store interface {
 	// Take evicts entries that left each policy's window, admits the
@@ -93,19 +89,13 @@ type StoreInfo struct {
 	Name string
 	// Local reports that the store decides in this process's memory and
 	// cannot fail, stall or be slow: a limiter on it keeps no circuit
-	// breaker, stall watch, fallback or write-back journal, and a deny
+	// breaker, fallback or write-back journal, and a deny
 	// cache only when WithDenyCache asks for one.
 	Local bool
 	// Clock is the clock the store's decisions follow, such as a test
 	// clock; nil for the process's. A limiter's deny cache measures
 	// elapsed time by it.
 	Clock func() time.Time
-	// Watched reports that the store follows Request.Watch: its calls
-	// report their node's replies and give up when the node is judged
-	// stalled. A limiter then gives the call no context of its own. For a
-	// store that does not, the limiter cancels the call's context on a
-	// stall and counts each call that returns as a reply.
-	Watched bool
 }
 
 // Describer is a Store that describes itself (see StoreInfo). A limiter
@@ -120,7 +110,7 @@ type Describer interface {
 type Route struct {
 	// Node names the node that holds the request's log, such as the
 	// address of a Redis Cluster master; "" when the store does not know
-	// it. A limiter keeps a circuit breaker and stall watch per node.
+	// it. A limiter keeps a circuit breaker per node.
 	Node string
 	// Key is the store's own name for the request's log (redisstore: the
 	// Redis key), opaque to the limiter; "" when the store computes it
@@ -129,9 +119,8 @@ type Route struct {
 }
 
 // Router is a Store spread over several nodes, such as the masters of a
-// Redis Cluster. A limiter on it keeps one circuit breaker and one stall
-// watch per node, so a failing node sends only its own keys to the
-// failure mode.
+// Redis Cluster. A limiter on it keeps one circuit breaker per node, so a
+// failing node sends only its own keys to the failure mode.
 type Router interface {
 	Store
 	// Route returns where req runs. The limiter calls it once per

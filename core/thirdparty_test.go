@@ -46,6 +46,10 @@ func newShardedStore(clock func() time.Time) *shardedStore {
 	return s
 }
 
+// shardedStallTimeout is how long a shardedStore's call waits on a node
+// that answers nothing.
+const shardedStallTimeout = 20 * time.Millisecond
+
 func (s *shardedStore) node(key string) string {
 	if strings.HasPrefix(key, "b") {
 		return "b"
@@ -59,7 +63,7 @@ func (s *shardedStore) Route(_ context.Context, req slidelog.Request) slidelog.R
 }
 
 func (s *shardedStore) Describe() slidelog.StoreInfo {
-	return slidelog.StoreInfo{Name: "sharded", Clock: s.nodes["a"].Describe().Clock, Watched: true}
+	return slidelog.StoreInfo{Name: "sharded", Clock: s.nodes["a"].Describe().Clock}
 }
 
 func (s *shardedStore) call(ctx context.Context, req slidelog.Request) (*memstore.Store, error) {
@@ -67,10 +71,13 @@ func (s *shardedStore) call(ctx context.Context, req slidelog.Request) (*memstor
 	if n == "" {
 		n = s.node(req.Key) // not called by a limiter
 	}
-	w := req.Watch
 	if s.stall.Load() == n {
+		// A store bounds its own calls: a node that answers nothing
+		// for its stall timeout fails the call with ErrStalled.
+		t := time.NewTimer(shardedStallTimeout)
+		defer t.Stop()
 		select {
-		case <-w.Stalled():
+		case <-t.C:
 			return nil, fmt.Errorf("%w: node %s: %w", slidelog.ErrUnavailable, n, slidelog.ErrStalled)
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -79,7 +86,6 @@ func (s *shardedStore) call(ctx context.Context, req slidelog.Request) (*memstor
 	if s.broken.Load() == n {
 		return nil, fmt.Errorf("%w: node %s refuses connections", slidelog.ErrUnavailable, n)
 	}
-	w.Replied()
 	return s.nodes[n], nil
 }
 
@@ -146,7 +152,7 @@ func TestThirdPartyStoreGetsBreakersAndDenyCache(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	obs := &recordingObserver{}
 	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: 2, Window: time.Minute},
-		slidelog.WithObserver(obs), slidelog.WithStallTimeout(20*time.Millisecond))
+		slidelog.WithObserver(obs))
 
 	// The deny cache: the third denial of "a1" costs no store call.
 	for range 2 {

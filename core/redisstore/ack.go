@@ -243,7 +243,7 @@ func (a *acker) set(key string, es, keep []unacked) {
 // ackWriteBackConcurrency at once so that they share pipelines. A failed
 // write-back keeps them and fails the decision (the limiter then falls
 // back), so that no decision is made on a master that may lack them.
-func (s *Store) writeBack(ctx context.Context, r slidelog.Route, w *slidelog.Watch) error {
+func (s *Store) writeBack(ctx context.Context, r slidelog.Route) error {
 	a := s.pipes.ack
 	es := a.due(r.Key, r.Node, s.now())
 	if len(es) == 0 {
@@ -258,7 +258,7 @@ func (s *Store) writeBack(ctx context.Context, r slidelog.Route, w *slidelog.Wat
 			defer func() { <-sem }()
 			e := &es[i]
 			sent := s.now()
-			_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, w, s.args(opRecord, e.req, e.at.UnixMicro()))
+			_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opRecord, e.req, e.at.UnixMicro()))
 			switch {
 			case err != nil:
 				errs[i] = err
@@ -333,11 +333,11 @@ func (b *batcher) sendNode(ctx context.Context, node *redis.Client, live []*scri
 			err := cmds[i].Err()
 			switch {
 			case err != nil && !eval && redis.HasErrorPrefix(err, "NOSCRIPT"):
-				c.progress()
+				b.replied()
 				retry = append(retry, c)
 				continue
 			case err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")):
-				c.progress()
+				b.replied()
 				moved = append(moved, c)
 				continue
 			}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -221,7 +222,7 @@ func unreachableError(addr string, err error) error {
 	case strings.Contains(addr, "://"):
 		addr = redact(addr)
 		hint = " (a URL where host:port was wanted: give host:port, or give the URL to redisstore.Connect)"
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		hint = fmt.Sprintf(" (no answer within %v)", checkTimeout)
 	}
 	return fmt.Errorf("%w at %s%s: %w", ErrUnreachable, addr, hint, err)
@@ -233,7 +234,12 @@ func unreachableError(addr string, err error) error {
 // ErrUnreachable when no master answers. On a Cluster whose slot map loads
 // but some of whose masters do not answer, it returns those masters'
 // errors in down.
-func reach(ctx context.Context, client redis.UniversalClient) (down []error, err error) {
+func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int32) (down []error, err error) {
+	dial := func(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) error {
+		probes.Add(1)
+		defer probes.Add(-1)
+		return dial(ctx, dialer, network, addr)
+	}
 	switch c := client.(type) {
 	case *redis.Client:
 		o := c.Options()

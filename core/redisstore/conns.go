@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"bytes"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -9,21 +11,104 @@ import (
 )
 
 // connSet is the connections a store's client has dialled to one Redis
-// node, tracked so that calls reading in their callers' goroutines can be
-// broken off when the limiter judges the node stalled: with go-redis's
-// plain options a read in flight ignores its context, and would hold its
-// caller until the client's read timeout.
+// node. The store tracks them for two things:
+//
+//   - evidence: whether the node has sent anything lately, read from the
+//     kernel's own record of each TCP connection (see silence), so that a
+//     process that could not run is never taken for a node that did not
+//     answer;
+//   - breaking off: with go-redis's plain options a read in flight ignores
+//     its context and would hold its caller until the client's read
+//     timeout, so when the node is judged stalled every connection's
+//     deadline is put in the past.
 type connSet struct {
 	// untracked is set when the node's client had connections before the
 	// store could track them: calls on that node never read in their
-	// callers' goroutines.
+	// callers' goroutines, and its silence is counted in alive time.
 	untracked atomic.Bool
 	// gen counts the breaks: a connection dialled before the latest one
 	// is broken for good.
-	gen   atomic.Uint64
-	mu    sync.Mutex
-	conns map[*trackedConn]struct{}
+	gen atomic.Uint64
+	// read is the monotonic time (ns since monoStart) a connection of the
+	// set last read a byte: progress on connections the kernel keeps no
+	// record of (Unix sockets).
+	read atomic.Int64
+	// lastRecv is the latest arrival (mono ns) of the node's bytes on
+	// any connection that the monitor has seen (see silence), kept when
+	// the connection is gone.
+	lastRecv atomic.Int64
+	// dialing counts the dials to the node in progress.
+	dialing atomic.Int32
+	mu      sync.Mutex
+	conns   map[*trackedConn]struct{}
+	// claims are the calls read in their callers' goroutines whose
+	// context can end (see claim); nclaims counts them, so that a write
+	// looks for them only when there are some.
+	claims  []*claim
+	nclaims atomic.Int32
 }
+
+// claim finds the connection a call is sent on, so that the call can be
+// broken off alone when its caller's context ends: with go-redis's plain
+// options a read in flight ignores the context. The call's request
+// carries its member (the request ID's bytes, unique per call), and the
+// write that carries it marks its connection as the call's.
+type claim struct {
+	member    string
+	conn      atomic.Pointer[trackedConn]
+	cancelled atomic.Bool
+}
+
+// claim registers a call whose request carries member.
+func (s *connSet) claim(member string) *claim {
+	cl := &claim{member: member}
+	s.mu.Lock()
+	s.claims = append(s.claims, cl)
+	s.mu.Unlock()
+	s.nclaims.Add(1)
+	return cl
+}
+
+// unclaim forgets cl.
+func (s *connSet) unclaim(cl *claim) {
+	s.mu.Lock()
+	for i, c := range s.claims {
+		if c == cl {
+			s.claims = append(s.claims[:i], s.claims[i+1:]...)
+			break
+		}
+	}
+	s.mu.Unlock()
+	s.nclaims.Add(-1)
+}
+
+// cancel breaks off the connection cl's call is on, if it is still the
+// call's: its read ends at once. A call not written yet fails its write.
+func (cl *claim) cancel() {
+	cl.cancelled.Store(true)
+	if c := cl.conn.Load(); c != nil && c.owner.Load() == cl {
+		c.kick()
+	}
+}
+
+// match returns the claim whose member b carries, or nil.
+func (s *connSet) match(b []byte) *claim {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cl := range s.claims {
+		if bytes.Contains(b, []byte(cl.member)) {
+			return cl
+		}
+	}
+	return nil
+}
+
+
+// monoStart is the origin of the store's monotonic nanosecond times.
+var monoStart = time.Now()
+
+// mono is the monotonic time in nanoseconds since monoStart.
+func mono() int64 { return int64(time.Since(monoStart)) }
 
 // pastDeadline is a deadline in the past: a read or write waiting on a
 // connection given it returns at once with a timeout.
@@ -32,6 +117,11 @@ var pastDeadline = time.Unix(1, 0)
 // add tracks conn and returns the connection the client is to use.
 func (s *connSet) add(conn net.Conn) net.Conn {
 	c := &trackedConn{Conn: conn, set: s, gen: s.gen.Load()}
+	// The kernel's byte count is compared with the bytes read: only on
+	// a plain TCP connection (TLS reads fewer bytes than it receives).
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		c.tcp = tcp
+	}
 	s.mu.Lock()
 	if s.conns == nil {
 		s.conns = make(map[*trackedConn]struct{})
@@ -51,15 +141,98 @@ func (s *connSet) add(conn net.Conn) net.Conn {
 // in flight and to come fail at once, and the client drops them.
 func (s *connSet) breakAll() {
 	s.gen.Add(1)
+	for _, c := range s.list() {
+		_ = c.Conn.SetDeadline(pastDeadline)
+	}
+}
+
+func (s *connSet) list() []*trackedConn {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	conns := make([]*trackedConn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Conn.SetDeadline(pastDeadline)
+	return conns
+}
+
+// evidence is what a node's connections tell of its silence.
+type evidence struct {
+	// owed is set when some TCP connection wrote a request after the
+	// last bytes this process read from it, and the kernel has received
+	// no byte on it that this process has not read: a reply is owed.
+	// A connection with bytes waiting unread (this process has not run
+	// to read them) owes nothing: the node answered.
+	owed bool
+	// silence is, when owed, how long the node has sent nothing on any
+	// of its connections while a request was owed: the time since the
+	// later of the node's last byte on any connection, as the kernel
+	// recorded its arrival (TCP_INFO), and the oldest owed request's
+	// write.
+	silence time.Duration
+	// unknown is set when a call could be waiting on something the
+	// kernel keeps no record of: a dial in progress, or a connection
+	// that is not TCP. Alive time decides then.
+	unknown bool
+	// answered is set when bytes the node sent wait unread on some
+	// connection: the node is answering, whatever else waits.
+	answered bool
+}
+
+// silence reads the set's evidence from the kernel (see evidence).
+func (s *connSet) silence() evidence {
+	var ev evidence
+	// lastRecv is when (mono ns) the node's last byte arrived on any
+	// connection, oldestOwed when the oldest request still owed was
+	// written.
+	now := mono()
+	lastRecv := s.lastRecv.Load()
+	var oldestOwed int64
+	answered := false
+	gen := s.gen.Load()
+	for _, c := range s.list() {
+		if c.gen != gen || c.kicked.Load() {
+			continue // broken off: no longer waited on
+		}
+		if c.tcp == nil {
+			ev.unknown = true
+			continue
+		}
+		// Read the connection's own counts before the kernel's, so that
+		// a read in between can only make the kernel's count larger.
+		wseq, rseq, read := c.wseq.Load(), c.rseq.Load(), c.nread.Load()
+		recv, received, ok := tcpRecv(c.tcp)
+		if !ok {
+			ev.unknown = true
+			continue
+		}
+		lastRecv = max(lastRecv, now-int64(recv))
+		if received > read {
+			// Bytes wait unread: the node answered.
+			answered = true
+			continue
+		}
+		if wseq > rseq {
+			w := c.wrote.Load()
+			if !ev.owed || w < oldestOwed {
+				oldestOwed = w
+			}
+			ev.owed = true
+		}
 	}
+	s.lastRecv.Store(lastRecv) // only the monitor's goroutine writes it
+	if s.dialing.Load() > 0 {
+		// A dial in progress may have been answered by the kernel while
+		// this process has not run: it is judged in alive time.
+		ev.unknown = true
+	}
+	if answered {
+		ev.owed, ev.unknown, ev.answered = false, false, true
+	}
+	if ev.owed {
+		ev.silence = time.Duration(now - max(lastRecv, oldestOwed))
+	}
+	return ev
 }
 
 // trackedConn is a connection of a connSet. Once broken, every deadline
@@ -68,10 +241,64 @@ type trackedConn struct {
 	net.Conn
 	set *connSet
 	gen uint64
+	tcp *net.TCPConn // the TCP connection under it; nil if not TCP
+
+	// The order of the connection's writes and reads: seq counts both,
+	// wseq is the count at the last write, rseq at the last read that
+	// returned bytes, and wrote the mono time of the last write. A
+	// request is owed while wseq > rseq.
+	seq, wseq, rseq atomic.Int64
+	wrote           atomic.Int64
+	nread           atomic.Uint64 // bytes read
+
+	owner  atomic.Pointer[claim] // the claimed call the last write carried
+	kicked atomic.Bool           // broken off for a claim: for good
+}
+
+// kick breaks the connection off for good.
+func (c *trackedConn) kick() {
+	c.kicked.Store(true)
+	_ = c.Conn.SetDeadline(pastDeadline)
+}
+
+// errCancelled is the write error of a claimed call whose caller left
+// before it was written.
+var errCancelled = errors.New("redisstore: call cancelled before it was sent")
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	if c.set.nclaims.Load() > 0 {
+		cl := c.set.match(b)
+		c.owner.Store(cl)
+		if cl != nil {
+			cl.conn.Store(c)
+			if cl.cancelled.Load() {
+				c.kick()
+				return 0, errCancelled
+			}
+		}
+	} else if c.owner.Load() != nil {
+		c.owner.Store(nil)
+	}
+	n, err := c.Conn.Write(b)
+	c.wrote.Store(mono())
+	c.wseq.Store(c.seq.Add(1))
+	return n, err
+}
+
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.nread.Add(uint64(n))
+		c.rseq.Store(c.seq.Add(1))
+		if c.tcp == nil {
+			c.set.read.Store(mono())
+		}
+	}
+	return n, err
 }
 
 func (c *trackedConn) deadline(t time.Time) time.Time {
-	if c.gen != c.set.gen.Load() {
+	if c.gen != c.set.gen.Load() || c.kicked.Load() {
 		return pastDeadline
 	}
 	return t

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"runtime"
 	"slices"
@@ -43,8 +44,8 @@ type scriptCall struct {
 	ctx     context.Context
 	keys    []string // the script's KEYS; keys[0] routes the call
 	args    []any
-	watch   *slidelog.Watch // the limiter's watch of the node; may be nil
-	stalled <-chan struct{} // closed when the node is found stalled; nil: never
+	member  string          // the request's member, which its request carries; "" if none
+	stalled <-chan struct{} // closed when the node is found stalled or the store closed
 	reply   []int64
 	acked   int // replicas that acknowledged the call's pipeline (WithReplicaAck)
 	err     error
@@ -108,9 +109,24 @@ type batcher struct {
 	// not known (calls routed by the client): a lone call reads in its
 	// caller's goroutine only when they can be broken off (see do).
 	conns *connSet
-	// hooked are the Watches whose stall breaks this node's connections
-	// off (AfterStall); an entry leaves when its Watch stalls.
-	hooked map[*slidelog.Watch]bool
+
+	// The node's health (see monitor). node is its address ("" when
+	// not known, or on a single server).
+	mon       *monitor
+	node      string
+	waiting   int           // calls waiting on the node
+	busySince int64         // mono time when waiting last left 0, or of the last verdict
+	epoch     chan struct{} // closed when the node is judged stalled, or the store closed
+	closed    bool          // the store is closed
+	lastReply atomic.Int64  // mono time of the node's last reply
+	// Owned by the monitor's goroutine: the node's silence in alive
+	// time, and the progress it last saw.
+	silence time.Duration
+	seen    int64
+	// The node's silence by its connections' kernel record (see
+	// monitor.stalled): since when, and how much of it counts.
+	quietSince int64
+	quiet      time.Duration
 
 	// The calls sent inline (see inline) share inlineCtx, made when the
 	// first of them needs it and cancelled, then dropped, when they are
@@ -210,6 +226,18 @@ func (b *batcher) writeOff() {
 // reply that has arrived is always used.
 func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, slidelog.ErrClosed
+	}
+	b.beginLocked(call)
+	reply, err := b.wait(call)
+	b.end()
+	return reply, err
+}
+
+// wait is do once call is counted in; b.mu is held and released.
+func (b *batcher) wait(call *scriptCall) ([]int64, error) {
 	if b.refusedErr != nil && time.Since(b.refusedAt) < refusedFor {
 		err := b.refusedErr
 		b.mu.Unlock()
@@ -219,8 +247,9 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 		b.refusal = make(chan struct{})
 	}
 	refusal := b.refusal
-	call.canLead = b.mayRunInline(call)
-	if call.canLead && b.inflight < b.limit && len(b.queue) == 0 {
+	inline := b.mayRunInline(call)
+	call.canLead = inline && call.ctx.Done() == nil
+	if inline && b.inflight < b.limit && len(b.queue) == 0 {
 		return b.inline(call) // unlocks b.mu
 	}
 	call.done = make(chan struct{})
@@ -255,27 +284,15 @@ func (b *batcher) do(call *scriptCall) ([]int64, error) {
 		}
 		return nil, err
 	}
-	if !stalled && call.stalled != nil {
-		// The limiter cancels the call's context on a stall too.
-		select {
-		case <-call.stalled:
-			stalled = true
-		default:
-		}
-	}
 	if reply, err, ok := b.leave(call); ok {
 		return reply, err
 	}
 	if stalled {
-		b.writeOff()
-		return nil, slidelog.ErrStalled
+		return nil, b.stallError()
 	}
 	// The call may still run in Redis: it then holds an entry its caller
 	// never used, which can only make the limiter stricter.
-	if err := call.ctx.Err(); err != nil {
-		return nil, err
-	}
-	return nil, slidelog.ErrStalled
+	return nil, context.Cause(call.ctx)
 }
 
 // leave marks call, whose caller stops waiting, gone, so that no sender
@@ -309,23 +326,21 @@ func (b *batcher) leave(call *scriptCall) (reply []int64, err error, ok bool) {
 }
 
 // mayRunInline reports whether call may be sent from its caller's
-// goroutine: the node's connections can be broken off when it stalls, and
-// the caller set no deadline of its own (with go-redis's plain options a
-// read in flight ignores the context, so only a sender apart from the
-// caller lets it leave on time). b.mu is held.
+// goroutine: the node's connections can be broken off when it stalls,
+// and either the caller's context can never end or the call can be
+// broken off alone when it does (its request carries its member: see
+// claim). With go-redis's plain options a read in flight ignores the
+// context. A call whose context can end never sends other callers'
+// calls (canLead): breaking it off would fail them too. b.mu is held.
 func (b *batcher) mayRunInline(call *scriptCall) bool {
-	if b.conns == nil || b.conns.untracked.Load() || call.watch == nil {
-		return false
-	}
-	_, deadline := call.ctx.Deadline()
-	return !deadline
+	return b.conns != nil && !b.conns.untracked.Load() && (call.ctx.Done() == nil || call.member != "")
 }
 
 // inline sends call, which found a sender's slot free and nothing queued,
 // from its caller's goroutine: no hand-off to a sender. Calls arriving
 // while the slots are taken queue, and leave together when a slot frees
 // (see handLocked). If the node is judged stalled meanwhile, its
-// connections are broken off (see hookLocked), which ends the read at
+// connections are broken off (see batcher.verdict), which ends the read at
 // once. b.mu is held and released.
 func (b *batcher) inline(call *scriptCall) ([]int64, error) {
 	call.mine = true
@@ -334,7 +349,20 @@ func (b *batcher) inline(call *scriptCall) ([]int64, error) {
 	call.lead = call.selfBuf[:]
 	b.leadLocked(call)
 	b.mu.Unlock()
-	return b.lead(call)
+	if call.ctx.Done() == nil {
+		return b.lead(call)
+	}
+	// The caller's context can end while the reply is read: then the
+	// call's connection, and only it, is broken off.
+	cl := b.conns.claim(call.member)
+	stop := context.AfterFunc(call.ctx, cl.cancel)
+	reply, err := b.lead(call)
+	stop()
+	b.conns.unclaim(cl)
+	if err != nil && call.ctx.Err() != nil {
+		err = context.Cause(call.ctx)
+	}
+	return reply, err
 }
 
 // leadLocked makes call the sender of call.lead, in its caller's
@@ -345,7 +373,6 @@ func (b *batcher) leadLocked(call *scriptCall) {
 		b.inlineCtx, b.inlineCancel = context.WithCancel(context.Background())
 	}
 	call.leadCtx, call.leadGen = b.inlineCtx, b.inlineGen
-	b.hookLocked(call.watch)
 }
 
 // handLocked passes a slot whose sender is done to batch: to the first of
@@ -387,33 +414,13 @@ func (b *batcher) lead(call *scriptCall) ([]int64, error) {
 	}
 	select {
 	case <-call.stalled:
-		return nil, slidelog.ErrStalled
+		return nil, b.stallError()
 	default:
 	}
 	if refusedErr != nil {
 		return nil, refusedErr
 	}
 	return call.reply, call.err
-}
-
-// hookLocked arranges, once per Watch, for the node's connections to be
-// broken off and its senders written off when w's node is judged
-// stalled. b.mu is held.
-func (b *batcher) hookLocked(w *slidelog.Watch) {
-	if b.hooked[w] {
-		return
-	}
-	if b.hooked == nil {
-		b.hooked = make(map[*slidelog.Watch]bool)
-	}
-	b.hooked[w] = true
-	w.AfterStall(func() {
-		b.mu.Lock()
-		delete(b.hooked, w)
-		b.mu.Unlock()
-		b.writeOff()
-		b.conns.breakAll()
-	})
 }
 
 // run sends batch, then whatever queued meanwhile, until the queue is
@@ -501,7 +508,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	var retry []*scriptCall
 	for i, c := range live {
 		if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			c.progress()
+			b.replied()
 			retry = append(retry, c)
 			continue
 		}
@@ -528,16 +535,9 @@ func (b *batcher) answer(c *scriptCall) {
 		if b.mapped != nil {
 			b.mapped.Store(true)
 		}
-		c.progress()
+		b.replied()
 	}
 	c.wake()
-}
-
-// progress tells c's Watch that the node answered.
-func (c *scriptCall) progress() {
-	if c.watch != nil {
-		c.watch.Replied()
-	}
 }
 
 // wake wakes c's caller if it waits for the answer (not sent inline).
@@ -587,8 +587,12 @@ type pipelines struct {
 	// (a call was answered, or New read the nodes): until then, finding
 	// a key's master could wait for the map's first load.
 	mapped atomic.Bool
-	// conns are the connections dialled to each node, by address.
+	// conns are the connections dialled to each node, by address; on a
+	// single server, one set under the client's address holds every
+	// connection, whatever address it was dialled to (a failover client
+	// dials whichever server is the master).
 	conns map[string]*connSet
+	mon   *monitor
 }
 
 // connSet returns the connections of the node at addr.
@@ -614,6 +618,9 @@ func (p *pipelines) untrackedNodes() []string {
 }
 
 func (p *pipelines) connSetLocked(addr string) *connSet {
+	if p.single != nil && p.single.conns != nil {
+		return p.single.conns
+	}
 	cs := p.conns[addr]
 	if cs == nil {
 		if p.conns == nil {
@@ -639,13 +646,19 @@ func (p *pipelines) hook(n *redis.Client, h dialWatch) {
 // per node that batch up to maxPipelineCalls queued calls each, or, with
 // pipelinesPerNode 0, as many senders as the client's pool has
 // connections, one call each.
-func newPipelines(client redis.UniversalClient, pipelinesPerNode int, ack *acker) *pipelines {
+func newPipelines(client redis.UniversalClient, pipelinesPerNode int, ack *acker, stall time.Duration, logger *slog.Logger) *pipelines {
 	p := &pipelines{client: client, limit: pipelinesPerNode, maxBatch: maxPipelineCalls, nodes: map[string]*batcher{}, ack: ack}
+	p.mon = newMonitor(p, stall, logger)
 	if pipelinesPerNode == 0 {
 		p.limit, p.maxBatch = poolSize(client), 1
 	}
 	if _, ok := client.(*redis.ClusterClient); !ok {
-		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch, ack: ack}
+		addr := ""
+		if c, ok := client.(*redis.Client); ok {
+			addr = c.Options().Addr
+		}
+		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch, ack: ack, mon: p.mon}
+		p.single.conns = p.connSet(addr)
 	}
 	return p
 }
@@ -660,7 +673,7 @@ func (p *pipelines) batcher(node string) *batcher {
 	defer p.mu.Unlock()
 	b := p.nodes[node]
 	if b == nil {
-		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack}
+		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack, mon: p.mon, node: node}
 		if node != "" {
 			b.conns = p.connSetLocked(node)
 		}
@@ -698,14 +711,17 @@ type dialWatch struct{ p *pipelines }
 
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cs := h.p.connSet(addr)
+		cs.dialing.Add(1)
 		conn, err := next(ctx, network, addr)
+		cs.dialing.Add(-1)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.p.dialFailed(addr, err)
 			}
 			return conn, err
 		}
-		return h.p.connSet(addr).add(conn), nil
+		return cs.add(conn), nil
 	}
 }
 
@@ -722,7 +738,6 @@ func (p *pipelines) watchDials(client redis.UniversalClient) {
 	switch c := client.(type) {
 	case *redis.Client:
 		p.hook(c, h)
-		p.single.conns = p.connSet(c.Options().Addr)
 	case *redis.ClusterClient:
 		var mu sync.Mutex
 		hooked := map[*redis.Client]bool{}
@@ -765,16 +780,23 @@ func poolSize(client redis.UniversalClient) int {
 // run runs sc through the batcher of r's node. Calls
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
-func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, error) {
-	reply, _, err := p.runAcked(ctx, sc, logKeys(r.Key), r, w, args)
+func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route, args []any) ([]int64, error) {
+	reply, _, err := p.runAcked(ctx, sc, logKeys(r.Key), r, args)
 	return reply, err
 }
 
 // runAcked is run with the script's keys given, and it also returns how
 // many replicas acknowledged the call's pipeline (always 0 without
 // WithReplicaAck).
-func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, keys []string, r slidelog.Route, w *slidelog.Watch, args []any) ([]int64, int, error) {
-	return p.runCall(ctx, &scriptCall{script: sc, keys: keys, args: args}, r, w)
+func (p *pipelines) runAcked(ctx context.Context, sc *redis.Script, keys []string, r slidelog.Route, args []any) ([]int64, int, error) {
+	call := &scriptCall{script: sc, keys: keys, args: args}
+	if len(args) > 2 {
+		// The arguments of Store.args: the member is the third.
+		if m, ok := args[2].(string); ok && len(m) == memberBytes {
+			call.member = m
+		}
+	}
+	return p.runCall(ctx, call, r)
 }
 
 // newCall returns a call of sc on the one key key, whose arguments the
@@ -814,12 +836,9 @@ var releasedCalls *atomic.Int64
 
 // runCall sends call, whose script, keys and arguments are set, through
 // the batcher of r's node.
-func (p *pipelines) runCall(ctx context.Context, call *scriptCall, r slidelog.Route, w *slidelog.Watch) ([]int64, int, error) {
+func (p *pipelines) runCall(ctx context.Context, call *scriptCall, r slidelog.Route) ([]int64, int, error) {
 	b := p.batcher(r.Node)
-	call.ctx, call.watch = ctx, w
-	if w != nil {
-		call.stalled = w.Stalled()
-	}
+	call.ctx = ctx
 	reply, err := b.do(call)
 	if err != nil {
 		// The caller may have left while the call is still out: its

@@ -46,7 +46,7 @@ func TestRefusedConnectionIsAnError(t *testing.T) {
 				took := time.Since(start)
 				require.NoError(t, err)
 				assert.Equal(t, slidelog.SourceFallback, res.Source, "decision %d", i)
-				assert.Less(t, took, slidelog.DefaultStallTimeout/2, "decision %d waited for a refused connection", i)
+				assert.Less(t, took, redisstore.DefaultStallTimeout/2, "decision %d waited for a refused connection", i)
 			}
 			obs.mu.Lock()
 			defer obs.mu.Unlock()

@@ -162,6 +162,7 @@ type config struct {
 	pipelinesPerNode int
 	pipeliningSet    bool
 	ack              *acker // WithReplicaAck
+	stall            time.Duration
 }
 
 // New returns a store on client, a *redis.Client, a *redis.ClusterClient
@@ -200,7 +201,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 	if client == nil {
 		return nil, config{}, ErrNilClient
 	}
-	cfg := config{keyPrefix: DefaultKeyPrefix}
+	cfg := config{keyPrefix: DefaultKeyPrefix, stall: DefaultStallTimeout}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -222,7 +223,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 		}
 		cfg.ack.logger = cfg.logger
 	}
-	s.pipes = newPipelines(client, cfg.pipelinesPerNode, cfg.ack)
+	s.pipes = newPipelines(client, cfg.pipelinesPerNode, cfg.ack, cfg.stall, cfg.logger)
 	s.pipes.watchDials(client)
 	s.macs.New = func() any { return &keyMAC{mac: hmac.New(sha256.New, s.secret)} }
 	if c, ok := client.(*redis.ClusterClient); ok {
@@ -245,9 +246,13 @@ func (s *Store) check(cfg config) error {
 			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
 			"node", addr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-	defer cancel()
-	down, err := reach(ctx, s.client)
+	// The checks end when the servers have sent nothing for checkTimeout
+	// while owing a reply, not after checkTimeout of wall time: a process
+	// too busy to read a reply does not make a server unreachable.
+	var probes atomic.Int32
+	ctx, stop := s.pipes.checkContext(checkTimeout, &probes)
+	defer stop()
+	down, err := reach(ctx, s.client, &probes)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnreachable) && cfg.startUnreachable:
@@ -384,7 +389,7 @@ const Source slidelog.Source = "redis"
 // whose calls follow the limiter's Watch, on the clock given with
 // WithClock (nil: the servers').
 func (s *Store) Describe() slidelog.StoreInfo {
-	return slidelog.StoreInfo{Name: string(Source), Clock: s.clock, Watched: true}
+	return slidelog.StoreInfo{Name: string(Source), Clock: s.clock}
 }
 
 // Key returns the Redis key that holds the log of identity in namespace
@@ -440,7 +445,7 @@ func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route 
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 	r := s.routed(ctx, req)
 	if s.pipes.ack != nil {
-		if err := s.writeBack(ctx, r, req.Watch); err != nil {
+		if err := s.writeBack(ctx, r); err != nil {
 			return slidelog.Result{}, s.failed(ctx, err)
 		}
 	}
@@ -454,12 +459,13 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 	if common {
 		call := newCall(commonScript, r.Key)
 		call.args = s.commonArgs(call.argBuf[:0], req)
-		reply, acked, err = s.pipes.runCall(ctx, call, r, req.Watch)
+		call.member = call.args[0].(string)
+		reply, acked, err = s.pipes.runCall(ctx, call, r)
 		releaseCall(call) // reply is go-redis's, not the call's
 		common = err != nil || len(reply) != 1 || reply[0] != notCommon
 	}
 	if !common {
-		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, req.Watch, s.args(opTake, req, 0))
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opTake, req, 0))
 	}
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
@@ -485,10 +491,13 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 // caller's own cancellation makes a Cluster client reload its slot map,
 // so that it finds a promoted replica soon.
 func (s *Store) failed(ctx context.Context, err error) error {
+	if errors.Is(err, slidelog.ErrClosed) {
+		return err
+	}
 	if compileError(err) {
 		s.redetect(ctx)
 	}
-	if ctx.Err() == nil || errors.Is(context.Cause(ctx), slidelog.ErrStalled) {
+	if ctx.Err() == nil {
 		s.topology.reload()
 	}
 	return unavailable(ctx, err)
@@ -593,7 +602,7 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	}
 	r := s.routed(ctx, req)
 	sent := s.now()
-	_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, req.Watch, s.args(opRecord, req, at.UnixMicro()))
+	_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opRecord, req, at.UnixMicro()))
 	if err != nil {
 		return s.failed(ctx, err)
 	}
@@ -613,9 +622,13 @@ func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
 	return nil
 }
 
-// Close implements slidelog.Store. It does not close the Redis client, which the
-// caller owns.
-func (s *Store) Close() error { return nil }
+// Close implements slidelog.Store: the calls waiting on a node end with
+// slidelog.ErrClosed, and so do later ones. It does not close the Redis
+// client, which the caller owns.
+func (s *Store) Close() error {
+	s.pipes.mon.close()
+	return nil
+}
 
 func (s *Store) nowArg() int64 {
 	if s.clock == nil {

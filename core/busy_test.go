@@ -1,0 +1,150 @@
+package slidelog_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// busyLimit and busyWindow are the policy of TestExactWhenBusy's limiters.
+const (
+	busyLimit  = 50
+	busyWindow = time.Second
+	busyKeys   = 24
+	busyProcs  = 3
+	// busyCallers is the goroutines deciding in each process: 192 in all.
+	busyCallers = 64
+)
+
+// TestExactWhenBusy is the limiter as users get it, on a healthy Redis, in
+// busy processes (issue 29): three processes, each a limiter with the
+// default options on its own store and its own client with go-redis's
+// plain options, 192 goroutines on 24 keys at 50 per second; beside two
+// CPU hogs, or with 48 CPU-bound goroutines started in each limiter's own
+// process after New. Every decision must come from Redis (none from the
+// failure mode: a busy process is not a stalled node) and the independent
+// checker must find no rolling window over the limit.
+func TestExactWhenBusy(t *testing.T) {
+	if os.Getenv("SLIDELOG_BUSY_CHILD") != "" {
+		t.Skip("child process")
+	}
+	if testing.Short() {
+		t.Skip("takes about 30 s")
+	}
+	for _, topo := range []string{"cluster", "standalone"} {
+		for _, load := range []string{"two CPU hogs", "48 CPU-bound goroutines"} {
+			t.Run(topo+"/"+load, func(t *testing.T) { busyRun(t, topo, load) })
+		}
+	}
+}
+
+func busyRun(t *testing.T, topo, load string) {
+	var client redis.UniversalClient
+	if topo == "cluster" {
+		client = redistest.ClusterClient(t)
+	} else {
+		client = redistest.RedisClient(t)
+	}
+	prefix := redistest.KeyPrefix(t, client)
+	keys := make([]string, busyKeys)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	if load == "two CPU hogs" {
+		cpuHogs(t, 2)
+	}
+	var children []*exec.Cmd
+	var outs []*bufio.Scanner
+	for range busyProcs {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBusyChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "SLIDELOG_BUSY_CHILD="+topo, "SLIDELOG_BUSY_PREFIX="+prefix,
+			"SLIDELOG_BUSY_KEYS="+strings.Join(keys, ","), "SLIDELOG_BUSY_SPIN="+strconv.FormatBool(load != "two CPU hogs"))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, cmd)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		outs = append(outs, sc)
+	}
+	var admitted []admission
+	perChild := make([]int, busyProcs)
+	for i, sc := range outs {
+		for sc.Scan() {
+			var a admission
+			if json.Unmarshal(sc.Bytes(), &a) == nil && a.Key != "" {
+				admitted = append(admitted, a)
+				perChild[i]++
+			}
+		}
+		if err := children[i].Wait(); err != nil {
+			t.Fatalf("child %d (it fails on any decision not made by Redis): %v", i, err)
+		}
+	}
+	for i, n := range perChild {
+		if n == 0 {
+			t.Fatalf("child %d admitted nothing; every process must take part", i)
+		}
+	}
+	peak := checkWindows(t, admitted, busyLimit, busyWindow)
+	over := 0
+	for _, n := range peak {
+		if n > busyLimit {
+			over++
+		}
+	}
+	t.Logf("%s, %s: %d admissions from %d processes %v, keys over the limit: %d", topo, load, len(admitted), busyProcs, perChild, over)
+}
+
+// TestBusyChild is the body of a child process of TestExactWhenBusy; it
+// does nothing on its own. It fails on any decision that Redis did not
+// make (flood), and writes its admissions to stdout.
+func TestBusyChild(t *testing.T) {
+	topo := os.Getenv("SLIDELOG_BUSY_CHILD")
+	if topo == "" {
+		return
+	}
+	var client redis.UniversalClient
+	if topo == "cluster" {
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")})
+	} else {
+		client = redis.NewClient(&redis.Options{Addr: os.Getenv(redistest.EnvRedisAddr)})
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix(os.Getenv("SLIDELOG_BUSY_PREFIX")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	l, err := slidelog.New(store, slidelog.Policy{Name: "busy", Limit: busyLimit, Window: busyWindow}, slidelog.WithName("busy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	if os.Getenv("SLIDELOG_BUSY_SPIN") == "true" {
+		spinners(t, 48)
+	}
+	keys := strings.Split(os.Getenv("SLIDELOG_BUSY_KEYS"), ",")
+	admitted := flood(t, l, keys, busyCallers, 4*time.Second)
+	w := bufio.NewWriter(os.Stdout)
+	for _, a := range admitted {
+		fmt.Fprintln(w, mustJSON(t, a))
+	}
+	_ = w.Flush()
+}

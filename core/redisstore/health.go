@@ -1,0 +1,476 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+)
+
+// DefaultStallTimeout is how long a Redis node may send nothing while
+// calls wait on it before those calls end with slidelog.ErrStalled (see
+// WithStallTimeout).
+const DefaultStallTimeout = 150 * time.Millisecond
+
+// WithStallTimeout sets how long a Redis node may send nothing, while
+// calls of this store wait on it, before they end with an error wrapping
+// slidelog.ErrStalled, which a limiter hands to its failure mode (default
+// DefaultStallTimeout, 150 ms). A node that answers is waited for however
+// long calls queue behind each other or this process waits for a CPU:
+// only the node's own silence counts (see the package documentation,
+// "Node health"). It must be at least a millisecond.
+func WithStallTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: stall timeout %v, want at least 1ms", slidelog.ErrInvalidOption, d)
+		}
+		c.stall = d
+		return nil
+	})
+}
+
+// monitor judges the health of a store's nodes: once per store, shared by
+// every limiter on it, beside the connections it acts on.
+//
+// Nothing runs per call but counting it in and out of its node: one timer
+// per store is armed when the first call begins to wait, for half the
+// stall timeout, so a call answered before it fires (a lone decision on
+// a healthy node) costs nothing more. When it fires with calls still
+// waiting, a goroutine ticks every tenth of the stall timeout until no
+// call waits, and judges each node that has had calls waiting for a
+// stall timeout:
+//
+//   - On a node whose connections are TCP, by the kernel's record of
+//     them (TCP_INFO): the node is stalled when a request went out on
+//     one of them and nothing came back on any of them for the stall
+//     timeout. The kernel stamps segments as they arrive, so a reply
+//     waiting unread in the socket while this process queues for a CPU
+//     counts as an answer, and a request this process has not yet
+//     written is not owed by the node.
+//   - Where the kernel keeps no such record (a dial in progress, a Unix
+//     socket, a client whose connections predate the store), by silence
+//     counted in alive time: each tick adds at most two ticks, less the
+//     time the monitor then queued for a CPU after yielding once, so
+//     time in which the process could not run does not count against
+//     the node.
+//
+// A stalled node's waiting calls end with ErrStalled, its connections are
+// broken off (their reads fail at once, however go-redis's timeouts are
+// set), and the node's episode ends: each call after that waits a full
+// stall timeout again before the node can be judged stalled.
+type monitor struct {
+	p      *pipelines
+	stall  time.Duration
+	tick   time.Duration
+	logger *slog.Logger
+
+	total atomic.Int64 // calls waiting on all nodes
+	// aliveNeeded is set while some node is judged in alive time (see
+	// stalled): the ticks then measure how long the monitor queued.
+	aliveNeeded atomic.Bool
+
+	mu      sync.Mutex
+	armed   bool
+	running bool
+	closed  bool
+	timer   *time.Timer
+	stop    chan struct{}
+	stopped sync.WaitGroup
+}
+
+func newMonitor(p *pipelines, stall time.Duration, logger *slog.Logger) *monitor {
+	m := &monitor{p: p, stall: stall, tick: max(time.Millisecond, stall/10), logger: logger, stop: make(chan struct{})}
+	m.timer = time.AfterFunc(time.Hour, m.fire)
+	m.timer.Stop()
+	return m
+}
+
+// begin counts a call in; the first of a quiet store arms the timer.
+func (m *monitor) begin() {
+	if m.total.Add(1) == 1 {
+		m.mu.Lock()
+		if !m.armed && !m.running && !m.closed {
+			m.armed = true
+			m.timer.Reset(m.stall / 2)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// end counts a call out.
+func (m *monitor) end() { m.total.Add(-1) }
+
+// fire starts the ticking goroutine when calls still wait.
+func (m *monitor) fire() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.armed = false
+	if m.closed || m.running || m.total.Load() == 0 {
+		return
+	}
+	for _, b := range m.p.batchers() {
+		b.seen, b.silence = b.progress(), 0
+	}
+	m.running = true
+	m.stopped.Add(1)
+	go m.run()
+}
+
+// run ticks until no call waits or the store is closed.
+func (m *monitor) run() {
+	defer m.stopped.Done()
+	// The monitor reads how long its own thread waited for a CPU (see
+	// runDelay): that time, in which this process could not run, never
+	// counts as a node's silence.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t := time.NewTicker(m.tick)
+	defer t.Stop()
+	last, delay := time.Now(), runDelay()
+	first := true
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		d := runDelay()
+		elapsed := now.Sub(last)
+		// ran is the part of the interval this process could run.
+		ran := max(0, elapsed-(d-delay))
+		if first {
+			// Before the monitor started, the node had been busy for
+			// the timer's half stall timeout: that much of its silence
+			// counts at most.
+			ran, elapsed, first = ran+m.stall/2, elapsed+m.stall/2, false
+		}
+		alive := min(elapsed, 2*m.tick)
+		if m.aliveNeeded.Load() {
+			// Some node is judged in alive time alone. Yield once: when
+			// this goroutine runs again, the goroutines that were
+			// runnable before it (one with a reply to read, say) have
+			// had their turn. Time spent queueing for a CPU is the
+			// process's, not the node's: it does not count.
+			runtime.Gosched()
+			queued := time.Since(now)
+			alive = max(m.tick/4, alive-queued)
+			now = now.Add(queued)
+		}
+		last, delay = now, runDelay()
+		if !m.check(alive, elapsed, ran) {
+			return
+		}
+	}
+}
+
+// check judges every node with calls waiting, and reports whether the
+// goroutine should go on. alive is the tick's alive time, elapsed its wall
+// time and ran the part of elapsed this process could run.
+func (m *monitor) check(alive, elapsed, ran time.Duration) bool {
+	now := mono()
+	needed := false
+	defer func() { m.aliveNeeded.Store(needed) }()
+	for _, b := range m.p.batchers() {
+		b.mu.Lock()
+		waiting, busy := b.waiting, b.busySince
+		b.mu.Unlock()
+		p := b.progress()
+		if waiting == 0 || p != b.seen {
+			b.seen, b.silence = p, 0
+		} else {
+			b.silence += alive
+		}
+		if waiting == 0 {
+			b.quiet, b.quietSince = 0, 0
+			continue
+		}
+		silence, ok := m.stalled(b, now, elapsed, ran, &needed)
+		if !ok || time.Duration(now-busy) < m.stall {
+			continue
+		}
+		b.verdict(silence)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.total.Load() == 0 {
+		m.running = false
+		return false
+	}
+	return true
+}
+
+// stalled reports whether b's node is stalled, and for how long it has
+// been silent, by the evidence its connections give (see monitor). A
+// node whose kernel record shows it silent while a request is owed
+// accumulates that silence over the ticks, each counting only the part of
+// its interval in which this process could run.
+func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, needed *bool) (time.Duration, bool) {
+	if b.conns == nil || b.conns.untracked.Load() {
+		*needed = true
+		return b.silence, b.silence >= m.stall
+	}
+	ev := b.conns.silence()
+	if ev.answered {
+		// Bytes wait unread: the node answers, however slowly this
+		// process reads.
+		b.silence = 0
+	}
+	if !ev.owed {
+		b.quiet, b.quietSince = 0, 0
+		if ev.unknown {
+			*needed = true
+			return b.silence, b.silence >= m.stall
+		}
+		// No request is owed on any connection: the calls wait for this
+		// process to send them, which is not the node's silence.
+		return 0, false
+	}
+	since := now - int64(ev.silence)
+	if b.quietSince == 0 || since > b.quietSince+int64(kernelGrain) {
+		// A byte arrived, or the owed request is newer: a new silence.
+		// (The kernel's times move in steps of its tick, up to 4 ms.)
+		b.quietSince, b.quiet = since, 0
+	}
+	// The silent part of this tick's interval, less the time the process
+	// could not run.
+	silent := min(elapsed, time.Duration(now-b.quietSince))
+	b.quiet += max(0, silent-(elapsed-ran))
+	return b.quiet, b.quiet >= m.stall
+}
+
+// close stops the monitor and ends every call still waiting with
+// slidelog.ErrClosed.
+func (m *monitor) close() {
+	m.mu.Lock()
+	if !m.closed {
+		m.closed = true
+		m.timer.Stop()
+		close(m.stop)
+	}
+	m.mu.Unlock()
+	m.stopped.Wait()
+	for _, b := range m.p.batchers() {
+		b.close()
+	}
+}
+
+// beginLocked counts call in as waiting on b's node, in b's current
+// episode. b.mu is held.
+func (b *batcher) beginLocked(call *scriptCall) {
+	if b.epoch == nil {
+		b.epoch = make(chan struct{})
+	}
+	call.stalled = b.epoch
+	if b.waiting == 0 {
+		b.busySince = mono()
+	}
+	b.waiting++
+	b.mon.begin()
+}
+
+// end counts a call out.
+func (b *batcher) end() {
+	b.mu.Lock()
+	b.waiting--
+	b.mu.Unlock()
+	b.mon.end()
+}
+
+// replied records that the node answered: a reply, or an error reply of
+// the server's own.
+func (b *batcher) replied() { b.lastReply.Store(mono()) }
+
+// progress is the latest sign of life of b's node that this process has
+// seen: a reply, or a byte read on a connection the kernel keeps no
+// record of.
+func (b *batcher) progress() int64 {
+	p := b.lastReply.Load()
+	if b.conns != nil {
+		p = max(p, b.conns.read.Load())
+	}
+	return p
+}
+
+// verdict ends the episode of b's stalled node: its waiting calls end
+// with ErrStalled, its senders are written off and its connections broken
+// off.
+func (b *batcher) verdict(silence time.Duration) {
+	b.mu.Lock()
+	if b.waiting == 0 || b.closed {
+		b.mu.Unlock()
+		return
+	}
+	waiting := b.waiting
+	close(b.epoch)
+	b.epoch = make(chan struct{})
+	b.busySince = mono()
+	b.silence = 0
+	b.mu.Unlock()
+	b.writeOff()
+	if b.conns != nil {
+		b.conns.breakAll()
+	}
+	b.mon.logger.Warn("redisstore: node stalled: its waiting calls go to the failure mode",
+		"node", nodeName(b.node), "silent", silence.Round(time.Millisecond), "stall_timeout", b.mon.stall, "waiting", waiting)
+}
+
+// close ends the calls waiting on b with slidelog.ErrClosed; later calls
+// fail with it at once.
+func (b *batcher) close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	waiting := b.waiting
+	if b.epoch != nil {
+		close(b.epoch)
+	}
+	b.mu.Unlock()
+	if waiting > 0 {
+		b.writeOff()
+		if b.conns != nil {
+			b.conns.breakAll()
+		}
+	}
+}
+
+// stallError is the error of a call whose node was judged stalled, or
+// whose store was closed, while it waited.
+func (b *batcher) stallError() error {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return slidelog.ErrClosed
+	}
+	return fmt.Errorf("%w: %s sent nothing for %v while calls waited on it", slidelog.ErrStalled, nodeName(b.node), b.mon.stall)
+}
+
+// kernelGrain bounds the jitter of the kernel's receipt times (jiffies).
+const kernelGrain = 10 * time.Millisecond
+
+// nodeName names a node in logs and errors.
+func nodeName(addr string) string {
+	if addr == "" {
+		return "redis"
+	}
+	return addr
+}
+
+// checkContext returns a context for New's checks of the servers, ended
+// when they have gone unanswered for timeout by the same evidence as a
+// stalled node's (see monitor): never because this process could not run.
+// stop releases it.
+func (p *pipelines) checkContext(timeout time.Duration, probes *atomic.Int32) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := max(time.Millisecond, timeout/10)
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		var silence time.Duration
+		seen := p.progress()
+		last := time.Now()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			yield := time.Now()
+			runtime.Gosched()
+			now := time.Now()
+			alive := max(tick/4, min(now.Sub(last), 2*tick)-now.Sub(yield))
+			last = now
+			ev := p.evidence()
+			ev.unknown = ev.unknown || probes.Load() > 0
+			if pr := p.progress(); pr != seen || !ev.unknown {
+				seen, silence = pr, 0
+			} else {
+				silence += alive
+			}
+			if (ev.owed && ev.silence >= timeout) || (!ev.owed && silence >= timeout) {
+				cancel(errNoAnswer)
+				p.breakAll()
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		close(quit)
+		<-done
+		cancel(nil)
+	}
+}
+
+// errNoAnswer is the cause of a check context ended by silence.
+var errNoAnswer = fmt.Errorf("no answer within %v", checkTimeout)
+
+// evidence is the evidence of all the store's connections together.
+func (p *pipelines) evidence() evidence {
+	var all evidence
+	for _, cs := range p.connSets() {
+		ev := cs.silence()
+		all.unknown = all.unknown || ev.unknown || cs.untracked.Load()
+		if ev.owed {
+			if !all.owed || ev.silence > all.silence {
+				all.silence = ev.silence
+			}
+			all.owed = true
+		}
+	}
+	return all
+}
+
+// progress is the latest sign of life of any node.
+func (p *pipelines) progress() int64 {
+	var last int64
+	for _, b := range p.batchers() {
+		last = max(last, b.progress())
+	}
+	for _, cs := range p.connSets() {
+		last = max(last, cs.read.Load())
+	}
+	return last
+}
+
+// breakAll breaks off every connection of the store's client.
+func (p *pipelines) breakAll() {
+	for _, cs := range p.connSets() {
+		cs.breakAll()
+	}
+}
+
+// batchers returns the store's batchers.
+func (p *pipelines) batchers() []*batcher {
+	if p.single != nil {
+		return []*batcher{p.single}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	bs := make([]*batcher, 0, len(p.nodes))
+	for _, b := range p.nodes {
+		bs = append(bs, b)
+	}
+	return bs
+}
+
+// connSets returns the connection sets of the store's nodes.
+func (p *pipelines) connSets() []*connSet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sets := make([]*connSet, 0, len(p.conns))
+	for _, cs := range p.conns {
+		sets = append(sets, cs)
+	}
+	return sets
+}
