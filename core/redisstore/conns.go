@@ -103,7 +103,6 @@ func (s *connSet) match(b []byte) *claim {
 	return nil
 }
 
-
 // monoStart is the origin of the store's monotonic nanosecond times.
 var monoStart = time.Now()
 
