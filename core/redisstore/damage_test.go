@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os/exec"
@@ -73,8 +74,10 @@ func keysOf(s *redisstore.Store, namespace, identity string) []string {
 }
 
 // DEL of the keys of an identity at random points of a stream of
-// decisions: no window decided after a loss admits more than the limit,
-// denials stay denials, and the identity keeps being limited afterwards.
+// decisions, or a string written over them (a key of the wrong type, which
+// the store deletes and rebuilds like a lost one): no window decided after
+// a loss admits more than the limit, denials stay denials, no decision
+// fails, and the identity keeps being limited afterwards.
 func TestDamagedKeysHeal(t *testing.T) {
 	exact := slidelog.Policy{Name: "s", Limit: 10, Window: time.Second}
 	long := slidelog.Policy{Name: "m", Limit: 25, Window: 5 * time.Second}
@@ -117,7 +120,13 @@ func TestDamagedKeysHeal(t *testing.T) {
 						if rng.IntN(4) != 0 {
 							del = []string{keys[rng.IntN(len(keys))]}
 						}
-						require.NoError(t, client.Del(t.Context(), del...).Err())
+						if rng.IntN(2) == 0 {
+							require.NoError(t, client.Del(t.Context(), del...).Err())
+						} else {
+							for _, k := range del {
+								require.NoError(t, client.Set(t.Context(), k, "not a log", 0).Err())
+							}
+						}
 						losses++
 					}
 					cost := 1 + rng.IntN(tt.maxCost)
@@ -300,4 +309,58 @@ func TestEvictionUnderMemoryPressure(t *testing.T) {
 	t.Logf("3000 decisions: %d admitted, %d denied, %d limiter keys evicted", admitted, denied, evicted)
 	assert.Positive(t, evicted, "no limiter key was evicted: the test proves nothing")
 	assert.Positive(t, denied)
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// A key of the wrong type is the key's own trouble: the store rebuilds it,
+// every decision of it still comes from Redis, and the node's breaker,
+// which the limiter keeps for every key of the node, never opens (issue
+// 29: 50 WRONGTYPE errors used to open it and send 22,121 decisions of
+// other keys to the failure mode).
+func TestWrongTypeKeyIsRebuilt(t *testing.T) {
+	for topo, client := range map[string]redis.UniversalClient{
+		"Standalone": redistest.RedisClient(t),
+		"Cluster":    redistest.ClusterClient(t),
+	} {
+		t.Run(topo, func(t *testing.T) {
+			s := newRedisStore(t, client)
+			var logs strings.Builder
+			var logMu sync.Mutex
+			logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+			l, err := slidelog.New(s, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute}, slidelog.WithName("wrongtype"),
+				slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 2}), slidelog.WithLogger(logger))
+			require.NoError(t, err)
+			defer l.Close()
+			keys := keysOf(s, l.Namespace(), "bad")
+			for i := range 50 {
+				// A different part of the log each time, the log itself
+				// among them.
+				require.NoError(t, client.Set(t.Context(), keys[i%len(keys)], "x", 0).Err())
+				res, err := l.Allow(t.Context(), "bad")
+				require.NoError(t, err)
+				require.Equal(t, redisstore.Source, res.Source, "decision %d of the damaged key comes from redis", i)
+				require.True(t, res.Allowed, "decision %d", i)
+			}
+			res, err := l.Allow(t.Context(), "good")
+			require.NoError(t, err)
+			assert.Equal(t, redisstore.Source, res.Source)
+			logMu.Lock()
+			assert.NotContains(t, logs.String(), "circuit breaker", "no breaker changed state")
+			logMu.Unlock()
+			typ, err := client.Type(t.Context(), keys[0]).Result()
+			require.NoError(t, err)
+			assert.Equal(t, "zset", typ, "the log is a sorted set again")
+		})
+	}
 }

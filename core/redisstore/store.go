@@ -72,6 +72,41 @@ var (
 //go:embed common.lua
 var commonSource string
 
+//go:embed repair.lua
+var repairSource string
+
+// repairScript deletes the keys of a log that hold the wrong type.
+var repairScript = redis.NewScript(repairSource)
+
+// logKeyTypes are the types of logKeys's keys, in order.
+var logKeyTypes = []any{"zset", "hash", "hash", "hash", "zset"}
+
+// wrongType reports whether err is a server's WRONGTYPE reply: a key of
+// the log holds a value of another type.
+func wrongType(err error) bool {
+	return err != nil && serverReplied(err) && strings.Contains(err.Error(), "WRONGTYPE")
+}
+
+// keyError reports whether err concerns the data of one key, not its
+// node: a key of the wrong type, or the decision script failing on what
+// it read (a script that cannot compile is the server's).
+func keyError(err error) bool {
+	if err == nil || !serverReplied(err) || compileError(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "WRONGTYPE") || strings.Contains(msg, "user_script") || strings.Contains(msg, "Error running script")
+}
+
+// repair deletes the keys of the log at key that hold the wrong type, so
+// that the next call rebuilds it like a damaged key, and logs it.
+func (s *Store) repair(ctx context.Context, key string) {
+	n, err := repairScript.Run(ctx, s.client, logKeys(key), logKeyTypes...).Int()
+	if err == nil && n > 0 {
+		s.logger.Warn("redisstore: deleted keys of the wrong type; the log is rebuilt from what is left, as a damaged key", "key", key, "deleted", n)
+	}
+}
+
 // notCommon is commonScript's reply when the full steps are needed.
 const notCommon = -1
 
@@ -138,6 +173,7 @@ type Store struct {
 	topology *reloader   // nil unless a Cluster
 	legacy   atomic.Bool // run legacyScript: a master is Redis 6.2
 	pinned   bool        // tests: keep the variant whatever the servers are
+	logger   *slog.Logger
 	// detected is when (Unix ns) a script that failed to compile last
 	// made the store read the servers' version.
 	detected atomic.Int64
@@ -213,7 +249,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	s := &Store{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock}
+	s := &Store{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock, logger: cfg.logger}
 	if !cfg.pipeliningSet {
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}
@@ -467,6 +503,12 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 	if !common {
 		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opTake, req, 0))
 	}
+	if wrongType(err) {
+		// A key of the log holds another type: rebuild it, and decide
+		// again with the same ID (a second run counts once).
+		s.repair(ctx, r.Key)
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opTake, req, 0))
+	}
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}
@@ -493,6 +535,9 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 func (s *Store) failed(ctx context.Context, err error) error {
 	if errors.Is(err, slidelog.ErrClosed) {
 		return err
+	}
+	if keyError(err) {
+		return fmt.Errorf("%w: %w: %w", slidelog.ErrUnavailable, slidelog.ErrDamagedKey, err)
 	}
 	if compileError(err) {
 		s.redetect(ctx)
@@ -581,6 +626,10 @@ func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
 	key := s.Key(req.Namespace, req.Key)
 	s.pipes.ack.forget(key, req.ID, false)
 	err := s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
+	if wrongType(err) {
+		s.repair(ctx, key)
+		err = s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
+	}
 	if err != nil {
 		return s.failed(ctx, err)
 	}
@@ -603,6 +652,10 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	r := s.routed(ctx, req)
 	sent := s.now()
 	_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opRecord, req, at.UnixMicro()))
+	if wrongType(err) {
+		s.repair(ctx, r.Key)
+		_, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opRecord, req, at.UnixMicro()))
+	}
 	if err != nil {
 		return s.failed(ctx, err)
 	}
