@@ -353,11 +353,19 @@ func (b *batcher) inline(call *scriptCall) ([]int64, error) {
 		return b.lead(call)
 	}
 	// The caller's context can end while the reply is read: then the
-	// call's connection, and only it, is broken off.
+	// call's connection, and only it, is broken off, and the round trip's
+	// context ends too, so that go-redis does not send it again on
+	// another connection.
 	cl := b.conns.claim(call.member)
-	stop := context.AfterFunc(call.ctx, cl.cancel)
+	ctx, cancel := context.WithCancel(call.leadCtx)
+	call.leadCtx = ctx
+	stop := context.AfterFunc(call.ctx, func() {
+		cancel()
+		cl.cancel()
+	})
 	reply, err := b.lead(call)
 	stop()
+	cancel()
 	b.conns.unclaim(cl)
 	if err != nil && call.ctx.Err() != nil {
 		err = context.Cause(call.ctx)
