@@ -288,7 +288,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		l.metrics.error("canceled")
 		return Result{}, ctxErr
 	}
-	if l.closed.Load() || errors.Is(err, ErrClosed) {
+	if l.closed.Load() {
 		// Closed while the decision waited: no decision, and no fault
 		// of the store.
 		if done != nil {

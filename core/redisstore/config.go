@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client settings ClientOptions and ClusterOptions use. A limiter does not
-// need them to detect a failing node (its stall detector does that, see
-// slidelog.WithStallTimeout), but short timeouts return the connections of a
+// Client settings ClientOptions and ClusterOptions use. A store does not
+// need them to detect a failing node (it judges its nodes itself, see
+// WithStallTimeout), but short timeouts return the connections of a
 // stalled node to the pool sooner.
 const (
 	clientDialTimeout  = 500 * time.Millisecond
@@ -28,8 +28,8 @@ const (
 // with settings that suit a limiter: ContextTimeoutEnabled, so that a
 // caller's context deadline bounds reads and writes in flight, and short
 // dial, read, write and pool timeouts, so that round trips to a stalled
-// server end soon. go-redis's plain options work too: the limiter finds a
-// stalled node by its lack of progress, not by client timeouts. Change the
+// server end soon. go-redis's plain options work too: the store finds a
+// stalled node by its silence, not by client timeouts. Change the
 // other fields (password, TLS, pool size) as you like before
 // redis.NewClient.
 func ClientOptions(addr string) *redis.Options {

@@ -194,7 +194,7 @@ func (m *monitor) check(alive, elapsed, ran time.Duration) bool {
 		if !ok || time.Duration(now-busy) < m.stall {
 			continue
 		}
-		b.verdict(silence)
+		b.verdict(silence, b.evidenceAttrs(now))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -300,7 +300,7 @@ func (b *batcher) progress() int64 {
 // verdict ends the episode of b's stalled node: its waiting calls end
 // with ErrStalled, its senders are written off and its connections broken
 // off.
-func (b *batcher) verdict(silence time.Duration) {
+func (b *batcher) verdict(silence time.Duration, evidence []any) {
 	b.mu.Lock()
 	if b.waiting == 0 || b.closed {
 		b.mu.Unlock()
@@ -317,7 +317,35 @@ func (b *batcher) verdict(silence time.Duration) {
 		b.conns.breakAll()
 	}
 	b.mon.logger.Warn("redisstore: node stalled: its waiting calls go to the failure mode",
-		"node", nodeName(b.node), "silent", silence.Round(time.Millisecond), "stall_timeout", b.mon.stall, "waiting", waiting)
+		append([]any{"node", nodeName(b.node), "silent", silence.Round(time.Millisecond), "stall_timeout", b.mon.stall, "waiting", waiting}, evidence...)...)
+}
+
+// evidenceAttrs describes, for the log, what b's connections showed when
+// the node was judged: the oldest request owed, the last byte received,
+// and how many connections owed a reply.
+func (b *batcher) evidenceAttrs(now int64) []any {
+	if b.conns == nil || b.conns.untracked.Load() {
+		return []any{"evidence", "alive time"}
+	}
+	owed, conns := 0, 0
+	var oldest int64
+	for _, c := range b.conns.list() {
+		conns++
+		if c.wseq.Load() > c.rseq.Load() {
+			owed++
+			if w := c.wrote.Load(); oldest == 0 || w < oldest {
+				oldest = w
+			}
+		}
+	}
+	attrs := []any{"evidence", "kernel", "connections", conns, "owing", owed}
+	if oldest > 0 {
+		attrs = append(attrs, "oldest_request", time.Duration(now-oldest).Round(time.Millisecond))
+	}
+	if r := b.conns.lastRecv.Load(); r > 0 {
+		attrs = append(attrs, "last_byte", time.Duration(now-r).Round(time.Millisecond))
+	}
+	return attrs
 }
 
 // close ends the calls waiting on b with slidelog.ErrClosed; later calls

@@ -1,7 +1,7 @@
 // Package redisstore keeps sliding-window logs in Redis, on a single
-// server or a Redis Cluster, and decides with one Lua script run per call,
-// so decisions are atomic and exact however many processes share the
-// server.
+// server or a Redis Cluster, and decides each request in a Lua script
+// (one run, or two when the common path hands over to the full one), so
+// decisions are atomic and exact however many processes share the server.
 //
 //	client, err := redisstore.Connect(ctx, "10.0.0.1:6379") // a *redis.Client or a *redis.ClusterClient
 //	if err != nil { ... }
@@ -10,9 +10,9 @@
 //	limiter, err := slidelog.New(store, slidelog.PerMinute(100), slidelog.WithName("api"))
 //
 // A Store implements slidelog.Store, slidelog.Describer (a store named
-// "redis" that follows the limiter's stall watch), slidelog.Router (so a
-// limiter keeps a circuit breaker and a stall watch per Cluster master,
-// and the key and master of a request are computed once per decision),
+// "redis"), slidelog.Router (so a limiter keeps a circuit breaker per
+// Cluster master, and the key and master of a request are computed once
+// per decision),
 // slidelog.Recorder (so the limiter's fallback admissions are written back
 // once Redis answers again) and slidelog.Peeker (a key's usage, read by a
 // script that writes nothing). WithReplicaAck makes admissions survive a
@@ -27,6 +27,27 @@
 // 7.2 or later), their maxmemory-policy (an evicting policy drops logs
 // under memory pressure and lets clients through: New logs a warning, or
 // fails with WithStrictConfig), and it loads the script on every master.
+//
+// # Node health
+//
+// A Store judges its nodes itself, once per node, for every limiter on it.
+// A call waits for its node as long as the node answers, however long it
+// queues or this process waits for a CPU. A node is stalled when a request
+// went out to it and it has sent nothing back, on any of its connections,
+// for the stall timeout (WithStallTimeout), counted in time this process
+// could run. The evidence is the kernel's record of each TCP connection
+// (the bytes that have arrived and when the last did), so a reply waiting
+// unread in a socket is an answer, and a request this process has not yet
+// written is not owed. The calls waiting on a stalled node end with an
+// error wrapping slidelog.ErrStalled (a limiter's failure mode decides
+// them), its connections are broken off, and its episode ends: each later
+// call waits a full stall timeout again. Where the kernel keeps no record
+// (a dial in progress, a Unix socket, TLS, a client used before New), the
+// silence is counted in alive time. A key of a log that holds another type
+// is deleted and rebuilt like a lost key; an error of one key's data wraps
+// slidelog.ErrDamagedKey. Close ends every waiting call with
+// slidelog.ErrClosed. See docs/operations.md, "How a failing node is told
+// from a busy one".
 package redisstore
 
 import (
@@ -421,9 +442,8 @@ func WithStartUnreachable() Option {
 // Source is the Source of a Redis store's decisions.
 const Source slidelog.Source = "redis"
 
-// Describe implements slidelog.Describer: a remote store named "redis"
-// whose calls follow the limiter's Watch, on the clock given with
-// WithClock (nil: the servers').
+// Describe implements slidelog.Describer: a remote store named "redis",
+// on the clock given with WithClock (nil: the servers').
 func (s *Store) Describe() slidelog.StoreInfo {
 	return slidelog.StoreInfo{Name: string(Source), Clock: s.clock}
 }
