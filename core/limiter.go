@@ -542,8 +542,10 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 
 // Close stops the limiter's fallback and releases its name on the store.
 // It does not close the store, which whoever created it closes (other
-// limiters may share it). Calls after Close fail with ErrClosed. Close
-// is idempotent.
+// limiters may share it). Calls after Close fail with ErrClosed, and so
+// do decisions still waiting on the store when it is called, once their
+// wait ends: a Redis store ends a wait on a node that answers nothing
+// within its stall timeout. Close is idempotent.
 func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil

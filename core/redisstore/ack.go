@@ -387,7 +387,7 @@ func (b *batcher) nodeClient(ctx context.Context, key string) *redis.Client {
 }
 
 // checkAck checks WithReplicaAck against the client's read timeout.
-func checkAck(client redis.UniversalClient, a *acker) error {
+func checkAck(client redis.UniversalClient, a *acker, stall time.Duration) error {
 	var read time.Duration
 	switch c := client.(type) {
 	case *redis.ClusterClient:
@@ -402,6 +402,11 @@ func checkAck(client redis.UniversalClient, a *acker) error {
 	}
 	if read > 0 && a.timeout >= read {
 		return fmt.Errorf("%w: replica acknowledgement timeout %v not below the client's ReadTimeout %v", slidelog.ErrInvalidOption, a.timeout, read)
+	}
+	// WAIT's reply is owed for up to the timeout: the master must not look
+	// stalled meanwhile.
+	if most := stall - stall/4; a.timeout > most {
+		return fmt.Errorf("%w: replica acknowledgement timeout %v leaves a master waiting for its replicas too close to the stall timeout %v, where it would be judged stalled: use at most %v, or raise redisstore.WithStallTimeout", slidelog.ErrInvalidOption, a.timeout, stall, most)
 	}
 	return nil
 }

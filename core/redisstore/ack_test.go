@@ -43,7 +43,7 @@ func TestReplicaAckOptions(t *testing.T) {
 func TestReplicaAckConformance(t *testing.T) {
 	client := redistest.ClusterClient(t)
 	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-		return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithReplicaAck(1, 400*time.Millisecond))
+		return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithReplicaAck(1, 400*time.Millisecond), redisstore.WithStallTimeout(time.Second))
 	})
 }
 
@@ -51,7 +51,7 @@ func TestReplicaAckConformance(t *testing.T) {
 // and nothing is kept.
 func TestReplicaAckAcknowledged(t *testing.T) {
 	client := redistest.ClusterClient(t)
-	s := newRedisStore(t, client, redisstore.WithReplicaAck(1, 400*time.Millisecond))
+	s := newRedisStore(t, client, redisstore.WithReplicaAck(1, 400*time.Millisecond), redisstore.WithStallTimeout(time.Second))
 	p := slidelog.Policy{Limit: 1000, Window: time.Minute}
 	var wg sync.WaitGroup
 	for g := range 8 {

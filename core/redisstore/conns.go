@@ -199,7 +199,7 @@ func (s *connSet) silence() evidence {
 		}
 		// Read the connection's own counts before the kernel's, so that
 		// a read in between can only make the kernel's count larger.
-		wseq, rseq, read := c.wseq.Load(), c.rseq.Load(), c.nread.Load()
+		wseq, rseq, read, reading := c.wseq.Load(), c.rseq.Load(), c.nread.Load(), c.reading.Load()
 		recv, received, ok := tcpRecv(c.tcp)
 		if !ok {
 			ev.unknown = true
@@ -211,8 +211,11 @@ func (s *connSet) silence() evidence {
 			answered = true
 			continue
 		}
-		if wseq > rseq {
-			w := c.wrote.Load()
+		// A reply is owed after a write not yet followed by a read of
+		// its bytes, and while a read waits for the rest of a reply (a
+		// pipeline's later replies, WAIT's).
+		if wseq > rseq || reading {
+			w := max(c.wrote.Load(), c.readAt.Load())
 			if !ev.owed || w < oldestOwed {
 				oldestOwed = w
 			}
@@ -249,6 +252,8 @@ type trackedConn struct {
 	seq, wseq, rseq atomic.Int64
 	wrote           atomic.Int64
 	nread           atomic.Uint64 // bytes read
+	reading         atomic.Bool   // a read waits for bytes
+	readAt          atomic.Int64  // mono time the last read returned bytes
 
 	owner  atomic.Pointer[claim] // the claimed call the last write carried
 	kicked atomic.Bool           // broken off for a claim: for good
@@ -285,9 +290,12 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 }
 
 func (c *trackedConn) Read(b []byte) (int, error) {
+	c.reading.Store(true)
 	n, err := c.Conn.Read(b)
+	c.reading.Store(false)
 	if n > 0 {
 		c.nread.Add(uint64(n))
+		c.readAt.Store(mono())
 		c.rseq.Store(c.seq.Add(1))
 		if c.tcp == nil {
 			c.set.read.Store(mono())

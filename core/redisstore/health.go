@@ -150,7 +150,7 @@ func (m *monitor) run() {
 			// counts at most.
 			ran, elapsed, first = ran+m.stall/2, elapsed+m.stall/2, false
 		}
-		alive := min(elapsed, 2*m.tick)
+		alive := min(ran, 2*m.tick)
 		if m.aliveNeeded.Load() {
 			// Some node is judged in alive time alone. Yield once: when
 			// this goroutine runs again, the goroutines that were

@@ -275,7 +275,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}
 	if cfg.ack != nil {
-		if err := checkAck(client, cfg.ack); err != nil {
+		if err := checkAck(client, cfg.ack, cfg.stall); err != nil {
 			return nil, cfg, err
 		}
 		cfg.ack.logger = cfg.logger
