@@ -28,6 +28,9 @@ func TestReplicaAckOptions(t *testing.T) {
 		{"zero timeout", 1, 0},
 		{"timeout under a millisecond", 1, time.Microsecond},
 		{"timeout at the read timeout", 1, client.Options().ReadTimeout},
+		// WAIT's reply is owed for up to the timeout: a master waiting
+		// for its replicas must not look stalled (issue 30).
+		{"timeout the stall timeout cannot cover", 1, redisstore.DefaultStallTimeout - redisstore.DefaultStallTimeout/8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
