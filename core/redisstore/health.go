@@ -46,18 +46,25 @@ func WithStallTimeout(d time.Duration) Option {
 // stall timeout:
 //
 //   - On a node whose connections are TCP, by the kernel's record of
-//     them (TCP_INFO): the node is stalled when a request went out on
-//     one of them and nothing came back on any of them for the stall
-//     timeout. The kernel stamps segments as they arrive, so a reply
-//     waiting unread in the socket while this process queues for a CPU
-//     counts as an answer, and a request this process has not yet
-//     written is not owed by the node.
+//     them (TCP_INFO) beside the order of this process's own writes and
+//     reads on each: a connection owes a reply when this process wrote a
+//     request after the last bytes it read, or waits in a read for the
+//     rest of a reply, and the kernel holds no byte on it that this
+//     process has not read. The node is stalled when a reply is owed and
+//     nothing has arrived from the node on any connection since the
+//     oldest owed request went out, for the stall timeout. A reply
+//     waiting unread in a socket while this process queues for a CPU is
+//     an answer, and a request this process has not yet written is not
+//     owed by the node. Each tick adds to the node's silence only the
+//     part of its interval in which the monitor's thread could run (its
+//     run delay, /proc/thread-self/schedstat), so time in which the
+//     machine did not run this process does not count either.
 //   - Where the kernel keeps no such record (a dial in progress, a Unix
-//     socket, a client whose connections predate the store), by silence
-//     counted in alive time: each tick adds at most two ticks, less the
-//     time the monitor then queued for a CPU after yielding once, so
-//     time in which the process could not run does not count against
-//     the node.
+//     socket, TLS, a client whose connections predate the store), by
+//     silence counted in alive time: each tick adds at most two ticks of
+//     the time its thread could run, less the time the monitor then
+//     queued for a CPU after yielding once, so time in which the process
+//     could not run does not count against the node.
 //
 // A stalled node's waiting calls end with ErrStalled, its connections are
 // broken off (their reads fail at once, however go-redis's timeouts are
