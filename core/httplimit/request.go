@@ -61,9 +61,9 @@ func HeaderValues(h http.Header, name string) []string {
 type ipConfig struct {
 	clientip.Config
 	ipv6Prefix int
-	// networks groups a network's further client prefixes into one
-	// identity (WithIPv6Aggregation); nil groups none.
-	networks *networks
+	// networks chooses an IPv6 client's identity prefix
+	// (WithIPv6Aggregation); nil keeps the client prefix.
+	networks *aggregator
 	netBits  int
 	netMax   int
 }
@@ -188,9 +188,9 @@ func (r *Request) ClientIP() (netip.Addr, error) {
 
 // ClientPrefix returns the group the client is limited as: its IPv4
 // address, or the prefix of its IPv6 address (/64 unless WithIPv6Prefix);
-// or, when that prefix's network already has more prefixes with
-// identities of their own than WithIPv6Aggregation allows, the network
-// (such as the /48).
+// or, when that prefix's network already has as many active prefixes with
+// identities of their own as WithIPv6Aggregation allows, the network
+// (such as the /48), or a wider prefix (see WithIPv6Aggregation).
 func (r *Request) ClientPrefix() (netip.Prefix, error) {
 	a, err := r.ClientIP()
 	if err != nil {
