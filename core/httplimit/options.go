@@ -214,14 +214,17 @@ func WithAllPeersTrusted() Option {
 	})
 }
 
-// WithUnixSocketProxy says that a peer on a Unix socket (whose socket
-// address is not an IP address) is your proxy, such as nginx with
-// proxy_pass http://unix:/run/app.sock: the client is then read from the
-// header named by WithClientIPHeader, and a request whose header holds no
-// address is answered 400. Without it such a request has no client
-// address, and ByClientIP answers every one 400. It trusts nothing on TCP
-// peers. It needs WithClientIPHeader. Give the socket file permissions
-// that let only the proxy connect.
+// WithUnixSocketProxy says that a peer on a Unix socket is your proxy,
+// such as nginx with proxy_pass http://unix:/run/app.sock: the client is
+// then read from the header named by WithClientIPHeader, and a request
+// whose header holds no address is answered 400. Without it such a
+// request has no client address, and ByClientIP answers every one 400.
+// It trusts Unix-socket peers only (the Source's network is "unix", see
+// NetworkSource): a TCP peer, and a peer whose address is not an IP
+// address on any other connection (a net.Pipe, an in-memory listener, a
+// gRPC call without a peer), is keyed as without it. It needs
+// WithClientIPHeader. Give the socket file permissions that let only the
+// proxy connect.
 func WithUnixSocketProxy() Option {
 	return optionFunc(func(c *config) error {
 		c.ip.SocketProxy = true

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -40,6 +41,33 @@ type Source interface {
 	// Native returns the framework's own request object: *gin.Context,
 	// echo.Context, *http.Request or *fiber.Ctx.
 	Native() any
+}
+
+// NetworkSource is a Source that knows the network of the connection a
+// request came on, as net.Addr's Network method names it: "tcp", or
+// "unix" for a Unix socket. WithUnixSocketProxy trusts a peer only when
+// its network is "unix". slidegrpc and slidefiber implement it; for a
+// Source that does not, the network is that of the local address net/http
+// stores in the request's context (http.LocalAddrContextKey), which serves
+// the adapters built on net/http.
+type NetworkSource interface {
+	Source
+	// Network is the network of the request's connection, or "" when it
+	// is not known.
+	Network() string
+}
+
+// network returns the network of src's connection, or "".
+func network(src Source) string {
+	if ns, ok := src.(NetworkSource); ok {
+		return ns.Network()
+	}
+	if ctx := src.Context(); ctx != nil {
+		if a, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr); ok && a != nil {
+			return a.Network()
+		}
+	}
+	return ""
 }
 
 // HeaderValues returns every value of the header field name in h, whatever
@@ -168,7 +196,8 @@ func (r *Request) HeaderValue(name string) string {
 // WithClientIPHeader that is not listed by WithTrustedProxies.
 // Ports and zones are dropped and IPv4-mapped IPv6 addresses become IPv4.
 // The error wraps slidelog.ErrInvalidKey when the socket address is not
-// an IP address (and, with WithUnixSocketProxy, the header names none).
+// an IP address (and, with WithUnixSocketProxy and a peer on a Unix
+// socket, the header names none).
 func (r *Request) ClientIP() (netip.Addr, error) {
 	if r == nil {
 		return netip.Addr{}, errNoClientAddr
@@ -177,7 +206,11 @@ func (r *Request) ClientIP() (netip.Addr, error) {
 		r.ip = defaultIP
 	}
 	if !r.addrOK && r.err == nil {
-		r.addr, r.err = r.ip.ClientIP(r.RemoteAddr(), r.Header)
+		nw := ""
+		if r.ip.SocketProxy && r.Source != nil {
+			nw = network(r.Source)
+		}
+		r.addr, r.err = r.ip.ClientIP(r.RemoteAddr(), nw, r.Header)
 		if r.err != nil {
 			r.err = errNoClientAddr
 		}
