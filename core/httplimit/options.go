@@ -290,7 +290,10 @@ func WithIPv6Prefix(bits int) Option {
 // attacker does not hold, still get identities of their own. Prefixes
 // are remembered by a keyed hash with a random key per process, so no
 // client can craft prefixes that count as one; memory is about 6 MB when
-// every table is full.
+// every table is full. The bound holds per middleware: layers that each
+// key by client address on one store (per network, per host) each make
+// up to MaxIPv6Identities identities of their own policy, so size the
+// memory store's WithMaxKeys above their sum.
 //
 // The default is DefaultIPv6Network (/48) and
 // DefaultIPv6PrefixesPerNetwork (64). Raise maxPrefixes when many real
