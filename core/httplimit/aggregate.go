@@ -18,9 +18,6 @@ const (
 	// one network keep identities of their own at once; the network's
 	// further prefixes share the network's identity.
 	DefaultIPv6PrefixesPerNetwork = 64
-	// MaxIPv6PrefixesPerNetwork is the largest maxPrefixes
-	// WithIPv6Aggregation takes.
-	MaxIPv6PrefixesPerNetwork = 4096
 	// MaxIPv6Identities bounds how many IPv6 identities ByClientIP hands
 	// out while WithIPv6Aggregation is on (the default), whatever the
 	// traffic: at most 32,768 client prefixes, 4,096 networks and 1,024
@@ -32,11 +29,12 @@ const (
 )
 
 const (
-	ipv6ClientGrants  = 32768 // client prefixes (/64s) with identities of their own at once
-	ipv6NetworkGrants = 4096  // networks (/48s) with identities of their own at once
-	ipv6WideGrants    = 1024  // wider prefixes (/32s) with identities of their own at once
-	ipv6WideStep      = 16    // the wider prefix is the network's /(network-16)
-	ipv6TopBits       = 12    // beyond every table, a client shares its /12's identity
+	maxIPv6PrefixesPerNetwork = 4096  // the largest maxPrefixes WithIPv6Aggregation takes
+	ipv6ClientGrants          = 32768 // client prefixes (/64s) with identities of their own at once
+	ipv6NetworkGrants         = 4096  // networks (/48s) with identities of their own at once
+	ipv6WideGrants            = 1024  // wider prefixes (/32s) with identities of their own at once
+	ipv6WideStep              = 16    // the wider prefix is the network's /(network-16)
+	ipv6TopBits               = 12    // beyond every table, a client shares its /12's identity
 	// ipv6MinIdle is the shortest time a prefix keeps its identity after
 	// it was last seen; the longest window of the Engine's limiter when
 	// that is longer.
@@ -79,12 +77,15 @@ type grant struct {
 }
 
 // newAggregator returns the aggregator for client prefixes of clientBits,
-// counted per network of netBits, or nil when the client prefix is so
-// short (at most /12) that there are few enough of them.
+// counted per network of netBits: levels /clientBits, /netBits,
+// /(netBits-16) and /12, those of them longer than /12 (or than the
+// network) with tables. It returns nil when the client prefix is so short
+// (at most /12) that there are few enough of them.
 func newAggregator(clientBits, netBits, maxPer int, idle time.Duration) *aggregator {
 	bits := []int{clientBits}
-	for _, b := range []int{netBits, netBits - ipv6WideStep, ipv6TopBits} {
-		if b >= ipv6TopBits && b < bits[len(bits)-1] {
+	top := min(netBits, ipv6TopBits)
+	for _, b := range []int{netBits, netBits - ipv6WideStep, top} {
+		if b >= top && b < bits[len(bits)-1] {
 			bits = append(bits, b)
 		}
 	}

@@ -118,7 +118,7 @@ func TestIPv6AggregationOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	for _, give := range [][]int{{-1, 1}, {128, 1}, {48, 0}, {64, 4}, {48, httplimit.MaxIPv6PrefixesPerNetwork + 1}} {
+	for _, give := range [][]int{{-1, 1}, {128, 1}, {48, 0}, {64, 4}, {48, 4097}} {
 		if _, err := httplimit.New(l, httplimit.WithIPv6Aggregation(give[0], give[1])); !errors.Is(err, slidelog.ErrInvalidOption) {
 			t.Errorf("WithIPv6Aggregation(%d, %d): got %v, want ErrInvalidOption", give[0], give[1], err)
 		}

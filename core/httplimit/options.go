@@ -300,7 +300,7 @@ func WithIPv6Prefix(bits int) Option {
 // clients share one /48 (a large site). It applies to ByClientIP, the
 // default key, also when WithIPv6Prefix groups by /48 or a shorter
 // prefix. network must be 1..127 and shorter than WithIPv6Prefix's
-// length, maxPrefixes 1..MaxIPv6PrefixesPerNetwork (4,096); network 0
+// length, maxPrefixes 1..4,096; network 0
 // turns the aggregation off, and with it the bound.
 func WithIPv6Aggregation(network, maxPrefixes int) Option {
 	return optionFunc(func(c *config) error {
@@ -308,8 +308,8 @@ func WithIPv6Aggregation(network, maxPrefixes int) Option {
 			c.ip.netBits = -1
 			return nil
 		}
-		if network < 1 || network > 127 || maxPrefixes < 1 || maxPrefixes > MaxIPv6PrefixesPerNetwork {
-			return fmt.Errorf("%w: IPv6 aggregation /%d with %d prefixes, want /1../127 and 1..%d", slidelog.ErrInvalidOption, network, maxPrefixes, MaxIPv6PrefixesPerNetwork)
+		if network < 1 || network > 127 || maxPrefixes < 1 || maxPrefixes > maxIPv6PrefixesPerNetwork {
+			return fmt.Errorf("%w: IPv6 aggregation /%d with %d prefixes, want /1../127 and 1..%d", slidelog.ErrInvalidOption, network, maxPrefixes, maxIPv6PrefixesPerNetwork)
 		}
 		c.ip.netBits, c.ip.netMax = network, maxPrefixes
 		return nil
