@@ -34,6 +34,7 @@ const (
 	ipv6NetworkGrants         = 4096  // networks (/48s) with identities of their own at once
 	ipv6WideGrants            = 1024  // wider prefixes (/32s) with identities of their own at once
 	ipv6WideStep              = 16    // the wider prefix is the network's /(network-16)
+	ipv6ShareOfWide           = 8     // one wider prefix (/32) holds at most 1/8 of a table's grants
 	ipv6TopBits               = 12    // beyond every table, a client shares its /12's identity
 	// ipv6MinIdle is the shortest time a prefix keeps its identity after
 	// it was last seen; the longest window of the Engine's limiter when
@@ -44,8 +45,10 @@ const (
 // aggregator chooses the identity prefix of an IPv6 client: its own client
 // prefix (a /64) while it holds a grant at that level, else its network's
 // (a /48), else a wider prefix's (a /32), else its /12's. A prefix is
-// granted an identity of its own when the level's table has room and its
-// parent has fewer than maxPer granted children; a grant lasts while the
+// granted an identity of its own when the level's table has room, its
+// parent has fewer than maxPer granted children and the level two up (a
+// /32 for a /64) holds less than an eighth of the table, so that one /32
+// cannot take every client prefix's grant; a grant lasts while the
 // prefix is seen, and ends idle after its last request, so that a client
 // seen before keeps its window as long as it stays active, and no minting
 // or churn can make more than MaxIPv6Identities identities: a grant is
@@ -65,15 +68,16 @@ type aggregator struct {
 }
 
 type level struct {
-	bits   int
-	size   int
-	grants *simplelru.LRU[uint64, grant] // least recently seen first out
-	per    map[uint64]int                // parent's hash → its granted children
+	bits    int
+	size    int
+	grants  *simplelru.LRU[uint64, grant] // least recently seen first out
+	per     map[uint64]int                // parent's hash → its granted children
+	perWide map[uint64]int                // the level two up's hash → its granted descendants here
 }
 
 type grant struct {
-	parent uint64
-	seen   time.Duration // since aggregator.start
+	parent, wide uint64
+	seen         time.Duration // since aggregator.start
 }
 
 // newAggregator returns the aggregator for client prefixes of clientBits,
@@ -99,7 +103,7 @@ func newAggregator(clientBits, netBits, maxPer int, idle time.Duration) *aggrega
 		if i < len(bits)-1 {
 			lv.size = sizes[i]
 			lv.grants, _ = simplelru.NewLRU[uint64, grant](lv.size, nil) // size > 0
-			lv.per = map[uint64]int{}
+			lv.per, lv.perWide = map[uint64]int{}, map[uint64]int{}
 		}
 		ag.levels = append(ag.levels, lv)
 	}
@@ -133,9 +137,11 @@ func (ag *aggregator) group(a netip.Addr, p netip.Prefix) netip.Prefix {
 		}
 		lv.expire(now - ag.idle)
 		parent := ag.hash(a, ag.levels[i+1].bits)
-		if lv.grants.Len() < lv.size && lv.per[parent] < ag.maxPer {
-			lv.grants.Add(id, grant{parent: parent, seen: now})
+		wide := ag.hash(a, ag.levels[min(i+2, len(ag.levels)-1)].bits)
+		if lv.grants.Len() < lv.size && lv.per[parent] < ag.maxPer && lv.perWide[wide] < lv.size/ipv6ShareOfWide {
+			lv.grants.Add(id, grant{parent: parent, wide: wide, seen: now})
 			lv.per[parent]++
+			lv.perWide[wide]++
 			return prefixAt(a, lv.bits)
 		}
 	}
@@ -154,6 +160,9 @@ func (lv *level) expire(cutoff time.Duration) {
 		lv.grants.RemoveOldest()
 		if lv.per[g.parent]--; lv.per[g.parent] <= 0 {
 			delete(lv.per, g.parent)
+		}
+		if lv.perWide[g.wide]--; lv.perWide[g.wide] <= 0 {
+			delete(lv.perWide, g.wide)
 		}
 	}
 }

@@ -152,7 +152,9 @@ func TestIPv6AggregationOption(t *testing.T) {
 // /48s (one more than the networks the aggregation used to remember) for
 // three rounds with two fresh /64s each round, makes at most MaxIPv6Identities identities,
 // below the memory store's and the fallback's 100,000 keys; new IPv4 and
-// IPv6 clients are still admitted with budgets of their own, and a victim
+// IPv6 clients are still admitted with budgets of their own (an IPv6 one
+// of another /32 with its own /64: one /32 takes at most an eighth of the
+// client prefixes' grants), and a victim
 // in the attacker's /32, seen before the flood, keeps its window (one of
 // its two admissions left, then denied). The whole /32 is minted on the
 // fallback too.
@@ -229,6 +231,14 @@ func TestMintedIPv6NetworksBound(t *testing.T) {
 							t.Errorf("new client %s, request %d: got %v (%v), want %v", newcomer, i+1, d.Outcome, d.Err, want)
 						}
 					}
+				}
+				// One /32 holds at most an eighth of the client-prefix grants:
+				// a newcomer of another /32 keeps its own /64.
+				store.mu.Lock()
+				_, own := store.keys["ip:2001:db9:1:1::/64"]
+				store.mu.Unlock()
+				if st.name == "memory store" && !own {
+					t.Error("new client [2001:db9:1:1::1] of another /32: not keyed by its own /64")
 				}
 				for i, want := range []httplimit.Outcome{httplimit.OutcomeNext, httplimit.OutcomeDenied} {
 					if d := e.Check(newSource(victim)); d.Outcome != want {

@@ -274,7 +274,10 @@ func WithIPv6Prefix(bits int) Option {
 // further prefixes share the network's identity ("ip:2001:db8:1::/48").
 // Networks aggregate upward in turn: past maxPrefixes networks with
 // identities of their own in one /(network-16) prefix (a /32), the
-// further ones share that prefix's identity, and past those a /12's.
+// further ones share that prefix's identity, and past those a /12's. One
+// /32 holds at most an eighth of the client prefixes with identities of
+// their own (4,096 of 32,768), so that its minted /64s leave the other
+// /32s' clients identities of their own.
 //
 // A prefix keeps its identity as long as it stays active: it ends only
 // after the prefix has not been seen for an hour, or for the longest
