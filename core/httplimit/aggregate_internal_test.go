@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -31,6 +33,45 @@ func TestAggregatorLevels(t *testing.T) {
 		}
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("client /%d, network /%d: got levels %v, want %v", tt.give[0], tt.give[1], got, tt.want)
+		}
+	}
+}
+
+// TestAggregatorConcurrent: goroutines minting prefixes at once keep the
+// tables' counts consistent: every level holds at most its size, each
+// parent at most maxPer grants, each wider prefix at most an eighth of
+// the table, and the counts add up to the grants held.
+func TestAggregatorConcurrent(t *testing.T) {
+	ag := newAggregator(64, 48, 4, time.Hour)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 3000 {
+				var b [16]byte
+				b[0], b[1], b[2], b[3] = 0x20, 0x01, 0x0d, byte(g) // four /32s
+				b[4], b[5], b[7] = byte(i>>8), byte(i), byte(i%7)
+				a := netip.AddrFrom16(b)
+				ag.group(a, prefixAt(a, 64))
+			}
+		})
+	}
+	wg.Wait()
+	for i, lv := range ag.levels[:len(ag.levels)-1] {
+		sum, wide := 0, 0
+		for _, n := range lv.per {
+			if n > ag.maxPer {
+				t.Errorf("level /%d: a parent holds %d grants, want at most %d", lv.bits, n, ag.maxPer)
+			}
+			sum += n
+		}
+		for _, n := range lv.perWide {
+			if n > lv.size/ipv6ShareOfWide {
+				t.Errorf("level /%d: a wider prefix holds %d grants, want at most %d", lv.bits, n, lv.size/ipv6ShareOfWide)
+			}
+			wide += n
+		}
+		if n := lv.grants.Len(); n != sum || n != wide || n > lv.size {
+			t.Errorf("level %d (/%d): %d grants, parents count %d, wider prefixes %d, size %d", i, lv.bits, n, sum, wide, lv.size)
 		}
 	}
 }
