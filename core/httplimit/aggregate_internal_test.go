@@ -49,7 +49,10 @@ func TestAggregatorConcurrent(t *testing.T) {
 			for i := range 3000 {
 				var b [16]byte
 				b[0], b[1], b[2], b[3] = 0x20, 0x01, 0x0d, byte(g) // four /32s
-				b[4], b[5], b[7] = byte(i>>8), byte(i), byte(i%7)
+				if i%2 == 1 {
+					b[3] = byte((g + 1) % 4) // goroutines overlap in each /32
+				}
+				b[4], b[5], b[7] = byte(i>>12), byte(i>>4), byte(i) // 16 /64s in each /48
 				a := netip.AddrFrom16(b)
 				ag.group(a, prefixAt(a, 64))
 			}
