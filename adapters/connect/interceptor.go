@@ -56,10 +56,67 @@ func NewInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) *Interceptor 
 // program. For limits shared between instances, use NewInterceptor with a
 // limiter on a Redis store.
 //
+// It decides a call after connect-go has read its request: set
+// connect.WithReadMaxBytes beside it, or use NewInterceptor and
+// Interceptor.Handler to deny before the body is read.
+//
 // Like regexp.MustCompile, it panics when p is invalid; it also panics
 // when an option is invalid.
 func LimitByPeer(p slidelog.Policy, opts ...httplimit.Option) connect.HandlerOption {
 	return connect.WithInterceptors(NewInterceptor(slidelog.MustNew(memstore.New(), p), opts...))
+}
+
+// Handler returns next, the handler of a connect service (or a mux of
+// such handlers, mounted at their procedures' paths), limited before the
+// request body is read: each call is decided when its headers arrive,
+// from the peer, the headers and the procedure (the request's path), and
+// a denied call is answered in its own protocol (Connect, gRPC or
+// gRPC-Web), with DeniedError's code, details and metadata, without
+// reading a byte of its body. connect-go reads a unary call's whole
+// request (without limit unless connect.WithReadMaxBytes sets one)
+// before any interceptor runs, so an interceptor alone, LimitByPeer's
+// included, reads every denied call's body first.
+//
+// Give the interceptor to the same handlers (connect.WithInterceptors):
+// it then sends the rate-limit headers of the calls Handler admitted and
+// applies httplimit.WithRefundOnServerError, without deciding again.
+// A call that did not pass through Handler is decided by the interceptor,
+// after its body is read. A key that needs a value your authentication
+// sets (httplimit.ByContextValue) finds none before the body is read: put
+// your authentication in front of Handler, or leave that key to the
+// interceptor. A request that is not an RPC connect-go supports goes on
+// to next, which refuses it.
+//
+//	limit := slideconnect.NewInterceptor(l)
+//	path, h := greetv1connect.NewGreetServiceHandler(greeter, connect.WithInterceptors(limit))
+//	mux.Handle(path, limit.Handler(h))
+func (i *Interceptor) Handler(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
+	key := decisionKey{i}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ew.IsSupported(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		d := i.e.Check(&call{ctx: r.Context(), procedure: r.URL.Path, header: r.Header, peer: r.RemoteAddr, native: r})
+		if err := rejection(d); err != nil {
+			_ = ew.Write(w, r, err) // fails only when the client has gone
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), key, d)))
+	})
+}
+
+// decisionKey is the context key of the decisions an Interceptor's
+// Handler made.
+type decisionKey struct{ i *Interceptor }
+
+// decide returns the decision Handler made for the call, or decides it.
+func (i *Interceptor) decide(ctx context.Context, c *call) *httplimit.Decision {
+	if d, ok := ctx.Value(decisionKey{i}).(*httplimit.Decision); ok {
+		return d
+	}
+	return i.e.Check(c)
 }
 
 // WrapUnary limits a unary handler; a unary client passes through.
@@ -68,7 +125,7 @@ func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if req.Spec().IsClient {
 			return next(ctx, req)
 		}
-		d := i.e.Check(&call{ctx: ctx, procedure: req.Spec().Procedure, header: req.Header(), peer: req.Peer().Addr, native: req})
+		d := i.decide(ctx, &call{ctx: ctx, procedure: req.Spec().Procedure, header: req.Header(), peer: req.Peer().Addr, native: req})
 		if err := rejection(d); err != nil {
 			return nil, err
 		}
@@ -96,7 +153,7 @@ func (i *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 // does calls: one decision per stream, however many messages it carries.
 func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		d := i.e.Check(&call{ctx: ctx, procedure: conn.Spec().Procedure, header: conn.RequestHeader(), peer: conn.Peer().Addr, native: conn})
+		d := i.decide(ctx, &call{ctx: ctx, procedure: conn.Spec().Procedure, header: conn.RequestHeader(), peer: conn.Peer().Addr, native: conn})
 		if err := rejection(d); err != nil {
 			return err
 		}

@@ -110,6 +110,7 @@ type request struct{ c *fiber.Ctx }
 func (r *request) Context() context.Context { return r.c.UserContext() }
 func (r *request) Method() string           { return strings.Clone(r.c.Method()) }
 func (r *request) RemoteAddr() string       { return r.c.Context().RemoteAddr().String() }
+func (r *request) Network() string          { return r.c.Context().RemoteAddr().Network() }
 func (r *request) Native() any              { return r.c }
 
 // Route is the path of the route the middleware was registered on: with

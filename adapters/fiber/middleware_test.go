@@ -89,6 +89,8 @@ func serve(t *testing.T, app *fiber.App) slidelogtest.HTTPServe {
 		var peer net.Addr = rawAddr(req.RemoteAddr) // what a non-TCP listener may report
 		if ap, err := netip.ParseAddrPort(req.RemoteAddr); err == nil {
 			peer = net.TCPAddrFromAddrPort(ap)
+		} else if a, ok := req.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && a.Network() == "unix" {
+			peer = &net.UnixAddr{Name: req.RemoteAddr, Net: "unix"} // the proxy suite's backend on a Unix socket
 		}
 		fctx.Init(fr, peer, nil)
 		fctx.SetUserValue(requestContext{}, req.Context())

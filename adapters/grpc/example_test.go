@@ -113,3 +113,47 @@ func ExampleWithMethodLimiters() {
 	// Search admitted: 20
 	// Pay admitted: 5
 }
+
+// ServerOption decides each call when its headers arrive, before its
+// message is read: the second call is denied with ResourceExhausted and
+// its RetryInfo, in a trailers-only response without metadata.
+func ExampleServerOption() {
+	store := memstore.New()
+	defer store.Close()
+	l, err := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 1, Window: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+
+	srv := grpc.NewServer(slidegrpc.ServerOption(l), grpc.MaxRecvMsgSize(1<<20))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for range 2 {
+		var header metadata.MD
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+		st := status.Convert(err)
+		fmt.Println(st.Code(), header.Get("ratelimit"))
+		for _, d := range st.Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok {
+				fmt.Println("retry in", ri.GetRetryDelay().AsDuration().Round(time.Minute))
+			}
+		}
+	}
+	// Output:
+	// OK ["api";r=0;t=60]
+	// ResourceExhausted []
+	// retry in 1m0s
+}

@@ -225,6 +225,15 @@ func (c *call) Header(name string) []string {
 	return metadata.ValueFromIncomingContext(c.ctx, name)
 }
 
+// Network is the network of the peer's address ("tcp", "unix"), or ""
+// for a call without a peer.
+func (c *call) Network() string {
+	if p, ok := peer.FromContext(c.ctx); ok && p.Addr != nil {
+		return p.Addr.Network()
+	}
+	return ""
+}
+
 func (c *call) RemoteAddr() string {
 	if p, ok := peer.FromContext(c.ctx); ok && p.Addr != nil {
 		return p.Addr.String()

@@ -15,25 +15,29 @@ import (
 //
 //	srv := grpc.NewServer(slidegrpc.LimitByPeer(slidelog.PerMinute(100)))
 //
-// It is UnaryServerInterceptor and StreamServerInterceptor, chained after
-// any interceptors given before it, with a limiter of p on a memory store
-// of its own, which lives as long as the program; opts are theirs. The
+// It is ServerOption with a limiter of p on a memory store of its own,
+// which lives as long as the program; opts are ServerOption's. A call is
+// decided when its headers arrive, before its message is read, so a
+// denied call costs the server nothing of what the client sends. The
 // client is the peer address unless httplimit.WithTrustedProxies and
 // httplimit.WithClientIPHeader say otherwise. For limits shared between
-// instances, use the interceptors with a limiter on a Redis store.
+// instances, use ServerOption (or the interceptors) with a limiter on a
+// Redis store.
 //
 // Like regexp.MustCompile, it panics when p is invalid, so that a
 // constant policy that cannot work shows at start-up; it also panics when
 // an option is invalid.
 func LimitByPeer(p slidelog.Policy, opts ...httplimit.Option) grpc.ServerOption {
-	l := slidelog.MustNew(memstore.New(), p)
-	unary := grpc.ChainUnaryInterceptor(UnaryServerInterceptor(l, opts...))
-	stream := grpc.ChainStreamInterceptor(StreamServerInterceptor(l, opts...))
+	return ServerOption(slidelog.MustNew(memstore.New(), p), opts...)
+}
+
+// joinOptions joins server options into one, or panics.
+func joinOptions(who string, opts ...grpc.ServerOption) grpc.ServerOption {
 	join, ok := joinServerOptions.(func(...grpc.ServerOption) grpc.ServerOption)
 	if !ok || join == nil {
-		panic("slidegrpc: LimitByPeer: this grpc-go cannot join server options; use UnaryServerInterceptor and StreamServerInterceptor")
+		panic("slidegrpc: " + who + ": this grpc-go cannot join server options; use UnaryServerInterceptor and StreamServerInterceptor")
 	}
-	return join(unary, stream)
+	return join(opts...)
 }
 
 // joinServerOptions is grpc-go's own function joining server options into

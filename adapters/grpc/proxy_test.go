@@ -7,6 +7,7 @@ import (
 	"net"
 	"testing"
 
+	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
@@ -94,6 +95,58 @@ func TestTrustAllBehindNginx(t *testing.T) {
 				addr = fmt.Sprintf("127.0.0.1:%d", port)
 			}
 			got := spoofCalls(t, dialFrom(t, addr, slidelogtest.AttackerAddr))
+			if got[codes.OK] != 2 || got[codes.ResourceExhausted] != 3 {
+				t.Errorf("codes: got %v, want 2 OK and 3 ResourceExhausted", got)
+			}
+			want := "ip:" + slidelogtest.AttackerAddr
+			if keys := store.Identities(); len(keys) != 1 || keys[want] < 3 {
+				t.Errorf("identities: got %v, want only %s (denials may come from the deny cache)", keys, want)
+			}
+		})
+	}
+}
+
+// TestBehindHAProxy: the HAProxy row as written, `option forwardfor` on
+// an HTTP/2 frontend and backend (`proto h2`), with HAProxy's address
+// trusted or every peer trusted, with the interceptors and with
+// ServerOption (which reads x-forwarded-for in its tap): HAProxy appends
+// the address it saw after the client's own x-forwarded-for, so a client
+// on another loopback address spoofing it is one identity, 2 of 5 calls
+// at limit 2. With `option forwardfor if-none`, which the page warns
+// against, HAProxy passes the client's value on and every spoofed value
+// is an identity of its own.
+func TestBehindHAProxy(t *testing.T) {
+	trusted := []httplimit.Option{httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")}
+	trustAll := []httplimit.Option{httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader("X-Forwarded-For")}
+	for _, tt := range []struct {
+		name     string
+		opts     []httplimit.Option
+		tap      bool
+		frontend string
+		spoofed  bool
+	}{
+		{"trusted", trusted, false, "\toption forwardfor", false},
+		{"trust-all", trustAll, false, "\toption forwardfor", false},
+		{"trusted, ServerOption", trusted, true, "\toption forwardfor", false},
+		{"if-none", trusted, false, "\toption forwardfor if-none", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := slidelogtest.NewCountingStore(memstore.New())
+			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			l := newLimiter(t, store, "peer", 2)
+			opts := interceptors(l, tt.opts...)
+			if tt.tap {
+				opts = []grpc.ServerOption{slidegrpc.ServerOption(l, tt.opts...)}
+			}
+			addr := listen(t, opts...)
+			port := slidelogtest.StartHAProxy(t, "proto h2", tt.frontend, "\tserver app "+addr+" proto h2")
+			got := spoofCalls(t, dialFrom(t, fmt.Sprintf("127.0.0.1:%d", port), slidelogtest.AttackerAddr))
+			if tt.spoofed {
+				if got[codes.OK] != 5 || len(store.Identities()) != 5 {
+					t.Errorf("if-none: got %v and identities %v, want 5 OK under 5 spoofed identities (the hazard the page warns of)", got, store.Identities())
+				}
+				return
+			}
 			if got[codes.OK] != 2 || got[codes.ResourceExhausted] != 3 {
 				t.Errorf("codes: got %v, want 2 OK and 3 ResourceExhausted", got)
 			}

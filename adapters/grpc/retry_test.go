@@ -206,11 +206,18 @@ func TestDenialTrailers(t *testing.T) {
 }
 
 // LimitByPeer is one server option limiting unary calls and streams
-// alike, per client address, with the trailers-only denial.
+// alike, per client address: admitted calls get the rate-limit header
+// metadata, and a denial, decided in the tap before the message is read,
+// is ResourceExhausted with its RetryInfo and QuotaFailure details but no
+// metadata (grpc-go sends none for a call its tap refuses).
 func TestLimitByPeer(t *testing.T) {
 	client, svc := serve(t, slidegrpc.LimitByPeer(slidelog.Policy{Name: "peer", Limit: 2, Window: time.Minute}))
-	if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
+	var header metadata.MD
+	if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Header(&header)); err != nil {
 		t.Fatal(err)
+	}
+	if got := first(header, "ratelimit-policy"); got != `"peer";q=2;w=60` {
+		t.Errorf("admitted: ratelimit-policy: got %q, want %q", got, `"peer";q=2;w=60`)
 	}
 	stream, err := client.StreamingOutputCall(t.Context(), &testgrpc.StreamingOutputCallRequest{})
 	if err != nil {
@@ -219,11 +226,9 @@ func TestLimitByPeer(t *testing.T) {
 	if _, err := stream.Recv(); err != io.EOF {
 		t.Fatalf("stream: got %v, want EOF", err)
 	}
-	var trailer metadata.MD
-	_, err = client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Trailer(&trailer))
-	assertDenied(t, err, trailer)
-	if got := first(trailer, "ratelimit-policy"); got != `"peer";q=2;w=60` {
-		t.Errorf("ratelimit-policy: got %q, want %q", got, `"peer";q=2;w=60`)
+	_, err = client.EmptyCall(t.Context(), &testgrpc.Empty{})
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || len(st.Details()) != 2 || retryInfo(err) == nil {
+		t.Errorf("denied: got %v, details %v, want ResourceExhausted with RetryInfo and QuotaFailure", err, st.Details())
 	}
 	if got := svc.Reached(); got != 2 {
 		t.Errorf("handler calls: got %d, want 2", got)

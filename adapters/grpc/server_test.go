@@ -407,20 +407,32 @@ func TestUnavailable(t *testing.T) {
 // WithRefundOnServerError refunds calls whose handler failed with a
 // server-side code.
 func TestRefundOnServerError(t *testing.T) {
-	store := slidelogtest.NewCountingStore(memstore.New())
-	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-	client, _ := serve(t, interceptors(newLimiter(t, store, "refund", 1), httplimit.WithRefundOnServerError())...)
-	failing := metadata.AppendToOutgoingContext(t.Context(), "fail", "1")
-	for i, tt := range []struct {
-		ctx  context.Context
-		want codes.Code
-	}{{failing, codes.Internal}, {failing, codes.Internal}, {t.Context(), codes.OK}, {t.Context(), codes.ResourceExhausted}} {
-		if _, err := client.EmptyCall(tt.ctx, &testgrpc.Empty{}); status.Code(err) != tt.want {
-			t.Errorf("call %d: got %v, want %v", i+1, status.Code(err), tt.want)
-		}
-	}
-	if got := store.Refunds(); got != 2 {
-		t.Errorf("refunds: got %d, want 2", got)
+	for _, tt := range []struct {
+		name string
+		opts func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption
+	}{
+		{"interceptors", interceptors},
+		{"ServerOption", func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption {
+			return []grpc.ServerOption{slidegrpc.ServerOption(l, opts...)}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := slidelogtest.NewCountingStore(memstore.New())
+			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			client, _ := serve(t, tt.opts(newLimiter(t, store, "refund", 1), httplimit.WithRefundOnServerError())...)
+			failing := metadata.AppendToOutgoingContext(t.Context(), "fail", "1")
+			for i, tt := range []struct {
+				ctx  context.Context
+				want codes.Code
+			}{{failing, codes.Internal}, {failing, codes.Internal}, {t.Context(), codes.OK}, {t.Context(), codes.ResourceExhausted}} {
+				if _, err := client.EmptyCall(tt.ctx, &testgrpc.Empty{}); status.Code(err) != tt.want {
+					t.Errorf("call %d: got %v, want %v", i+1, status.Code(err), tt.want)
+				}
+			}
+			if got := store.Refunds(); got != 2 {
+				t.Errorf("refunds: got %d, want 2", got)
+			}
+		})
 	}
 }
 

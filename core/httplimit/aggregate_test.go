@@ -2,10 +2,13 @@ package httplimit_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -115,7 +118,7 @@ func TestIPv6AggregationOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	for _, give := range [][]int{{-1, 1}, {128, 1}, {48, 0}, {64, 4}} {
+	for _, give := range [][]int{{-1, 1}, {128, 1}, {48, 0}, {64, 4}, {48, 4097}} {
 		if _, err := httplimit.New(l, httplimit.WithIPv6Aggregation(give[0], give[1])); !errors.Is(err, slidelog.ErrInvalidOption) {
 			t.Errorf("WithIPv6Aggregation(%d, %d): got %v, want ErrInvalidOption", give[0], give[1], err)
 		}
@@ -141,5 +144,198 @@ func TestIPv6AggregationOption(t *testing.T) {
 	}
 	if got := keys(httplimit.WithIPv6Aggregation(0, 0)); len(got) != 10 {
 		t.Errorf("aggregation off: got %d identities, want 10", len(got))
+	}
+}
+
+// TestMintedIPv6NetworksBound: an attacker minting /64s from a whole /32
+// (two in each of its 65,536 /48s: 131,072 in all), or rotating 16,385
+// /48s (one more than the networks the aggregation used to remember) for
+// three rounds with two fresh /64s each round, makes at most MaxIPv6Identities identities,
+// below the memory store's and the fallback's 100,000 keys; new IPv4 and
+// IPv6 clients are still admitted with budgets of their own (an IPv6 one
+// of another /32 with its own /64: one /32 takes at most an eighth of the
+// client prefixes' grants), and a victim
+// in the attacker's /32, seen before the flood, keeps its window (one of
+// its two admissions left, then denied). The whole /32 is minted on the
+// fallback too.
+func TestMintedIPv6NetworksBound(t *testing.T) {
+	if httplimit.MaxIPv6Identities >= memstore.DefaultMaxKeys {
+		t.Fatalf("MaxIPv6Identities %d, want below memstore.DefaultMaxKeys %d", httplimit.MaxIPv6Identities, memstore.DefaultMaxKeys)
+	}
+	const victim = "[2001:db8:ffff:ffff::1]:443"
+	floods := []struct {
+		name     string
+		fallback bool // also on the limiter's fallback
+		mint     func(check func(addr string))
+	}{
+		{"whole /32", true, func(check func(string)) {
+			for i := range 1 << 16 {
+				check(fmt.Sprintf("[2001:db8:%x:1::1]:443", i))
+				check(fmt.Sprintf("[2001:db8:%x:2::1]:443", i))
+			}
+		}},
+		{"16,385 /48s in rotation", false, func(check func(string)) {
+			for round := range 3 {
+				for i := range 16385 {
+					check(fmt.Sprintf("[2001:db8:%x:%x::1]:443", i, 2*round+1))
+					check(fmt.Sprintf("[2001:db8:%x:%x::1]:443", i, 2*round+2))
+				}
+			}
+		}},
+	}
+	stores := []struct {
+		name  string
+		inner func(t *testing.T) slidelog.Store
+	}{
+		{"memory store", func(t *testing.T) slidelog.Store {
+			m := memstore.New()
+			t.Cleanup(func() { _ = m.Close() })
+			return m
+		}},
+		{"fallback", func(*testing.T) slidelog.Store { return nil }},
+	}
+	for _, flood := range floods {
+		for _, st := range stores {
+			if st.name == "fallback" && !flood.fallback {
+				continue // the fallback's table is the memory store's; one flood on it is enough
+			}
+			t.Run(flood.name+"/"+st.name, func(t *testing.T) {
+				store := &keyStore{inner: st.inner(t), keys: map[string]struct{}{}}
+				l, err := slidelog.New(store, slidelog.Policy{Name: "ip", Limit: 2, Window: time.Hour},
+					slidelog.WithDenyCache(0), slidelog.WithFailureMode(slidelog.FailFallback))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = l.Close() })
+				e, err := httplimit.New(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := e.Check(newSource(victim)); d.Outcome != httplimit.OutcomeNext {
+					t.Fatalf("victim before the flood: got %v, want admitted", d.Outcome)
+				}
+				flood.mint(func(addr string) {
+					if d := e.Check(newSource(addr)); d.Outcome == httplimit.OutcomeError {
+						t.Fatalf("minted %s: %v", addr, d.Err)
+					}
+				})
+				store.mu.Lock()
+				n := len(store.keys)
+				store.mu.Unlock()
+				if n > httplimit.MaxIPv6Identities {
+					t.Errorf("identities after the flood: got %d, want at most %d", n, httplimit.MaxIPv6Identities)
+				}
+				for _, newcomer := range []string{"192.0.2.1:443", "198.51.100.7:443", "[2001:db9:1:1::1]:443", "[2a00:1450:4001::1]:443"} {
+					for i, want := range []httplimit.Outcome{httplimit.OutcomeNext, httplimit.OutcomeNext, httplimit.OutcomeDenied} {
+						if d := e.Check(newSource(newcomer)); d.Outcome != want {
+							t.Errorf("new client %s, request %d: got %v (%v), want %v", newcomer, i+1, d.Outcome, d.Err, want)
+						}
+					}
+				}
+				// One /32 holds at most an eighth of the client-prefix grants:
+				// a newcomer of another /32 keeps its own /64.
+				store.mu.Lock()
+				_, own := store.keys["ip:2001:db9:1:1::/64"]
+				store.mu.Unlock()
+				if st.name == "memory store" && !own {
+					t.Error("new client [2001:db9:1:1::1] of another /32: not keyed by its own /64")
+				}
+				for i, want := range []httplimit.Outcome{httplimit.OutcomeNext, httplimit.OutcomeDenied} {
+					if d := e.Check(newSource(victim)); d.Outcome != want {
+						t.Errorf("victim after the flood, request %d: got %v, want %v (its own window, one admission left)", i+1, d.Outcome, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// keyRecorder returns options that record the identities ByClientIP
+// gives, and the identity of the last request.
+func keyRecorder(got map[string]int, last *string) httplimit.Option {
+	return httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
+		k, err := httplimit.ByClientIP()(r)
+		got[k]++
+		*last = k
+		return k, err
+	})
+}
+
+// TestIPv6ActiveClientKeepsIdentity: a /64 seen before its /48 filled up
+// keeps its own identity for as long as it stays active (every 30 minutes
+// for four hours here), while its neighbours keep minting /64s; once it
+// has been idle past the hour, its identity goes to a newcomer.
+func TestIPv6ActiveClientKeepsIdentity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New()
+		defer store.Close()
+		l, err := slidelog.New(store, slidelog.PerMinute(1000), slidelog.WithDenyCache(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		got, last := map[string]int{}, ""
+		e, err := httplimit.New(l, keyRecorder(got, &last))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const own = "ip:2001:db8:1:ffff::/64"
+		e.Check(newSource("[2001:db8:1:ffff::1]:1"))
+		minted := 0
+		mint := func(n int) {
+			for range n {
+				minted++
+				e.Check(newSource(fmt.Sprintf("[2001:db8:1:%x::1]:1", minted)))
+			}
+		}
+		mint(100)
+		for step := range 8 {
+			time.Sleep(30 * time.Minute)
+			mint(100)
+			if e.Check(newSource("[2001:db8:1:ffff::2]:1")); last != own {
+				t.Fatalf("victim after %v: got identity %s, want %s", time.Duration(step+1)*30*time.Minute, last, own)
+			}
+		}
+		if got["ip:2001:db8:1::/48"] == 0 {
+			t.Fatal("the /48 never filled: the test tests nothing")
+		}
+		// Idle past the hour, the victim's grant ends; every minted /64 is
+		// idle too, so the next newcomers get grants of their own.
+		time.Sleep(61 * time.Minute)
+		if e.Check(newSource("[2001:db8:1:eeee::1]:1")); last != "ip:2001:db8:1:eeee::/64" {
+			t.Errorf("newcomer after every grant went idle: got %s, want its own /64", last)
+		}
+	})
+}
+
+// TestIPv6CraftedPrefixes: 4,000 addresses of one /48, crafted so that
+// the aggregation's former unkeyed hash (hi ^ lo*C) gave all of them one
+// value, with WithIPv6Prefix(128): they get at most 64 identities of
+// their own and the /48's, as any 4,000 addresses would.
+func TestIPv6CraftedPrefixes(t *testing.T) {
+	l, err := slidelog.New(memstore.New(), slidelog.PerMinute(1000), slidelog.WithDenyCache(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	got, last := map[string]int{}, ""
+	e, err := httplimit.New(l, httplimit.WithIPv6Prefix(128), keyRecorder(got, &last))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const c = 0x9e3779b97f4a7c15
+	inv := uint64(c) // c's inverse modulo 2^64, by Newton's iteration
+	for range 6 {
+		inv *= 2 - c*inv
+	}
+	for i := range 4000 {
+		var b [16]byte
+		hi := uint64(0x20010db800010000) | uint64(i)
+		binary.BigEndian.PutUint64(b[:8], hi)
+		binary.BigEndian.PutUint64(b[8:], (hi^0x1234)*inv) // hi ^ lo*c == 0x1234
+		e.Check(newSource(netip.AddrPortFrom(netip.AddrFrom16(b), 1).String()))
+	}
+	if want := httplimit.DefaultIPv6PrefixesPerNetwork + 1; len(got) > want {
+		t.Errorf("identities of 4,000 crafted /128s: got %d, want at most %d", len(got), want)
 	}
 }

@@ -43,9 +43,10 @@
 // the peer: the entry it appended is the client. WithUnixSocketProxy
 // says a Unix-socket peer is the proxy. IPv6 clients are grouped by /64
 // (WithIPv6Prefix), since one host usually owns a whole /64, and a /48
-// that has had 64 /64s with identities of their own shares one identity
-// for its further ones (WithIPv6Aggregation), so minted prefixes cannot
-// fill the store and lock new clients out.
+// that has 64 active /64s with identities of their own shares one
+// identity for its further ones, a /32 past 64 such /48s likewise
+// (WithIPv6Aggregation): at most MaxIPv6Identities IPv6 identities in
+// all, so minted prefixes cannot fill the store and lock new clients out.
 //
 // # Answers
 //

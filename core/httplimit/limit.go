@@ -51,15 +51,21 @@ func New(l *slidelog.Limiter, opts ...Option) (*Engine, error) {
 	if !trusts && cfg.ip.Header != "" {
 		return nil, fmt.Errorf("%w: client IP header %q but no trusted proxy: add WithTrustedProxies (or WithAllPeersTrusted, WithUnixSocketProxy)", slidelog.ErrInvalidOption, cfg.ip.Header)
 	}
-	switch {
-	case cfg.ip.netBits < 0:
-	case cfg.ip.netBits == 0 && cfg.ip.ipv6Prefix > DefaultIPv6Network:
-		cfg.ip.networks = newNetworks(DefaultIPv6Network, DefaultIPv6PrefixesPerNetwork, DefaultIPv6Networks)
-	case cfg.ip.netBits > 0:
-		if cfg.ip.netBits >= cfg.ip.ipv6Prefix {
-			return nil, fmt.Errorf("%w: IPv6 aggregation /%d is not shorter than the client prefix /%d", slidelog.ErrInvalidOption, cfg.ip.netBits, cfg.ip.ipv6Prefix)
+	if cfg.ip.netBits >= 0 {
+		netBits, maxPer := DefaultIPv6Network, DefaultIPv6PrefixesPerNetwork
+		if cfg.ip.netBits > 0 {
+			if cfg.ip.netBits >= cfg.ip.ipv6Prefix {
+				return nil, fmt.Errorf("%w: IPv6 aggregation /%d is not shorter than the client prefix /%d", slidelog.ErrInvalidOption, cfg.ip.netBits, cfg.ip.ipv6Prefix)
+			}
+			netBits, maxPer = cfg.ip.netBits, cfg.ip.netMax
 		}
-		cfg.ip.networks = newNetworks(cfg.ip.netBits, cfg.ip.netMax, DefaultIPv6Networks)
+		idle := time.Duration(0)
+		if l != nil {
+			for _, p := range l.Policies() {
+				idle = max(idle, p.Window)
+			}
+		}
+		cfg.ip.networks = newAggregator(cfg.ip.ipv6Prefix, netBits, maxPer, idle)
 	}
 	return &Engine{limiter: l, cfg: cfg}, nil
 }

@@ -214,14 +214,17 @@ func WithAllPeersTrusted() Option {
 	})
 }
 
-// WithUnixSocketProxy says that a peer on a Unix socket (whose socket
-// address is not an IP address) is your proxy, such as nginx with
-// proxy_pass http://unix:/run/app.sock: the client is then read from the
-// header named by WithClientIPHeader, and a request whose header holds no
-// address is answered 400. Without it such a request has no client
-// address, and ByClientIP answers every one 400. It trusts nothing on TCP
-// peers. It needs WithClientIPHeader. Give the socket file permissions
-// that let only the proxy connect.
+// WithUnixSocketProxy says that a peer on a Unix socket is your proxy,
+// such as nginx with proxy_pass http://unix:/run/app.sock: the client is
+// then read from the header named by WithClientIPHeader, and a request
+// whose header holds no address is answered 400. Without it such a
+// request has no client address, and ByClientIP answers every one 400.
+// It trusts Unix-socket peers only (the Source's network is "unix", see
+// NetworkSource): a TCP peer, and a peer whose address is not an IP
+// address on any other connection (a net.Pipe, an in-memory listener, a
+// gRPC call without a peer), is keyed as without it. It needs
+// WithClientIPHeader. Give the socket file permissions that let only the
+// proxy connect.
 func WithUnixSocketProxy() Option {
 	return optionFunc(func(c *config) error {
 		c.ip.SocketProxy = true
@@ -263,33 +266,53 @@ func WithIPv6Prefix(bits int) Option {
 	})
 }
 
-// WithIPv6Aggregation bounds how many identities one IPv6 network can
-// mint by rotating client prefixes: once a /network prefix (such as a
-// /48, a site's allocation) has had maxPrefixes client prefixes (the /64s
-// of WithIPv6Prefix) with identities of their own, its further prefixes
-// share one identity, the network's ("ip:2001:db8:1::/48"), until an hour
-// after its first counted prefix. Clients seen before keep their own
-// windows, and a client of another network is never affected, so an
-// attacker rotating /64s of a few /48s cannot fill the store's table and
-// lock new clients out (memstore's overflow log, the limiter's fallback:
-// both see these identities).
+// WithIPv6Aggregation bounds how many identities IPv6 clients can mint
+// by rotating prefixes, in each network and in total. A client prefix
+// (the /64 of WithIPv6Prefix) keeps an identity of its own while its
+// /network prefix (such as a /48, a site's allocation) has fewer than
+// maxPrefixes client prefixes with identities of their own; the network's
+// further prefixes share the network's identity ("ip:2001:db8:1::/48").
+// Networks aggregate upward in turn: past maxPrefixes networks with
+// identities of their own in one /(network-16) prefix (a /32), the
+// further ones share that prefix's identity, and past those a /12's. One
+// /32 holds at most an eighth of the client prefixes with identities of
+// their own (4,096 of 32,768), so that its minted /64s leave the other
+// /32s' clients identities of their own.
 //
-// The default is DefaultIPv6Network (/48), DefaultIPv6PrefixesPerNetwork
-// (64) and DefaultIPv6Networks (16,384) networks tracked, least recently
-// seen forgotten first: at most 16,384 x 64 remembered prefixes (about
-// 11 MB when full), and at most 65 identities per /48 per hour while the
-// /48 is tracked. Raise maxPrefixes when many real clients share one /48 (a large
-// site); network 0 turns the grouping off. It applies to ByClientIP, the
-// default key. network must be 1..127 and shorter than WithIPv6Prefix's
-// length, maxPrefixes at least 1.
+// A prefix keeps its identity as long as it stays active: it ends only
+// after the prefix has not been seen for an hour, or for the longest
+// window of the limiter given to New when that is longer, so that a
+// client seen before keeps its window however many neighbours its
+// network gains. A grant is never taken from an active prefix to give to
+// another: when every identity is in use, newcomers share their
+// network's. In all, at most MaxIPv6Identities IPv6 identities (41,984)
+// exist at once, below the 100,000 keys of the memory store and of the
+// limiter's fallback, whatever the number of /48s or /32s and however
+// often they rotate, so minted prefixes cannot fill the store and lock
+// new clients out: an IPv4 client, and an IPv6 client of a /32 the
+// attacker does not hold, still get identities of their own. Prefixes
+// are remembered by a keyed hash with a random key per process, so no
+// client can craft prefixes that count as one; memory is about 6 MB when
+// every table is full. The bound holds per middleware: layers that each
+// key by client address on one store (per network, per host) each make
+// up to MaxIPv6Identities identities of their own policy, so size the
+// memory store's WithMaxKeys above their sum.
+//
+// The default is DefaultIPv6Network (/48) and
+// DefaultIPv6PrefixesPerNetwork (64). Raise maxPrefixes when many real
+// clients share one /48 (a large site). It applies to ByClientIP, the
+// default key, also when WithIPv6Prefix groups by /48 or a shorter
+// prefix. network must be 1..127 and shorter than WithIPv6Prefix's
+// length, maxPrefixes 1..4,096; network 0
+// turns the aggregation off, and with it the bound.
 func WithIPv6Aggregation(network, maxPrefixes int) Option {
 	return optionFunc(func(c *config) error {
 		if network == 0 {
 			c.ip.netBits = -1
 			return nil
 		}
-		if network < 1 || network > 127 || maxPrefixes < 1 {
-			return fmt.Errorf("%w: IPv6 aggregation /%d with %d prefixes, want /1../127 and at least 1", slidelog.ErrInvalidOption, network, maxPrefixes)
+		if network < 1 || network > 127 || maxPrefixes < 1 || maxPrefixes > maxIPv6PrefixesPerNetwork {
+			return fmt.Errorf("%w: IPv6 aggregation /%d with %d prefixes, want /1../127 and 1..%d", slidelog.ErrInvalidOption, network, maxPrefixes, maxIPv6PrefixesPerNetwork)
 		}
 		c.ip.netBits, c.ip.netMax = network, maxPrefixes
 		return nil

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -42,6 +43,33 @@ type Source interface {
 	Native() any
 }
 
+// NetworkSource is a Source that knows the network of the connection a
+// request came on, as net.Addr's Network method names it: "tcp", or
+// "unix" for a Unix socket. WithUnixSocketProxy trusts a peer only when
+// its network is "unix". slidegrpc and slidefiber implement it; for a
+// Source that does not, the network is that of the local address net/http
+// stores in the request's context (http.LocalAddrContextKey), which serves
+// the adapters built on net/http.
+type NetworkSource interface {
+	Source
+	// Network is the network of the request's connection, or "" when it
+	// is not known.
+	Network() string
+}
+
+// network returns the network of src's connection, or "".
+func network(src Source) string {
+	if ns, ok := src.(NetworkSource); ok {
+		return ns.Network()
+	}
+	if ctx := src.Context(); ctx != nil {
+		if a, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr); ok && a != nil {
+			return a.Network()
+		}
+	}
+	return ""
+}
+
 // HeaderValues returns every value of the header field name in h, whatever
 // the case of its name in h: http.Header.Values finds only the canonical
 // spelling, while code that writes h directly may have used another. It
@@ -61,9 +89,9 @@ func HeaderValues(h http.Header, name string) []string {
 type ipConfig struct {
 	clientip.Config
 	ipv6Prefix int
-	// networks groups a network's further client prefixes into one
-	// identity (WithIPv6Aggregation); nil groups none.
-	networks *networks
+	// networks chooses an IPv6 client's identity prefix
+	// (WithIPv6Aggregation); nil keeps the client prefix.
+	networks *aggregator
 	netBits  int
 	netMax   int
 }
@@ -168,7 +196,8 @@ func (r *Request) HeaderValue(name string) string {
 // WithClientIPHeader that is not listed by WithTrustedProxies.
 // Ports and zones are dropped and IPv4-mapped IPv6 addresses become IPv4.
 // The error wraps slidelog.ErrInvalidKey when the socket address is not
-// an IP address (and, with WithUnixSocketProxy, the header names none).
+// an IP address (and, with WithUnixSocketProxy and a peer on a Unix
+// socket, the header names none).
 func (r *Request) ClientIP() (netip.Addr, error) {
 	if r == nil {
 		return netip.Addr{}, errNoClientAddr
@@ -177,7 +206,11 @@ func (r *Request) ClientIP() (netip.Addr, error) {
 		r.ip = defaultIP
 	}
 	if !r.addrOK && r.err == nil {
-		r.addr, r.err = r.ip.ClientIP(r.RemoteAddr(), r.Header)
+		nw := ""
+		if r.ip.SocketProxy && r.Source != nil {
+			nw = network(r.Source)
+		}
+		r.addr, r.err = r.ip.ClientIP(r.RemoteAddr(), nw, r.Header)
 		if r.err != nil {
 			r.err = errNoClientAddr
 		}
@@ -188,9 +221,9 @@ func (r *Request) ClientIP() (netip.Addr, error) {
 
 // ClientPrefix returns the group the client is limited as: its IPv4
 // address, or the prefix of its IPv6 address (/64 unless WithIPv6Prefix);
-// or, when that prefix's network already has more prefixes with
-// identities of their own than WithIPv6Aggregation allows, the network
-// (such as the /48).
+// or, when that prefix's network already has as many active prefixes with
+// identities of their own as WithIPv6Aggregation allows, the network
+// (such as the /48), or a wider prefix (see WithIPv6Aggregation).
 func (r *Request) ClientPrefix() (netip.Prefix, error) {
 	a, err := r.ClientIP()
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 const AttackerAddr = "127.0.0.2"
 
 // RunProxySuite runs the adapter under test behind real proxies: nginx
-// (and HAProxy, for the add-header case) bound to loopback, started and
+// and HAProxy bound to loopback, started and
 // stopped by the test with their own configuration in a temporary
 // directory, configured as the framework pages say. The attacking client
 // dials from AttackerAddr and spoofs forwarding and identity headers;
@@ -49,6 +49,8 @@ func RunProxySuite(t *testing.T, factory HTTPFactory) {
 		{"UnixSocket", testNginxUnixSocket},
 		{"OuterHopHeader", testNginxOuterHop},
 		{"HAProxyAddHeader", testHAProxyAddHeader},
+		{"HAProxyForwardFor", testHAProxyForwardFor},
+		{"HAProxyForwardForIfNone", testHAProxyForwardForIfNone},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, factory) })
@@ -186,6 +188,18 @@ http {
 // backend lines, listening on the returned port.
 func startHAProxy(t *testing.T, frontend, backendLines string) int {
 	t.Helper()
+	return StartHAProxy(t, "", frontend, backendLines)
+}
+
+// StartHAProxy runs HAProxy in the foreground (-db) with its own
+// configuration in a temporary directory: one HTTP frontend listening on
+// a free loopback port with bindParams (such as "proto h2" for gRPC), the
+// lines frontend, and one backend of the lines backendLines (such as
+// "\tserver app 127.0.0.1:8080 proto h2"). It returns the port; HAProxy
+// is stopped when the test ends. A missing HAProxy fails or skips the
+// test as RunProxySuite says.
+func StartHAProxy(t *testing.T, bindParams, frontend, backendLines string) int {
+	t.Helper()
 	bin := findProxy(t, "haproxy")
 	dir := t.TempDir()
 	for attempt := 0; ; attempt++ {
@@ -198,12 +212,12 @@ defaults
 	timeout client 30s
 	timeout server 30s
 frontend fe
-	bind 127.0.0.1:%d
+	bind 127.0.0.1:%d %s
 %s
 	default_backend be
 backend be
 %s
-`, port, frontend, backendLines)
+`, port, bindParams, frontend, backendLines)
 		path := filepath.Join(dir, "haproxy.cfg")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
@@ -492,4 +506,41 @@ func testHAProxyAddHeader(t *testing.T, factory HTTPFactory) {
 		got[fire(t, c, url)]++
 	}
 	wantOneKey(t, got, store, "h:x-user-id:gateway-user")
+}
+
+// testHAProxyForwardFor: the HAProxy row as written, `option forwardfor`
+// with HAProxy's address trusted and X-Forwarded-For named, and with
+// every peer trusted: HAProxy appends the address it saw after the
+// client's own X-Forwarded-For, so 5 spoofed values of every forwarding
+// header are one identity, the attacker's.
+func testHAProxyForwardFor(t *testing.T, factory HTTPFactory) {
+	for _, tt := range []struct {
+		name string
+		opts []httplimit.Option
+	}{
+		{"trusted", []httplimit.Option{httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")}},
+		{"trust-all", []httplimit.Option{httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader("X-Forwarded-For")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, store := proxyLimiter(t)
+			app := backend(t, factory, proxyApp(l, tt.opts...), "tcp", "127.0.0.1:0")
+			port := startHAProxy(t, "\toption forwardfor", "\tserver app "+app)
+			got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Forwarded-For", "X-Real-IP", "Forwarded")
+			wantOneKey(t, got, store, "ip:"+AttackerAddr)
+		})
+	}
+}
+
+// testHAProxyForwardForIfNone: why the pages say `option forwardfor`
+// and never `option forwardfor if-none`: with if-none, HAProxy passes a
+// client's own X-Forwarded-For on untouched, and behind it each spoofed
+// value is an identity of its own (5 values, 5 identities, none denied).
+func testHAProxyForwardForIfNone(t *testing.T, factory HTTPFactory) {
+	l, store := proxyLimiter(t)
+	app := backend(t, factory, proxyApp(l, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")), "tcp", "127.0.0.1:0")
+	port := startHAProxy(t, "\toption forwardfor if-none", "\tserver app "+app)
+	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Forwarded-For")
+	if got[http.StatusOK] != 5 || len(store.Identities()) != 5 {
+		t.Errorf("if-none: got %v and identities %v, want 5x200 under 5 spoofed identities (the hazard the pages warn of)", got, store.Identities())
+	}
 }

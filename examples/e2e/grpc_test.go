@@ -1,7 +1,11 @@
 package e2e_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -94,6 +98,34 @@ func TestRPCExamplesHelp(t *testing.T) {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("-h does not mention %s:\n%s", want, out)
 				}
+			}
+		})
+	}
+}
+
+// TestExamplesFailOnBusyMetricsAddr: every example server given a
+// -metrics-addr that cannot be bound (another listener holds it) exits
+// non-zero at start with the error, instead of serving without metrics.
+func TestExamplesFailOnBusyMetricsAddr(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	for _, ex := range append([]string{"grpc/server", "connect/server"}, frameworks...) {
+		t.Run(ex, func(t *testing.T) {
+			bin := build(t, ex)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // an example that keeps running is killed: exit code -1
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "-addr", "127.0.0.1:0", "-metrics-addr", busy.Addr().String())
+			cmd.Env = append(os.Environ(), envRedisAddrs+"=")
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("got %v, want exit status 1 at start; output:\n%s", err, out)
+			}
+			if !strings.Contains(string(out), "address already in use") || !strings.Contains(string(out), "level=ERROR") {
+				t.Errorf("output does not log the bind error:\n%s", out)
 			}
 		})
 	}

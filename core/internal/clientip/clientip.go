@@ -28,10 +28,11 @@ type Config struct {
 	// that is not in Trusted, so from an appending header the entry the
 	// peer appended is the client.
 	TrustAll bool
-	// SocketProxy makes a peer whose socket address is not an IP address
-	// (a Unix socket) a trusted proxy: the client is then read from
-	// Header, and a request without an address there fails with
-	// ErrNoAddr.
+	// SocketProxy makes a peer on a Unix socket (network "unix") a
+	// trusted proxy: the client is then read from Header, and a request
+	// without an address there fails with ErrNoAddr. A peer on any other
+	// network whose address is not an IP address (a net.Pipe, an
+	// in-memory listener, no peer at all) is not trusted for it.
 	SocketProxy bool
 }
 
@@ -134,10 +135,12 @@ func (c *Config) isTrusted(a netip.Addr) bool {
 const maxChain = 64
 
 // ClientIP returns the client address of a request from its socket
-// address remoteAddr and its header values (header returns every value of
-// a field, in order, whatever the case of the field's name). It fails
-// with ErrNoAddr when remoteAddr is not an IP address (unless SocketProxy
-// says such a peer is the proxy and the header names the client).
+// address remoteAddr, the network of its connection (as net.Addr's
+// Network: "tcp", "unix"; "" when unknown) and its header values (header
+// returns every value of a field, in order, whatever the case of the
+// field's name). It fails with ErrNoAddr when remoteAddr is not an IP
+// address (unless the network is "unix", SocketProxy says such a peer is
+// the proxy, and the header names the client).
 //
 // The socket peer is the client unless it is a trusted proxy (listed in
 // Trusted, or any peer with TrustAll). Then the one header the operator
@@ -153,14 +156,13 @@ const maxChain = 64
 // The walk is one pass from the right that reads at most maxChain
 // entries: its cost is the length of the entries it reads, never more,
 // however long the header.
-func (c *Config) ClientIP(remoteAddr string, header func(string) []string) (netip.Addr, error) {
-	peer, err := ParseIP(remoteAddr)
-	socket := false
-	if err != nil {
-		if !c.SocketProxy || c.Header == "" {
+func (c *Config) ClientIP(remoteAddr, network string, header func(string) []string) (netip.Addr, error) {
+	socket := network == "unix" && c.SocketProxy && c.Header != ""
+	peer, err := netip.Addr{}, error(nil)
+	if !socket {
+		if peer, err = ParseIP(remoteAddr); err != nil {
 			return netip.Addr{}, ErrNoAddr
 		}
-		socket = true
 	}
 	if c.Header == "" || (!socket && !c.TrustAll && !c.isTrusted(peer)) {
 		return peer, nil

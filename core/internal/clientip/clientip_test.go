@@ -96,13 +96,17 @@ func TestClientIPTrustAll(t *testing.T) {
 		{"forwarded", clientip.Config{Header: "Forwarded", Forwarded: true, TrustAll: true}, "192.0.2.1:1", []string{"for=198.51.100.9", "for=203.0.113.5"}, "203.0.113.5"},
 		{"listed inner hops skipped", clientip.Config{Header: "X-Forwarded-For", TrustAll: true, Trusted: listed}, "192.0.2.1:1", []string{"198.51.100.9, 203.0.113.5, 10.0.0.7"}, "203.0.113.5"},
 		{"no header", clientip.Config{Header: "X-Forwarded-For", TrustAll: true}, "192.0.2.1:1", nil, "192.0.2.1"},
-		{"unix socket proxy", clientip.Config{Header: "X-Forwarded-For", SocketProxy: true}, "@", []string{"198.51.100.9, 203.0.113.5"}, "203.0.113.5"},
-		{"unix socket proxy, empty address", clientip.Config{Header: "X-Real-IP", SocketProxy: true}, "", []string{"203.0.113.6"}, "203.0.113.6"},
-		{"socket proxy option, tcp peer not trusted", clientip.Config{Header: "X-Real-IP", SocketProxy: true}, "192.0.2.1:1", []string{"203.0.113.6"}, "192.0.2.1"},
+		{"unix socket proxy", clientip.Config{Header: "X-Forwarded-For", SocketProxy: true}, "unix:@", []string{"198.51.100.9, 203.0.113.5"}, "203.0.113.5"},
+		{"unix socket proxy, empty address", clientip.Config{Header: "X-Real-IP", SocketProxy: true}, "unix:", []string{"203.0.113.6"}, "203.0.113.6"},
+		{"socket proxy option, tcp peer not trusted", clientip.Config{Header: "X-Real-IP", SocketProxy: true}, "tcp:192.0.2.1:1", []string{"203.0.113.6"}, "192.0.2.1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.cfg.ClientIP(tt.remote, func(string) []string { return tt.give })
+			network, remote, ok := strings.Cut(tt.remote, ":")
+			if !ok || (network != "unix" && network != "tcp") {
+				network, remote = "tcp", tt.remote
+			}
+			got, err := tt.cfg.ClientIP(remote, network, func(string) []string { return tt.give })
 			if err != nil || got.String() != tt.want {
 				t.Errorf("ClientIP: got %v, %v, want %s", got, err, tt.want)
 			}
@@ -110,12 +114,21 @@ func TestClientIPTrustAll(t *testing.T) {
 	}
 	for _, give := range [][]string{nil, {"garbage"}, {""}} {
 		cfg := clientip.Config{Header: "X-Forwarded-For", SocketProxy: true}
-		if got, err := cfg.ClientIP("@", func(string) []string { return give }); err == nil {
+		if got, err := cfg.ClientIP("@", "unix", func(string) []string { return give }); err == nil {
 			t.Errorf("unix peer, header %q: got %v, want ErrNoAddr", give, got)
 		}
 	}
 	cfg := clientip.Config{Header: "X-Forwarded-For"}
-	if got, err := cfg.ClientIP("@", func(string) []string { return []string{"203.0.113.5"} }); err == nil {
+	if got, err := cfg.ClientIP("@", "unix", func(string) []string { return []string{"203.0.113.5"} }); err == nil {
 		t.Errorf("unix peer without SocketProxy: got %v, want ErrNoAddr", got)
+	}
+	// A peer that has no IP address but is not on a Unix socket (a
+	// net.Pipe, an in-memory listener, a call without a peer) is never the
+	// socket proxy.
+	cfg = clientip.Config{Header: "X-Forwarded-For", SocketProxy: true}
+	for _, give := range []struct{ remote, network string }{{"", ""}, {"pipe", "pipe"}, {"@", ""}, {"bufconn", "bufconn"}, {"", "tcp"}, {"@", "udp"}} {
+		if got, err := cfg.ClientIP(give.remote, give.network, func(string) []string { return []string{"203.0.113.5"} }); err == nil {
+			t.Errorf("peer %q on %q with SocketProxy: got %v, want ErrNoAddr", give.remote, give.network, got)
+		}
 	}
 }

@@ -14,7 +14,10 @@
 // instead:
 // httplimit.WithSkipFunc(httplimit.SkipPaths("/grpc.health.v1.Health/Check")).
 // With -metrics-addr, GET /metrics on that address serves the limiter's
-// Prometheus metrics.
+// Prometheus metrics; an address that cannot be bound makes the server
+// exit with the error. A call is denied before its body is read
+// (Interceptor.Handler), and a body is read up to 64 KiB
+// (connect.WithReadMaxBytes).
 //
 // The limits live in process memory unless SLIDELOG_REDIS_ADDRS lists
 // Redis addresses (host:port or redis:// URLs; one address is enough for a
@@ -107,25 +110,52 @@ func run(addr, metricsAddr string, policy slidelog.Policy) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
-	if metricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		metrics := &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := metrics.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-				slog.Error("metrics", "err", err)
-			}
-		}()
-		defer metrics.Close()
+	stopMetrics, err := serveMetrics(metricsAddr, reg)
+	if err != nil {
+		return err
 	}
+	defer func() { err = errors.Join(err, stopMetrics()) }()
 
+	// limit.Handler denies a call before its body is read; the
+	// interceptor sends the admitted calls' rate-limit headers. connect-go
+	// reads a request without limit unless told: 64 KiB is plenty here.
+	limit := slideconnect.NewInterceptor(l)
+	path, health := grpchealth.NewHandler(grpchealth.NewStaticChecker(),
+		connect.WithInterceptors(limit), connect.WithReadMaxBytes(64<<10))
 	mux := http.NewServeMux()
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(),
-		connect.WithInterceptors(slideconnect.NewInterceptor(l))))
+	mux.Handle(path, limit.Handler(health))
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // gRPC clients speak HTTP/2; use TLS in production
 	return serve(addr, &http.Server{Handler: mux, Protocols: protocols, ReadHeaderTimeout: 5 * time.Second})
+}
+
+// serveMetrics serves GET /metrics of reg on addr (nothing when addr is
+// empty) and returns a function that stops it. An address that cannot be
+// bound is an error, so that the example exits instead of running
+// without its metrics.
+func serveMetrics(addr string, reg *prometheus.Registry) (func() error, error) {
+	if addr == "" {
+		return func() error { return nil }, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("metrics", "addr", ln.Addr().String())
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("metrics server", "err", err)
+		}
+	}()
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(ctx)
+	}, nil
 }
 
 // openStore returns the Redis store when SLIDELOG_REDIS_ADDRS lists

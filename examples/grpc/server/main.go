@@ -12,7 +12,9 @@
 // server, skip health checks instead:
 // httplimit.WithSkipFunc(httplimit.SkipPaths("/grpc.health.v1.Health/Check")).
 // With -metrics-addr, GET /metrics on that address serves the limiter's
-// Prometheus metrics.
+// Prometheus metrics; an address that cannot be bound makes the server
+// exit with the error. A call's message is read up to 64 KiB
+// (grpc.MaxRecvMsgSize).
 //
 // The limits live in process memory unless SLIDELOG_REDIS_ADDRS lists
 // Redis addresses (host:port or redis:// URLs; one address is enough for a
@@ -105,24 +107,52 @@ func run(addr, metricsAddr string, policy slidelog.Policy) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
-	if metricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		metrics := &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := metrics.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-				slog.Error("metrics", "err", err)
-			}
-		}()
-		defer metrics.Close()
+	stopMetrics, err := serveMetrics(metricsAddr, reg)
+	if err != nil {
+		return err
 	}
+	defer func() { err = errors.Join(err, stopMetrics()) }()
 
+	// The interceptors send every denial with its metadata, the pushback
+	// that grpc-go's retry policy waits (try the client's -retry), but
+	// decide after grpc-go has read the call's message: keep that read
+	// small. slidegrpc.ServerOption(l) decides before reading, its
+	// denials without metadata.
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(slidegrpc.UnaryServerInterceptor(l)),
 		grpc.ChainStreamInterceptor(slidegrpc.StreamServerInterceptor(l)),
+		grpc.MaxRecvMsgSize(64<<10), // health checks are a few bytes; the default is 4 MB
 	)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	return serve(addr, srv)
+}
+
+// serveMetrics serves GET /metrics of reg on addr (nothing when addr is
+// empty) and returns a function that stops it. An address that cannot be
+// bound is an error, so that the example exits instead of running
+// without its metrics.
+func serveMetrics(addr string, reg *prometheus.Registry) (func() error, error) {
+	if addr == "" {
+		return func() error { return nil }, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("metrics", "addr", ln.Addr().String())
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("metrics server", "err", err)
+		}
+	}()
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(ctx)
+	}, nil
 }
 
 // openStore returns the Redis store when SLIDELOG_REDIS_ADDRS lists

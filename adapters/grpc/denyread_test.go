@@ -1,0 +1,210 @@
+package slidegrpc_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/memstore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+)
+
+// rawCodec sends a message's encoding as it is, so that the test's client
+// allocates nothing per call for the body it sends.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*[]byte) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// TestDenyBeforeRead: with ServerOption, five calls carrying 50 MiB
+// messages to a spent budget (on a server that accepts 64 MiB messages)
+// are denied with RetryInfo before their messages are read: the process,
+// client and server together, allocates less than one message for all
+// five (an interceptor would have read and decoded 250 MiB first).
+func TestDenyBeforeRead(t *testing.T) {
+	store := memstore.New()
+	t.Cleanup(func() { _ = store.Close() })
+	l, err := slidelog.New(store, slidelog.Policy{Name: "peer", Limit: 1, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(slidegrpc.ServerOption(l), grpc.MaxRecvMsgSize(64<<20))
+	svc := &testService{calls: make(chan string, 1000)}
+	testgrpc.RegisterTestServiceServer(srv, svc)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+
+	const method = "/grpc.testing.TestService/UnaryCall"
+	small, _ := proto.Marshal(&testgrpc.SimpleRequest{})
+	var out []byte
+	if err := conn.Invoke(t.Context(), method, &small, &out); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	big, err := proto.Marshal(&testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: make([]byte, 50<<20)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range 5 {
+		err := conn.Invoke(t.Context(), method, &big, &out)
+		if status.Code(err) != codes.ResourceExhausted || retryInfo(err) == nil {
+			t.Fatalf("50 MiB call %d: got %v, want ResourceExhausted with RetryInfo", i+1, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got >= 50<<20 {
+		t.Errorf("allocated for five denied 50 MiB calls: got %d MiB, want less than one message (50 MiB)", got>>20)
+	} else {
+		t.Logf("allocated for five denied 50 MiB calls: %d KiB", got>>10)
+	}
+	if got := svc.Reached(); got != 1 {
+		t.Errorf("handler calls: got %d, want 1", got)
+	}
+}
+
+// serveOn serves the test service on lis with opts and returns a client
+// dialing target with dial.
+func serveOn(t *testing.T, lis net.Listener, target string, opts []grpc.ServerOption, dial ...grpc.DialOption) (testgrpc.TestServiceClient, *testService) {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
+	svc := &testService{calls: make(chan string, 1000)}
+	testgrpc.RegisterTestServiceServer(srv, svc)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	conn, err := grpc.NewClient(target, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dial...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return testgrpc.NewTestServiceClient(conn), svc
+}
+
+// TestUnixSocketProxyPeers: with httplimit.WithUnixSocketProxy, a call
+// over a real Unix socket is keyed by the proxy's x-real-ip metadata; the
+// same call over an in-memory listener (bufconn), whose peer has no IP
+// address either, is keyed as without the option: InvalidArgument.
+func TestUnixSocketProxyPeers(t *testing.T) {
+	l, err := slidelog.New(memstore.New(), slidelog.Policy{Name: "unix", Limit: 1, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	opts := []grpc.ServerOption{slidegrpc.ServerOption(l, httplimit.WithUnixSocketProxy(), httplimit.WithClientIPHeader("x-real-ip"))}
+	dir, err := os.MkdirTemp("", "slidelog-grpc-") // short: a socket path is at most ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "app.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := serveOn(t, lis, "unix://"+sock, opts)
+	call := func(client testgrpc.TestServiceClient, ip string) codes.Code {
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "x-real-ip", ip)
+		_, err := client.EmptyCall(ctx, &testgrpc.Empty{})
+		return status.Code(err)
+	}
+	for _, tt := range []struct {
+		ip   string
+		want codes.Code
+	}{{"203.0.113.5", codes.OK}, {"203.0.113.6", codes.OK}, {"203.0.113.5", codes.ResourceExhausted}} {
+		if got := call(client, tt.ip); got != tt.want {
+			t.Errorf("over a Unix socket, x-real-ip %s: got %v, want %v", tt.ip, got, tt.want)
+		}
+	}
+
+	buf := bufconn.Listen(1 << 20)
+	client, svc := serveOn(t, buf, "passthrough:///bufconn", opts,
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return buf.DialContext(ctx) }))
+	if got := call(client, "203.0.113.7"); got != codes.InvalidArgument {
+		t.Errorf("over bufconn: got %v, want InvalidArgument (no client address)", got)
+	}
+	if got := svc.Reached(); got != 0 {
+		t.Errorf("handler calls over bufconn: got %d, want 0", got)
+	}
+}
+
+// TestServerOptionServeHTTP: a server run through net/http
+// (grpc.Server.ServeHTTP) calls no tap handle; ServerOption's
+// interceptors then limit every call themselves, after reading it, with
+// the full trailers-only denial.
+func TestServerOptionServeHTTP(t *testing.T) {
+	l, err := slidelog.New(memstore.New(), slidelog.Policy{Name: "peer", Limit: 1, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	srv := grpc.NewServer(slidegrpc.ServerOption(l))
+	svc := &testService{calls: make(chan string, 1000)}
+	testgrpc.RegisterTestServiceServer(srv, svc)
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Config.Protocols = new(http.Protocols)
+	hs.Config.Protocols.SetUnencryptedHTTP2(true)
+	hs.Start()
+	t.Cleanup(hs.Close)
+	conn, err := grpc.NewClient(strings.TrimPrefix(hs.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	client := testgrpc.NewTestServiceClient(conn)
+	if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	var trailer metadata.MD
+	_, err = client.EmptyCall(t.Context(), &testgrpc.Empty{}, grpc.Trailer(&trailer))
+	assertDenied(t, err, trailer)
+	if got := svc.Reached(); got != 1 {
+		t.Errorf("handler calls: got %d, want 1", got)
+	}
+}

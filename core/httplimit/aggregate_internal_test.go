@@ -1,0 +1,80 @@
+package httplimit
+
+import (
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestAggregatorLevels: the prefixes an IPv6 client's identity climbs
+// through, from its client prefix, for the client prefix and network
+// lengths of WithIPv6Prefix and WithIPv6Aggregation.
+func TestAggregatorLevels(t *testing.T) {
+	tests := []struct {
+		give [2]int // client prefix, network
+		want []int
+	}{
+		{[2]int{64, 48}, []int{64, 48, 32, 12}},
+		{[2]int{128, 120}, []int{128, 120, 104, 12}},
+		{[2]int{48, 48}, []int{48, 32, 12}}, // WithIPv6Prefix(48) with the default network
+		{[2]int{64, 20}, []int{64, 20, 12}},
+		{[2]int{64, 10}, []int{64, 10}}, // a network shorter than /12 is the top
+		{[2]int{13, 48}, []int{13, 12}},
+		{[2]int{12, 48}, nil}, // 4,096 /12s at most: nothing to bound
+	}
+	for _, tt := range tests {
+		var got []int
+		if ag := newAggregator(tt.give[0], tt.give[1], 64, time.Hour); ag != nil {
+			for _, lv := range ag.levels {
+				got = append(got, lv.bits)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("client /%d, network /%d: got levels %v, want %v", tt.give[0], tt.give[1], got, tt.want)
+		}
+	}
+}
+
+// TestAggregatorConcurrent: goroutines minting prefixes at once keep the
+// tables' counts consistent: every level holds at most its size, each
+// parent at most maxPer grants, each wider prefix at most an eighth of
+// the table, and the counts add up to the grants held.
+func TestAggregatorConcurrent(t *testing.T) {
+	ag := newAggregator(64, 48, 4, time.Hour)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 3000 {
+				var b [16]byte
+				b[0], b[1], b[2], b[3] = 0x20, 0x01, 0x0d, byte(g) // four /32s
+				if i%2 == 1 {
+					b[3] = byte((g + 1) % 4) // goroutines overlap in each /32
+				}
+				b[4], b[5], b[7] = byte(i>>12), byte(i>>4), byte(i) // 16 /64s in each /48
+				a := netip.AddrFrom16(b)
+				ag.group(a, prefixAt(a, 64))
+			}
+		})
+	}
+	wg.Wait()
+	for i, lv := range ag.levels[:len(ag.levels)-1] {
+		sum, wide := 0, 0
+		for _, n := range lv.per {
+			if n > ag.maxPer {
+				t.Errorf("level /%d: a parent holds %d grants, want at most %d", lv.bits, n, ag.maxPer)
+			}
+			sum += n
+		}
+		for _, n := range lv.perWide {
+			if n > lv.size/ipv6ShareOfWide {
+				t.Errorf("level /%d: a wider prefix holds %d grants, want at most %d", lv.bits, n, lv.size/ipv6ShareOfWide)
+			}
+			wide += n
+		}
+		if n := lv.grants.Len(); n != sum || n != wide || n > lv.size {
+			t.Errorf("level %d (/%d): %d grants, parents count %d, wider prefixes %d, size %d", i, lv.bits, n, sum, wide, lv.size)
+		}
+	}
+}
