@@ -80,6 +80,11 @@ type monitor struct {
 	// aliveNeeded is set while some node is judged in alive time (see
 	// stalled): the ticks then measure how long the monitor queued.
 	aliveNeeded atomic.Bool
+	// Owned by the monitor's goroutine: suspect is set while some node
+	// has been silent for more than a tick, and delays are the threads'
+	// waits for a CPU read at the last tick then (see check).
+	suspect bool
+	delays  map[string]time.Duration
 
 	mu      sync.Mutex
 	armed   bool
@@ -183,6 +188,27 @@ func (m *monitor) check(alive, elapsed, ran time.Duration) bool {
 	now := mono()
 	needed := false
 	defer func() { m.aliveNeeded.Store(needed) }()
+	// While some node has been silent for more than a tick, the waits of
+	// every thread of the process count too: a thread the machine did not
+	// run while it held a socket cannot take in the node's bytes. The
+	// longest wait of any thread in this tick is time the process could
+	// not run.
+	if m.suspect {
+		delays := threadDelays()
+		if m.delays != nil {
+			var most time.Duration
+			for tid, d := range delays {
+				if prev, ok := m.delays[tid]; ok {
+					most = max(most, d-prev)
+				}
+			}
+			ran = max(0, min(ran, elapsed-most))
+		}
+		m.delays = delays
+	} else {
+		m.delays = nil
+	}
+	m.suspect = false
 	for _, b := range m.p.batchers() {
 		b.mu.Lock()
 		waiting, busy := b.waiting, b.busySince
@@ -248,6 +274,9 @@ func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, nee
 	// could not run.
 	silent := min(elapsed, time.Duration(now-b.quietSince))
 	b.quiet += max(0, silent-(elapsed-ran))
+	if time.Duration(now-b.quietSince) > m.tick {
+		m.suspect = true
+	}
 	return b.quiet, b.quiet >= m.stall
 }
 

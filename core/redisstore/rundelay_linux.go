@@ -25,3 +25,26 @@ func runDelay() time.Duration {
 	}
 	return time.Duration(ns)
 }
+
+// threadDelays returns how long each thread of this process has waited,
+// in all, for a CPU while it was ready to run, by thread ID; nil when it
+// cannot be read.
+func threadDelays() map[string]time.Duration {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	delays := make(map[string]time.Duration, len(tasks))
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread is gone
+		}
+		if f := bytes.Fields(b); len(f) >= 2 {
+			if ns, err := strconv.ParseInt(string(f[1]), 10, 64); err == nil {
+				delays[t.Name()] = time.Duration(ns)
+			}
+		}
+	}
+	return delays
+}
