@@ -57,8 +57,10 @@ func WithStallTimeout(d time.Duration) Option {
 //     an answer, and a request this process has not yet written is not
 //     owed by the node. Each tick adds to the node's silence only the
 //     part of its interval in which the monitor's thread could run (its
-//     run delay, /proc/thread-self/schedstat), so time in which the
-//     machine did not run this process does not count either.
+//     run delay, /proc/thread-self/schedstat) and, once a node has been
+//     silent for more than a tick, every thread of the process, so time
+//     in which the machine did not run this process does not count
+//     either.
 //   - Where the kernel keeps no such record (a dial in progress, a Unix
 //     socket, TLS, a client whose connections predate the store), by
 //     silence counted in alive time: each tick adds at most two ticks of
