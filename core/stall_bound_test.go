@@ -22,10 +22,10 @@ import (
 
 // stallBound is the bound docs/operations.md states for the slowest
 // decision on a stopped node beside two CPU hogs, at the default stall
-// timeout: the stall timeout of silence and a tick, plus the time the
-// store's monitor and the waiting callers take to be scheduled, stated as
-// six stall timeouts in all.
-const stallBound = 6 * redisstore.DefaultStallTimeout
+// timeout: the stall timeout of silence counted in time the process could
+// run, a tick, and the time the store's monitor and the waiting callers
+// take to be scheduled, stated as eight stall timeouts in all.
+const stallBound = 8 * redisstore.DefaultStallTimeout
 
 // wakeUps is how many times, at most, a decision on a stopped node waits
 // for this process to schedule one of its goroutines, each as long as the
