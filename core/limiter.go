@@ -45,6 +45,7 @@ type Limiter struct {
 	store        Store
 	policies     []Policy
 	minLimit     int
+	policyFunc   func(context.Context, string) ([]Policy, error) // WithPolicyFunc
 	maxKeyLength int
 	closed       atomic.Bool
 
@@ -121,7 +122,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		}
 	}()
 	l := &Limiter{
-		store: store, policies: cfg.policies, minLimit: minLimit, maxKeyLength: cfg.maxKeyLength,
+		store: store, policies: cfg.policies, minLimit: minLimit, policyFunc: cfg.policyFunc, maxKeyLength: cfg.maxKeyLength,
 		name: cfg.name, stall: cfg.stall, mode: cfg.failureMode, openTimeout: cfg.breaker.OpenTimeout,
 		logger: cfg.logger, release: release,
 	}
@@ -140,6 +141,9 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	l.namespace = l.name
 	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
+		if cfg.policyFunc != nil && cfg.fallbackPolicies == nil {
+			l.fallback.divideBy = cfg.fallbackInstances
+		}
 		if rec, ok := store.(Recorder); ok {
 			l.recorder, l.journal = rec, newJournal()
 			l.flushCtx, l.flushCancel = context.WithCancel(context.Background())
@@ -151,7 +155,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if l.metrics, err = bindObservers(cfg.observers, l.name, l.sizes); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
-	if l.local && l.metrics == nil && l.deny == nil && memlog.DirectOf != nil {
+	if l.local && l.metrics == nil && l.deny == nil && l.policyFunc == nil && memlog.DirectOf != nil {
 		if m := memlog.DirectOf(store); m != nil {
 			l.direct = &localTable{table: m.Table, clock: m.Clock, policies: l.policies, windows: windowsOf(l.policies), source: l.source}
 			l.directClosed = m.Closed
@@ -175,7 +179,9 @@ func MustNew(store Store, policy Policy, opts ...Option) *Limiter {
 	return l
 }
 
-// Policies returns a copy of the limiter's policies, the first one first.
+// Policies returns a copy of the limiter's policies, the first one first:
+// with WithPolicyFunc, those of the keys for which the function returns
+// none.
 func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies...) }
 
 // Name returns the limiter's name, as used in metric labels and as the
@@ -215,11 +221,16 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		l.metrics.error(errorReason(err))
 		return Result{}, err
 	}
-	if n < 1 || n > l.minLimit {
-		return Result{}, l.costError(n)
+	policies, minLimit, err := l.policiesFor(ctx, key)
+	if err != nil {
+		l.metrics.error(errorReason(err))
+		return Result{}, err
+	}
+	if n < 1 || n > minLimit {
+		return Result{}, costErrorFor(n, minLimit)
 	}
 	if l.deny != nil {
-		if res, ok := l.deny.get(key, n); ok {
+		if res, ok := l.deny.get(key, n); ok && (l.policyFunc == nil || samePolicies(&res, policies)) {
 			l.metrics.decision(res)
 			return res, nil
 		}
@@ -231,7 +242,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		// composite literal is built aside and copied, and the copy
 		// reads what was just written at another width, which stalls.
 		var req Request
-		req.Namespace, req.Key, req.Cost, req.Policies, req.ID = l.namespace, key, n, l.policies, rand.Uint64()
+		req.Namespace, req.Key, req.Cost, req.Policies, req.ID = l.namespace, key, n, policies, rand.Uint64()
 		res, err = l.store.Take(ctx, req)
 		if err != nil {
 			return Result{}, err
@@ -242,7 +253,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		}
 		return res, nil
 	}
-	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
+	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: policies, ID: rand.Uint64()}
 	sent := time.Now()
 	l.route(ctx, &req)
 	node := req.Route.Node
@@ -499,8 +510,8 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 // nothing was checked or recorded, so every policy reports no room left;
 // a denial asks the client to come back when the breaker probes again.
 func (l *Limiter) unchecked(req Request, allowed bool) Result {
-	states := make([]PolicyResult, len(l.policies))
-	for i, p := range l.policies {
+	states := make([]PolicyResult, len(req.Policies))
+	for i, p := range req.Policies {
 		st := PolicyResult{Policy: p, Allowed: allowed}
 		if !allowed {
 			st.RetryAfter = min(l.openTimeout, p.Window)
@@ -531,6 +542,9 @@ func (l *Limiter) Refund(ctx context.Context, res Result) error {
 		return err
 	}
 	req := Request{Namespace: l.namespace, Key: t.key, Cost: t.cost, Policies: l.policies, ID: t.id}
+	if l.policyFunc != nil {
+		req.Policies = policiesOf(&res) // the policies it was recorded under
+	}
 	if res.Source == SourceFallback {
 		if l.fallback == nil {
 			return ErrNotRefundable

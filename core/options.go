@@ -1,6 +1,7 @@
 package slidelog
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,6 +19,7 @@ const defaultMaxKeyLength = 256
 
 type limiterConfig struct {
 	policies     []Policy
+	policyFunc   func(context.Context, string) ([]Policy, error)
 	maxKeyLength int
 	limiterResilience
 }
