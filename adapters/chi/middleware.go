@@ -82,17 +82,11 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 }
 
 func defaultDenied(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
-	writeProblem(w, httplimit.DeniedProblem(res))
+	httplimit.WriteDenied(w, res)
 }
 
 func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
-	writeProblem(w, httplimit.ErrorProblem(err))
-}
-
-func writeProblem(w http.ResponseWriter, p httplimit.Problem) {
-	w.Header().Set("Content-Type", httplimit.ProblemContentType)
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(p.JSON())
+	httplimit.WriteError(w, err)
 }
 
 // request presents a net/http request to slidelog.

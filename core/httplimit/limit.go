@@ -182,10 +182,9 @@ func (e *Engine) Check(src Source) (d *Decision) {
 		d.Outcome = OutcomeError
 	case !d.Result.Allowed:
 		d.Outcome = OutcomeDenied
-		d.Header = appendRateLimitHeaders(d.Header, e.cfg.headers, d.Result)
-		d.Header = append(d.Header, HeaderField{Name: "Retry-After", Value: retryAfterSeconds(d.Result.RetryAfter)})
+		d.Header = HeaderFields(e.cfg.headers, d.Result) // Retry-After last
 	default:
-		d.Header = appendRateLimitHeaders(d.Header, e.cfg.headers, d.Result)
+		d.Header = HeaderFields(e.cfg.headers, d.Result)
 		d.refund = e.cfg.refund
 	}
 	if e.cfg.shadow && d.Outcome != OutcomeNext {
