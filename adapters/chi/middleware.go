@@ -118,7 +118,8 @@ func (r *request) Path() string {
 
 // Route asks chi's root router which pattern the request matches, since
 // middleware added with r.Use runs before chi has routed the request.
-// Outside chi it is "".
+// Outside chi it is the pattern http.ServeMux matched (Request.Pattern),
+// "" until a mux has routed the request.
 func (r *request) Route() string {
 	if r.routeOK {
 		return r.route
@@ -126,7 +127,8 @@ func (r *request) Route() string {
 	r.routeOK = true
 	rctx := chi.RouteContext(r.r.Context())
 	if rctx == nil || rctx.Routes == nil {
-		return ""
+		r.route = r.r.Pattern
+		return r.route
 	}
 	path := r.r.URL.RawPath
 	if path == "" {

@@ -262,6 +262,12 @@ var ErrMisconfigured = errors.New("httplimit: misconfigured")
 // key function on it. It wraps slidelog.ErrInvalidKey.
 var ErrNoKey = fmt.Errorf("%w: no identity in request", slidelog.ErrInvalidKey)
 
+// ErrNoRoute reports a request for which ByRoute knows no route pattern:
+// no route matched, or the adapter cannot see the router's pattern (see
+// ByRoute). It wraps ErrNoKey, so FirstOf moves on from it, and is
+// answered with 400.
+var ErrNoRoute = fmt.Errorf("%w: no route pattern for request", ErrNoKey)
+
 // ErrIdentityTooLong reports an identity longer than the limiter's maximum
 // key length; it is answered with 431. It wraps slidelog.ErrInvalidKey.
 var ErrIdentityTooLong = fmt.Errorf("%w: identity too long", slidelog.ErrInvalidKey)
