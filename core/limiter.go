@@ -111,6 +111,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		names[p.String()] = true
 		minLimit = min(minLimit, p.Limit)
 	}
+	named := cfg.name != ""
 	cfg.resolveResilience()
 	release, err := claimName(store, cfg.name)
 	if err != nil {
@@ -139,6 +140,9 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	}
 	l.router, _ = store.(Router)
 	l.namespace = l.name
+	if !named {
+		l.namespace = defaultNamespace(l.name, l.local)
+	}
 	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
 		if cfg.policyFunc != nil && cfg.fallbackPolicies == nil {
@@ -189,7 +193,12 @@ func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies.
 func (l *Limiter) Name() string { return l.name }
 
 // Namespace returns the namespace the limiter gives its store with every
-// key (Request.Namespace): its name.
+// key (Request.Namespace): its name, given with WithName. Without
+// WithName, on a store that is not Local (such as Redis), it is the
+// program's path (the import path of its main package, such as
+// "example.com/shop/cmd/api"), ":" and the default name, so that two
+// programs sharing a Redis never share a budget by accident, while the
+// instances of one program do; on a Local store, the default name.
 func (l *Limiter) Namespace() string { return l.namespace }
 
 // Allow is AllowN(ctx, key, 1).

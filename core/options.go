@@ -187,12 +187,19 @@ func WithObserver(o Observer) Option {
 }
 
 // WithName names the limiter in metric labels and log records, and keys
-// its logs in the store (Request.Namespace). The default is its policies'
-// names joined with "+", such as "per-second+per-hour". Limiters with the
-// same name on one Redis, in separate processes, share each key's budget
-// (the instances of one service should); within one process a second
-// open limiter with the same name on the same store fails New with
-// ErrNameTaken. The name stays when policies change, and so do the logs.
+// its logs in the store (Request.Namespace). Limiters with the same name
+// on one Redis, in separate processes, share each key's budget (the
+// instances of one service should); within one process a second open
+// limiter with the same name on the same store fails New with
+// ErrNameTaken. The name stays when policies change, and so do the logs:
+// name every limiter on a shared store.
+//
+// The default name is the policies' names joined with "+", such as
+// "per-second+per-hour". On a store shared between programs (one that is
+// not Local, such as Redis), the logs of a limiter without WithName are
+// also keyed by the program's path (see Limiter.Namespace): instances of
+// one program share them, two programs never do, and a program whose
+// main package moves starts new logs.
 func WithName(name string) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if name == "" {
