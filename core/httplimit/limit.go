@@ -16,10 +16,12 @@ import (
 // which holds one; an Engine is for writing an adapter. It is safe for
 // concurrent use.
 //
-// Limiters with different policies on one store, such as per-route
-// limits, never share a log. Limiters with identical policies do share
-// one: for separate budgets on two routes, name their policies
-// differently or key by route.
+// A limiter's logs are keyed by its name (slidelog.WithName), not its
+// policies: limiters with different names on one store, such as
+// per-route limits, never share a log, and a second open limiter with the
+// name of another on the same store fails slidelog.New with
+// slidelog.ErrNameTaken. For separate budgets on two routes, give each
+// route's limiter its own name, or key one limiter by route (ByRoute).
 type Engine struct {
 	limiter *slidelog.Limiter
 	cfg     config
