@@ -23,8 +23,9 @@ import (
 // than with fixed policies. When f returns no policies, the limiter's own
 // (New's policy and WithPolicy's) apply. When f fails, no decision is
 // made: AllowN and Peek return an error wrapping ErrPolicyFunc and f's
-// error. Policies f returns are validated as New validates its own
-// (ErrInvalidPolicy), and a cost is checked against their smallest limit
+// error. Policies f returns are validated as New validates its own: an
+// invalid one fails the call with an error wrapping both ErrInvalidOption
+// and ErrInvalidPolicy. A cost is checked against their smallest limit
 // (ErrInvalidCost).
 //
 // The guarantees are those of fixed policies. Each decision is strict
@@ -73,7 +74,9 @@ func (l *Limiter) policiesFor(ctx context.Context, key string) ([]Policy, int, e
 	}
 	minLimit, err := validatePolicies(ps)
 	if err != nil {
-		return nil, 0, err
+		// The program's own mistake, not the client's: adapters answer
+		// ErrInvalidOption as a misconfiguration (500, Internal).
+		return nil, 0, fmt.Errorf("%w: policy func: %w", ErrInvalidOption, err)
 	}
 	return ps, minLimit, nil
 }

@@ -171,8 +171,8 @@ func TestPolicyFuncErrors(t *testing.T) {
 		wantErrs []error
 	}{
 		{give: "down", cost: 1, wantErrs: []error{slidelog.ErrPolicyFunc, lookup}},
-		{give: "invalid", cost: 1, wantErrs: []error{slidelog.ErrInvalidPolicy}},
-		{give: "twice", cost: 1, wantErrs: []error{slidelog.ErrInvalidPolicy}},
+		{give: "invalid", cost: 1, wantErrs: []error{slidelog.ErrInvalidPolicy, slidelog.ErrInvalidOption}},
+		{give: "twice", cost: 1, wantErrs: []error{slidelog.ErrInvalidPolicy, slidelog.ErrInvalidOption}},
 		{give: "small", cost: 3, wantErrs: []error{slidelog.ErrInvalidCost}}, // 3 > the plan's 2, though New's policy has 10
 	}
 	for _, tt := range tests {
