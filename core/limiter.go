@@ -56,6 +56,7 @@ type Limiter struct {
 	openTimeout time.Duration
 	fallback    *fallback
 	breakers    *breakers
+	causes      *causeLog // why store calls fail, for the log (causelog.go)
 	deny        *denyCache
 	metrics     *observers
 	router      Router // the store, when it is spread over nodes
@@ -166,6 +167,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		}
 	}
 	if !l.local {
+		l.causes = newCauseLog()
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
 		l.health = newHealth(l.stall)
 	}
@@ -312,6 +314,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		l.metrics.error("canceled")
 		return Result{}, ctxErr
 	}
+	l.causes.note(node, err) // before done: the breaker may open on it
 	if done != nil {
 		done(err)
 	}
@@ -479,6 +482,7 @@ func (l *Limiter) record(ctx context.Context, e journalEntry, r Route) error {
 // failover decides req by the failure mode, because the store could not.
 func (l *Limiter) failover(ctx context.Context, req Request, reason string, cause error) (Result, error) {
 	l.metrics.failover(reason, l.mode)
+	l.logFailover(req.Route.Node, reason, cause)
 	var res Result
 	switch l.mode {
 	case FailOpen:
@@ -663,10 +667,12 @@ func (l *Limiter) sizes() Gauges {
 func (l *Limiter) breakerChanged(node string, from, to gobreaker.State) {
 	l.metrics.breakerState(node, breakerState(to))
 	level := slog.LevelInfo
+	args := []any{"limiter", l.name, "node", nodeLabel(node), "from", from.String(), "to", to.String()}
 	if to == gobreaker.StateOpen {
 		level = slog.LevelWarn
+		args = append(args, l.breakerCause(node)...)
 	}
-	l.logger.Log(context.Background(), level, "slidelog: circuit breaker", "limiter", l.name, "node", nodeLabel(node), "from", from.String(), "to", to.String())
+	l.logger.Log(context.Background(), level, "slidelog: circuit breaker", args...)
 }
 
 // errorReason names an error returned instead of a decision, for metrics.

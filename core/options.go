@@ -211,7 +211,9 @@ func WithName(name string) Option {
 }
 
 // WithLogger sets where the limiter logs warnings, such as an evicting
-// maxmemory-policy or a breaker opening (default slog.Default()).
+// maxmemory-policy, a breaker opening, or a store node's decisions going
+// to the failure mode, each with its cause (at most one record per node
+// every 10 seconds while the failures last) (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if l == nil {
