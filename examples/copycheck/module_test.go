@@ -2,6 +2,8 @@ package copycheck_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // repoRoot is the repository root, seen from this package's directory.
@@ -116,7 +119,7 @@ func readModFile(path string) (*modFile, error) {
 
 // buildAll builds many programs and fragments with one go build: it
 // writes each set of files into a directory of its own (its key) of one
-// new module in a temporary directory, outside the workspace, and runs go
+// new module in a directory of its own (buildDir), outside the workspace, and runs go
 // build -json ./... there, so that the module is loaded and each
 // dependency checked once, not once per set. A program (package main) is
 // built as a package of another name, which type-checks it as fully but
@@ -129,7 +132,7 @@ func buildAll(t *testing.T, sets map[string]map[string][]byte) (map[string]strin
 	if err != nil {
 		return nil, fmt.Errorf("module template: %w", err)
 	}
-	dir := t.TempDir()
+	dir := buildDir(t)
 	for name, data := range map[string][]byte{"go.mod": m.mod, "go.sum": m.sum} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return nil, err
@@ -191,6 +194,40 @@ func buildAll(t *testing.T, sets map[string]map[string][]byte) (map[string]strin
 		}
 	}
 	return out, nil
+}
+
+// buildDir returns an empty directory for buildAll's module: the same one
+// on every run of the test in this checkout, under the user's cache
+// directory, so that go build finds the blocks that did not change in its
+// cache (its keys include a package's directory); a temporary directory
+// when that one is in use by another run, or there is no cache directory.
+func buildDir(t *testing.T) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	root, rerr := filepath.Abs(repoRoot)
+	if err != nil || rerr != nil {
+		return t.TempDir()
+	}
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(cache, "slidelog-copycheck", hex.EncodeToString(sum[:6]), t.Name())
+	lock := dir + ".lock"
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return t.TempDir()
+	}
+	if fi, err := os.Stat(lock); err == nil && time.Since(fi.ModTime()) > time.Hour {
+		_ = os.Remove(lock) // left by a run that was killed
+	}
+	if err := os.Mkdir(lock, 0o755); err != nil {
+		return t.TempDir() // another run builds there now
+	}
+	t.Cleanup(func() { _ = os.Remove(lock) })
+	if err := os.RemoveAll(dir); err != nil {
+		return t.TempDir()
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return t.TempDir()
+	}
+	return dir
 }
 
 // mainClause is a program's package clause, renamed by buildAll.
