@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -24,41 +25,47 @@ const causeLogMaxNodes = 1024
 // causeLog remembers, per store node, the latest error of a store call and
 // when the limiter last logged that the node's decisions went to the
 // failure mode, so that the breaker's and the failure mode's log records
-// say why, without one record per decision.
+// say why, without one record per decision. It takes no lock on a
+// decision's path: a failing node's decisions (all of them go to the
+// failure mode) must not queue on one another.
 type causeLog struct {
-	mu    sync.Mutex
-	nodes map[string]*nodeCause
+	nodes sync.Map // node -> *nodeCause
+	count atomic.Int64
 }
 
 type nodeCause struct {
-	last     error     // the latest telling store error on the node
-	lastAt   time.Time // when it was noted
-	logged   time.Time // when a failover of the node was last logged
-	failures int       // failovers since
+	last     atomic.Pointer[noted] // the latest telling store error on the node
+	logged   atomic.Int64          // when a failover of the node was last logged (Unix ns)
+	failures atomic.Int64          // failovers since
+}
+
+type noted struct {
+	err error
+	at  time.Time
+}
+
+func newCauseLog() *causeLog { return &causeLog{} }
+
+func (c *causeLog) node(n string) *nodeCause {
+	if nc, ok := c.nodes.Load(n); ok {
+		return nc.(*nodeCause)
+	}
+	if c.count.Add(1) > causeLogMaxNodes {
+		c.nodes.Clear()
+		c.count.Store(1)
+	}
+	nc, _ := c.nodes.LoadOrStore(n, &nodeCause{})
+	return nc.(*nodeCause)
 }
 
 // keep records err as the node's cause, unless it says less than a recent
 // one: a client that fails to authenticate answers WRONGPASS once, then
 // errors that name no cause ("redis: unexpected type=<nil> for Slice").
 func (nc *nodeCause) keep(err error, now time.Time) {
-	if nc.last != nil && causeKind(err) == "error" && causeKind(nc.last) != "error" && now.Sub(nc.lastAt) < causeLogEvery {
+	if last := nc.last.Load(); last != nil && causeKind(err) == "error" && causeKind(last.err) != "error" && now.Sub(last.at) < causeLogEvery {
 		return
 	}
-	nc.last, nc.lastAt = err, now
-}
-
-func newCauseLog() *causeLog { return &causeLog{nodes: map[string]*nodeCause{}} }
-
-func (c *causeLog) node(n string) *nodeCause {
-	nc := c.nodes[n]
-	if nc == nil {
-		if len(c.nodes) >= causeLogMaxNodes {
-			clear(c.nodes)
-		}
-		nc = &nodeCause{}
-		c.nodes[n] = nc
-	}
-	return nc
+	nc.last.Store(&noted{err, now})
 }
 
 // note records err, a store call's error on node, as its latest cause.
@@ -67,10 +74,7 @@ func (c *causeLog) note(node string, err error) {
 	if c == nil || err == nil {
 		return
 	}
-	now := time.Now()
-	c.mu.Lock()
-	c.node(node).keep(err, now)
-	c.mu.Unlock()
+	c.node(node).keep(err, time.Now())
 }
 
 // cause returns the latest store error on node, or nil.
@@ -78,10 +82,10 @@ func (c *causeLog) cause(node string) error {
 	if c == nil {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if nc := c.nodes[node]; nc != nil {
-		return nc.last
+	if nc, ok := c.nodes.Load(node); ok {
+		if last := nc.(*nodeCause).last.Load(); last != nil {
+			return last.err
+		}
 	}
 	return nil
 }
@@ -96,23 +100,24 @@ func (l *Limiter) logFailover(node, reason string, err error) {
 		return
 	}
 	now := time.Now()
-	c.mu.Lock()
 	nc := c.node(node)
-	nc.failures++
+	nc.failures.Add(1)
 	if !isBreakerOpen(err) {
 		nc.keep(err, now)
 	}
-	if !nc.logged.IsZero() && now.Sub(nc.logged) < causeLogEvery {
-		c.mu.Unlock()
+	logged := nc.logged.Load()
+	if logged != 0 && now.UnixNano()-logged < int64(causeLogEvery) || !nc.logged.CompareAndSwap(logged, now.UnixNano()) {
 		return
 	}
-	failures, cause := nc.failures, nc.last
-	nc.logged, nc.failures = now, 0
-	c.mu.Unlock()
+	failures := nc.failures.Swap(0)
+	var cause error
+	if last := nc.last.Load(); last != nil {
+		cause = last.err
+	}
 	l.logger.LogAttrs(context.Background(), slog.LevelWarn, "slidelog: store decisions go to the failure mode",
 		slog.String("limiter", l.name), slog.String("node", nodeLabel(node)), slog.String("mode", l.mode.String()),
 		slog.String("reason", reason), slog.String("cause", causeKind(cause)), slog.Any("error", cause),
-		slog.Int("decisions", failures))
+		slog.Int64("decisions", failures))
 }
 
 // breakerCause returns the attributes that say why node's breaker opened.
