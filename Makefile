@@ -79,12 +79,8 @@ cluster-up: ## start standalone Redis :6399 + Redis Cluster :7100-7105 (reuses a
 cluster-down: ## stop the Redis rig started by cluster-up / test
 	@scripts/redis-rig.sh down
 
-demo: ## run the demo for FRAMEWORK (default chi)
-	@if [ -d "examples/$(FRAMEWORK)" ] && [ -f scripts/demo.sh ]; then \
-		bash scripts/demo.sh "$(FRAMEWORK)"; \
-	else \
-		echo "demo arrives with the adapters issue (no examples/$(FRAMEWORK) or scripts/demo.sh yet)"; \
-	fi
+demo: ## run the demo for FRAMEWORK (default chi; or gin, echo, echov5, fiber, grpc, connect)
+	@bash scripts/demo.sh "$(FRAMEWORK)"
 
 bench: ## run the benchmarks (scripts/bench.sh)
 	@if [ -f scripts/bench.sh ]; then bash scripts/bench.sh; else echo "scripts/bench.sh is not there yet"; fi

@@ -79,6 +79,10 @@
 // request: memory per key is bounded whatever the limit, and the window is
 // still never exceeded, at the price of some utilisation.
 //
+// WithPolicyFunc chooses the policies of each decision instead, such as a
+// customer's plan looked up from the context: a key's log stays the same
+// across plans, so a change of plan neither resets nor forgets its usage.
+//
 // # Failures
 //
 // When the store cannot decide (Redis down, failing over, answering

@@ -62,4 +62,9 @@ var (
 	// a denial, a zero Result, a decision of the deny cache, or an
 	// admission of FailOpen, which recorded nothing anywhere.
 	ErrNotRefundable = errors.New("slidelog: result cannot be refunded")
+
+	// ErrPolicyFunc reports that the limiter's policy function
+	// (WithPolicyFunc) failed, so no policies and no decision: it wraps
+	// the function's error.
+	ErrPolicyFunc = errors.New("slidelog: policy func failed")
 )

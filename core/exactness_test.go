@@ -246,7 +246,7 @@ func TestExactnessChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 60, Window: time.Second})
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 60, Window: time.Second}, slidelog.WithName("p"))
 	if err != nil {
 		t.Fatal(err)
 	}

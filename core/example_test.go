@@ -114,3 +114,46 @@ func Example_thirdPartyStore() {
 	// true 0 list
 	// false 0 list
 }
+
+func ExampleWithPolicyFunc() {
+	store := memstore.New()
+	defer store.Close()
+	// Plans, as a database would give them: a key's plan may change at
+	// any time, and its usage carries over.
+	var mu sync.Mutex
+	plan := map[string]string{"acct:1": "free"}
+	limits := map[string][]slidelog.Policy{
+		"free": {slidelog.PerMinute(2)},
+		"pro":  {slidelog.PerMinute(5)},
+	}
+	limiter, err := slidelog.New(store, slidelog.PerMinute(1), // for keys without a plan
+		slidelog.WithName("api"),
+		slidelog.WithPolicyFunc(func(_ context.Context, key string) ([]slidelog.Policy, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return limits[plan[key]], nil // nil: the limiter's own policy
+		}))
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	ctx := context.Background()
+	for i := range 3 {
+		res, _ := limiter.Allow(ctx, "acct:1")
+		fmt.Printf("free %d: allowed=%v %d/%d left\n", i+1, res.Allowed, res.Remaining, res.Limit)
+	}
+	mu.Lock()
+	plan["acct:1"] = "pro"
+	mu.Unlock()
+	res, _ := limiter.Allow(ctx, "acct:1")
+	fmt.Printf("pro: allowed=%v %d/%d left\n", res.Allowed, res.Remaining, res.Limit)
+	res, _ = limiter.Allow(ctx, "acct:2")
+	fmt.Printf("no plan: allowed=%v %d/%d left\n", res.Allowed, res.Remaining, res.Limit)
+	// Output:
+	// free 1: allowed=true 1/2 left
+	// free 2: allowed=true 0/2 left
+	// free 3: allowed=false 0/2 left
+	// pro: allowed=true 2/5 left
+	// no plan: allowed=true 0/1 left
+}

@@ -19,6 +19,9 @@ type fallback struct {
 	minLimit int
 	maxKeys  int
 	start    time.Time
+	// divideBy, when not zero, makes the fallback enforce each request's
+	// own policies divided by it (WithPolicyFunc) instead of policies.
+	divideBy int
 
 	mu     sync.Mutex // serialises creation and close of the table
 	table  atomic.Pointer[memlog.Table]
@@ -72,11 +75,20 @@ func (f *fallback) take(ctx context.Context, req Request) (Result, Request, erro
 	if err := ctx.Err(); err != nil {
 		return Result{}, req, err
 	}
-	req.Policies = f.policies
-	req.Cost = min(req.Cost, f.minLimit)
+	policies, windows, minLimit := f.policies, f.windows, f.minLimit
+	if f.divideBy > 0 {
+		policies = dividedPolicies(req.Policies, f.divideBy)
+		windows = windowsOf(policies)
+		minLimit = policies[0].Limit
+		for _, p := range policies {
+			minLimit = min(minLimit, p.Limit)
+		}
+	}
+	req.Policies = policies
+	req.Cost = min(req.Cost, minLimit)
 	var res Result
 	r := f.request(req)
-	local := localTable{table: t, clock: f, policies: f.policies, windows: f.windows, source: SourceFallback}
+	local := localTable{table: t, clock: f, policies: policies, windows: windows, source: SourceFallback}
 	local.decide(&res, &r)
 	return res, req, nil
 }

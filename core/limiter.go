@@ -45,6 +45,7 @@ type Limiter struct {
 	store        Store
 	policies     []Policy
 	minLimit     int
+	policyFunc   func(context.Context, string) ([]Policy, error) // WithPolicyFunc
 	maxKeyLength int
 	closed       atomic.Bool
 
@@ -53,6 +54,7 @@ type Limiter struct {
 	openTimeout time.Duration
 	fallback    *fallback
 	breakers    *breakers
+	causes      *causeLog // why store calls fail, for the log (causelog.go)
 	deny        *denyCache
 	metrics     *observers
 	router      Router // the store, when it is spread over nodes
@@ -107,6 +109,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		names[p.String()] = true
 		minLimit = min(minLimit, p.Limit)
 	}
+	named := cfg.name != ""
 	cfg.resolveResilience()
 	release, err := claimName(store, cfg.name)
 	if err != nil {
@@ -118,7 +121,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		}
 	}()
 	l := &Limiter{
-		store: store, policies: cfg.policies, minLimit: minLimit, maxKeyLength: cfg.maxKeyLength,
+		store: store, policies: cfg.policies, minLimit: minLimit, policyFunc: cfg.policyFunc, maxKeyLength: cfg.maxKeyLength,
 		name: cfg.name, mode: cfg.failureMode, openTimeout: cfg.breaker.OpenTimeout,
 		logger: cfg.logger, release: release,
 	}
@@ -135,8 +138,14 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	}
 	l.router, _ = store.(Router)
 	l.namespace = l.name
+	if !named {
+		l.namespace = defaultNamespace(l.name, l.local)
+	}
 	if l.mode == FailFallback && !l.local {
 		l.fallback = newFallback(cfg.fallbackPolicyList(), cfg.fallbackMaxKeys)
+		if cfg.policyFunc != nil && cfg.fallbackPolicies == nil {
+			l.fallback.divideBy = cfg.fallbackInstances
+		}
 		if rec, ok := store.(Recorder); ok {
 			l.recorder, l.journal = rec, newJournal()
 			l.flushCtx, l.flushCancel = context.WithCancel(context.Background())
@@ -148,13 +157,14 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if l.metrics, err = bindObservers(cfg.observers, l.name, l.sizes); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
-	if l.local && l.metrics == nil && l.deny == nil && memlog.DirectOf != nil {
+	if l.local && l.metrics == nil && l.deny == nil && l.policyFunc == nil && memlog.DirectOf != nil {
 		if m := memlog.DirectOf(store); m != nil {
 			l.direct = &localTable{table: m.Table, clock: m.Clock, policies: l.policies, windows: windowsOf(l.policies), source: l.source}
 			l.directClosed = m.Closed
 		}
 	}
 	if !l.local {
+		l.causes = newCauseLog()
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
 	}
 	return l, nil
@@ -171,7 +181,9 @@ func MustNew(store Store, policy Policy, opts ...Option) *Limiter {
 	return l
 }
 
-// Policies returns a copy of the limiter's policies, the first one first.
+// Policies returns a copy of the limiter's policies, the first one first:
+// with WithPolicyFunc, those of the keys for which the function returns
+// none.
 func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies...) }
 
 // Name returns the limiter's name, as used in metric labels and as the
@@ -179,7 +191,12 @@ func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies.
 func (l *Limiter) Name() string { return l.name }
 
 // Namespace returns the namespace the limiter gives its store with every
-// key (Request.Namespace): its name.
+// key (Request.Namespace): its name, given with WithName. Without
+// WithName, on a store that is not Local (such as Redis), it is the
+// program's path (the import path of its main package, such as
+// "example.com/shop/cmd/api"), ":" and the default name, so that two
+// programs sharing a Redis never share a budget by accident, while the
+// instances of one program do; on a Local store, the default name.
 func (l *Limiter) Namespace() string { return l.namespace }
 
 // Allow is AllowN(ctx, key, 1).
@@ -211,11 +228,16 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		l.metrics.error(errorReason(err))
 		return Result{}, err
 	}
-	if n < 1 || n > l.minLimit {
-		return Result{}, l.costError(n)
+	policies, minLimit, err := l.policiesFor(ctx, key)
+	if err != nil {
+		l.metrics.error(errorReason(err))
+		return Result{}, err
+	}
+	if n < 1 || n > minLimit {
+		return Result{}, costErrorFor(n, minLimit)
 	}
 	if l.deny != nil {
-		if res, ok := l.deny.get(key, n); ok {
+		if res, ok := l.deny.get(key, n); ok && (l.policyFunc == nil || samePolicies(&res, policies)) {
 			l.metrics.decision(res)
 			return res, nil
 		}
@@ -227,7 +249,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		// composite literal is built aside and copied, and the copy
 		// reads what was just written at another width, which stalls.
 		var req Request
-		req.Namespace, req.Key, req.Cost, req.Policies, req.ID = l.namespace, key, n, l.policies, rand.Uint64()
+		req.Namespace, req.Key, req.Cost, req.Policies, req.ID = l.namespace, key, n, policies, rand.Uint64()
 		res, err = l.store.Take(ctx, req)
 		if err != nil {
 			return Result{}, err
@@ -238,7 +260,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		}
 		return res, nil
 	}
-	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: l.policies, ID: rand.Uint64()}
+	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: policies, ID: rand.Uint64()}
 	sent := time.Now()
 	l.route(ctx, &req)
 	node := req.Route.Node
@@ -298,6 +320,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		l.metrics.error("closed")
 		return Result{}, ErrClosed
 	}
+	l.causes.note(node, err) // before done: the breaker may open on it
 	if done != nil {
 		if errors.Is(err, ErrDamagedKey) {
 			// One key's data, not the node: the breaker does not count it.
@@ -428,6 +451,7 @@ func (l *Limiter) record(ctx context.Context, e journalEntry, r Route) error {
 // failover decides req by the failure mode, because the store could not.
 func (l *Limiter) failover(ctx context.Context, req Request, reason string, cause error) (Result, error) {
 	l.metrics.failover(reason, l.mode)
+	l.logFailover(req.Route.Node, reason, cause)
 	var res Result
 	switch l.mode {
 	case FailOpen:
@@ -468,8 +492,8 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 // nothing was checked or recorded, so every policy reports no room left;
 // a denial asks the client to come back when the breaker probes again.
 func (l *Limiter) unchecked(req Request, allowed bool) Result {
-	states := make([]PolicyResult, len(l.policies))
-	for i, p := range l.policies {
+	states := make([]PolicyResult, len(req.Policies))
+	for i, p := range req.Policies {
 		st := PolicyResult{Policy: p, Allowed: allowed}
 		if !allowed {
 			st.RetryAfter = min(l.openTimeout, p.Window)
@@ -500,6 +524,9 @@ func (l *Limiter) Refund(ctx context.Context, res Result) error {
 		return err
 	}
 	req := Request{Namespace: l.namespace, Key: t.key, Cost: t.cost, Policies: l.policies, ID: t.id}
+	if l.policyFunc != nil {
+		req.Policies = policiesOf(&res) // the policies it was recorded under
+	}
 	if res.Source == SourceFallback {
 		if l.fallback == nil {
 			return ErrNotRefundable
@@ -608,10 +635,12 @@ func (l *Limiter) sizes() Gauges {
 func (l *Limiter) breakerChanged(node string, from, to gobreaker.State) {
 	l.metrics.breakerState(node, breakerState(to))
 	level := slog.LevelInfo
+	args := []any{"limiter", l.name, "node", nodeLabel(node), "from", from.String(), "to", to.String()}
 	if to == gobreaker.StateOpen {
 		level = slog.LevelWarn
+		args = append(args, l.breakerCause(node)...)
 	}
-	l.logger.Log(context.Background(), level, "slidelog: circuit breaker", "limiter", l.name, "node", nodeLabel(node), "from", from.String(), "to", to.String())
+	l.logger.Log(context.Background(), level, "slidelog: circuit breaker", args...)
 }
 
 // errorReason names an error returned instead of a decision, for metrics.

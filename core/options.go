@@ -1,6 +1,7 @@
 package slidelog
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 )
@@ -17,6 +18,7 @@ const defaultMaxKeyLength = 256
 
 type limiterConfig struct {
 	policies     []Policy
+	policyFunc   func(context.Context, string) ([]Policy, error)
 	maxKeyLength int
 	limiterResilience
 }
@@ -162,12 +164,19 @@ func WithObserver(o Observer) Option {
 }
 
 // WithName names the limiter in metric labels and log records, and keys
-// its logs in the store (Request.Namespace). The default is its policies'
-// names joined with "+", such as "per-second+per-hour". Limiters with the
-// same name on one Redis, in separate processes, share each key's budget
-// (the instances of one service should); within one process a second
-// open limiter with the same name on the same store fails New with
-// ErrNameTaken. The name stays when policies change, and so do the logs.
+// its logs in the store (Request.Namespace). Limiters with the same name
+// on one Redis, in separate processes, share each key's budget (the
+// instances of one service should); within one process a second open
+// limiter with the same name on the same store fails New with
+// ErrNameTaken. The name stays when policies change, and so do the logs:
+// name every limiter on a shared store.
+//
+// The default name is the policies' names joined with "+", such as
+// "per-second+per-hour". On a store shared between programs (one that is
+// not Local, such as Redis), the logs of a limiter without WithName are
+// also keyed by the program's path (see Limiter.Namespace): instances of
+// one program share them, two programs never do, and a program whose
+// main package moves starts new logs.
 func WithName(name string) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if name == "" {
@@ -179,7 +188,9 @@ func WithName(name string) Option {
 }
 
 // WithLogger sets where the limiter logs warnings, such as an evicting
-// maxmemory-policy or a breaker opening (default slog.Default()).
+// maxmemory-policy, a breaker opening, or a store node's decisions going
+// to the failure mode, each with its cause (at most one record per node
+// every 10 seconds while the failures last) (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if l == nil {

@@ -30,7 +30,10 @@ type Peeker interface {
 // counts until the end of its bucket has left the window, so usage can be
 // higher than the exact count by the admissions of at most one bucket.
 //
-// Peek fails with ErrInvalidKey, ErrClosed, the context's error,
+// With WithPolicyFunc, Peek reports the policies the function chooses for
+// key now.
+//
+// Peek fails with ErrInvalidKey, ErrClosed, ErrPolicyFunc, the context's error,
 // ErrUnavailable when the store cannot answer (no failure mode applies: a
 // usage read is never invented), and ErrInvalidOption when the store does
 // not implement Peeker.
@@ -42,5 +45,9 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("%w: store %T cannot report usage (it does not implement slidelog.Peeker)", ErrInvalidOption, l.store)
 	}
-	return p.Peek(ctx, Request{Namespace: l.namespace, Key: key, Cost: 1, Policies: l.policies})
+	policies, _, err := l.policiesFor(ctx, key)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.Peek(ctx, Request{Namespace: l.namespace, Key: key, Cost: 1, Policies: policies})
 }

@@ -2,6 +2,7 @@ package slidelog_test
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,4 +162,43 @@ func TestStoresAgree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDefaultNamespace: without WithName, a limiter on Redis keys its logs
+// by the program's path and its policies' names, so the instances of one
+// program share a budget and a program that names its limiter as another
+// program's default ("p") does not share it; on a memory store, which no
+// other program sees, the namespace is the name.
+func TestDefaultNamespace(t *testing.T) {
+	client := redistest.ClusterClient(t)
+	prefix := redistest.KeyPrefix(t, client)
+	p := slidelog.Policy{Name: "p", Limit: 2, Window: time.Minute}
+	var limiters []*slidelog.Limiter
+	for _, opts := range [][]slidelog.Option{nil, nil, {slidelog.WithName("p")}} {
+		s, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
+		require.NoError(t, err)
+		l, err := slidelog.New(s, p, opts...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		limiters = append(limiters, l)
+	}
+	// A test binary's main package is named after the package under test
+	// ("github.com/slidelog/slidelog/core.test").
+	ns := limiters[0].Namespace()
+	assert.True(t, strings.HasPrefix(ns, "github.com/slidelog/slidelog/core") && strings.HasSuffix(ns, ":p"),
+		"got namespace %q, want the program's path, a colon and p", ns)
+	assert.Equal(t, "p", limiters[0].Name(), "the name in metrics and logs stays the policies'")
+	assert.Equal(t, "p", limiters[2].Namespace())
+	for i, want := range []bool{true, true, false} {
+		res, err := limiters[i%2].Allow(t.Context(), "client")
+		require.NoError(t, err)
+		assert.Equal(t, want, res.Allowed, "call %d of two instances of one program", i+1)
+	}
+	res, err := limiters[2].Allow(t.Context(), "client")
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "got a limiter named %q denied by the budget of another program's default", "p")
+
+	mem := slidelog.MustNew(newMemoryStore(t), p)
+	t.Cleanup(func() { _ = mem.Close() })
+	assert.Equal(t, "p", mem.Namespace())
 }

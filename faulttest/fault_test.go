@@ -106,7 +106,9 @@ func newEnvViaWith(t *testing.T, c *cluster, px *proxies, p slidelog.Policy, sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts = append([]slidelog.Option{slidelog.WithObserver(prommetrics.New(e.reg))}, opts...)
+	// Named as masterOf computes its keys (the default name of a limiter on
+	// Redis also carries the program's path).
+	opts = append([]slidelog.Option{slidelog.WithName(p.String()), slidelog.WithObserver(prommetrics.New(e.reg))}, opts...)
 	e.l, err = slidelog.New(e.store, p, opts...)
 	if err != nil {
 		t.Fatal(err)

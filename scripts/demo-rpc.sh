@@ -46,6 +46,7 @@ go build -o "$TMP/client" "./$FRAMEWORK/client"
 
 if [[ -n "${SLIDELOG_REDIS_ADDRS:-}" ]]; then
   export SLIDELOG_KEY_PREFIX="${SLIDELOG_KEY_PREFIX:-slidelog-demo:$$:$(date +%s):}"
+  export SLIDELOG_KEY_SECRET="${SLIDELOG_KEY_SECRET:-slidelog-demo-$$}"
   echo "==> store: Redis at $SLIDELOG_REDIS_ADDRS (key prefix $SLIDELOG_KEY_PREFIX)"
 else
   echo "==> store: memory (set SLIDELOG_REDIS_ADDRS for Redis or a Redis Cluster)"

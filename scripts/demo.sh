@@ -28,7 +28,7 @@ REQUESTS="${DEMO_REQUESTS:-14}"
 case "$FRAMEWORK" in
   gin | echo | echov5 | chi | fiber) ;;
   grpc | connect) exec bash "$(dirname "${BASH_SOURCE[0]}")/demo-rpc.sh" "$FRAMEWORK" ;;
-  *) echo "usage: $0 [gin|echo|echov5|chi|fiber|grpc|connect]" >&2; exit 2 ;;
+  *) echo "demo: unknown framework \"$FRAMEWORK\"; want one of gin, echo, echov5, chi, fiber, grpc, connect" >&2; exit 2 ;;
 esac
 command -v go >/dev/null 2>&1 || { echo "demo: the Go toolchain (go) is not on PATH" >&2; exit 1; }
 

@@ -82,15 +82,45 @@ func TestKeyByRouteGlobal(t *testing.T) {
 		give string
 		want int
 	}{
-		{"/users/1", 200}, {"/users/2", 429}, {"/api/teams/1", 200}, {"/api/teams/2", 429}, {"/nowhere", 404},
+		{"/users/1", 200}, {"/users/2", 429}, {"/api/teams/1", 200}, {"/api/teams/2", 429}, {"/nowhere", 400},
 	} {
 		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
 		}
 	}
 	got := store.Identities()
-	if len(got) != 3 || got["r:/users/{id}"] != 2 || got["r:/api/teams/{id}"] != 2 || got["r:"] != 1 {
-		t.Errorf("identities: got %v, want r:/users/{id}, r:/api/teams/{id} twice and r: once", got)
+	if len(got) != 2 || got["r:/users/{id}"] != 2 || got["r:/api/teams/{id}"] != 2 {
+		t.Errorf("identities: got %v, want r:/users/{id} and r:/api/teams/{id} twice, none for the unrouted request", got)
+	}
+}
+
+// On a Go 1.22 http.ServeMux, ByRoute keys by Request.Pattern in
+// middleware that wraps each handler; wrapping the whole mux, which has
+// not routed yet, fails with ErrNoRoute (400), never one shared budget.
+func TestKeyByRouteServeMux(t *testing.T) {
+	store := slidelogtest.NewCountingStore(memstore.New())
+	mw := slidechi.Middleware(newLimiter(t, store, 1), httplimit.WithKeyFunc(httplimit.ByRoute()))
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	mux := http.NewServeMux()
+	mux.Handle("GET /items/{id}", mw(ok))
+	mux.Handle("GET /other/{id}", mw(ok))
+	whole := http.NewServeMux()
+	whole.Handle("GET /items/{id}", ok)
+	wrapped := slidechi.Middleware(newLimiter(t, memstore.New(), 1), httplimit.WithKeyFunc(httplimit.ByRoute()))(whole)
+	for _, tt := range []struct {
+		h    http.Handler
+		give string
+		want int
+	}{
+		{mux, "/items/1", 200}, {mux, "/items/2", 429}, {mux, "/other/1", 200}, {mux, "/other/2", 429},
+		{wrapped, "/items/1", 400}, {wrapped, "/items/2", 400},
+	} {
+		if got := serve(tt.h, tt.give, "192.0.2.1:1").Code; got != tt.want {
+			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+		}
+	}
+	if got := store.Identities(); len(got) != 2 || got["r:GET /items/{id}"] != 2 || got["r:GET /other/{id}"] != 2 {
+		t.Errorf("identities: got %v, want r:GET /items/{id} and r:GET /other/{id} twice", got)
 	}
 }
 

@@ -82,17 +82,11 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 }
 
 func defaultDenied(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
-	writeProblem(w, httplimit.DeniedProblem(res))
+	httplimit.WriteDenied(w, res)
 }
 
 func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
-	writeProblem(w, httplimit.ErrorProblem(err))
-}
-
-func writeProblem(w http.ResponseWriter, p httplimit.Problem) {
-	w.Header().Set("Content-Type", httplimit.ProblemContentType)
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(p.JSON())
+	httplimit.WriteError(w, err)
 }
 
 // request presents a net/http request to slidelog.
@@ -124,7 +118,8 @@ func (r *request) Path() string {
 
 // Route asks chi's root router which pattern the request matches, since
 // middleware added with r.Use runs before chi has routed the request.
-// Outside chi it is "".
+// Outside chi it is the pattern http.ServeMux matched (Request.Pattern),
+// "" until a mux has routed the request.
 func (r *request) Route() string {
 	if r.routeOK {
 		return r.route
@@ -132,7 +127,8 @@ func (r *request) Route() string {
 	r.routeOK = true
 	rctx := chi.RouteContext(r.r.Context())
 	if rctx == nil || rctx.Routes == nil {
-		return ""
+		r.route = r.r.Pattern
+		return r.route
 	}
 	path := r.r.URL.RawPath
 	if path == "" {

@@ -61,22 +61,27 @@ func TestKeyByContextValue(t *testing.T) {
 	}
 }
 
-// Under app.Use, ByRoute sees the Use prefix: every route shares one
-// identity (stricter, never looser); on a group it sees the group's
-// prefix, and on a route its pattern.
+// Under app.Use fiber has not matched the route: ByRoute fails with
+// ErrNoRoute (400), never one budget for every route; on a route it sees
+// the route's pattern.
 func TestKeyByRouteUse(t *testing.T) {
 	l := newLimiter(t, memstore.New(), 1)
 	r := fiber.New()
 	r.Use(slidefiber.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.Get("/users/:id", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
-	r.Get("/teams/:id", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
+	perRoute := slidefiber.Middleware(newLimiter(t, memstore.New(), 1), httplimit.WithKeyFunc(httplimit.ByRoute()))
+	r2 := fiber.New()
+	r2.Get("/users/:id", perRoute, func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
+	r2.Get("/teams/:id", perRoute, func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
 	for _, tt := range []struct {
+		app  *fiber.App
 		give string
 		want int
 	}{
-		{"/users/1", 200}, {"/users/2", 429}, {"/teams/1", 429},
+		{r, "/users/1", 400}, {r, "/users/2", 400},
+		{r2, "/users/1", 200}, {r2, "/users/2", 429}, {r2, "/teams/1", 200}, {r2, "/teams/2", 429},
 	} {
-		if got := serveApp(t, r, tt.give).Code; got != tt.want {
+		if got := serveApp(t, tt.app, tt.give).Code; got != tt.want {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
 		}
 	}

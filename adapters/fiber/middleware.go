@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -113,10 +114,24 @@ func (r *request) RemoteAddr() string       { return r.c.Context().RemoteAddr().
 func (r *request) Network() string          { return r.c.Context().RemoteAddr().Network() }
 func (r *request) Native() any              { return r.c }
 
-// Route is the path of the route the middleware was registered on: with
-// app.Use, the Use prefix; on a route or a group's route, its pattern.
-// Fiber has not matched the final route when app.Use middleware runs.
-func (r *request) Route() string { return strings.Clone(r.c.Route().Path) }
+// Route is the path of the route fiber is running: a route's pattern, or
+// "" under app.Use or a group's Use, whose path is only a prefix that
+// every route below it shares.
+func (r *request) Route() string {
+	rt := r.c.Route()
+	if rt == nil || isUse(rt) {
+		return ""
+	}
+	return strings.Clone(rt.Path)
+}
+
+// isUse reports whether rt was registered with Use, which fiber records
+// only in an unexported field of its Route (fiber v2 has no other way to
+// tell a prefix from a route's pattern).
+func isUse(rt *fiber.Route) bool {
+	f := reflect.ValueOf(rt).Elem().FieldByName("use")
+	return f.IsValid() && f.Kind() == reflect.Bool && f.Bool()
+}
 
 // Path is the path fiber routes on (c.Path(): the path as received, or
 // decoded with UnescapePath), never fasthttp's normalised URI path, which

@@ -68,6 +68,9 @@ func TestKeyByRouteGlobal(t *testing.T) {
 		want int
 	}{
 		{"/users/1", 200}, {"/users/2", 429}, {"/teams/1", 200},
+		// No route: ErrNoRoute (400), never one budget shared by every
+		// unrouted request.
+		{"/nowhere", 400}, {"/elsewhere", 400},
 	} {
 		if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
 			t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)

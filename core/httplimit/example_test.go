@@ -2,9 +2,11 @@ package httplimit_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -62,3 +64,51 @@ func (s exampleSource) Header(name string) []string { return s.r.Header.Values(n
 func (s exampleSource) RemoteAddr() string          { return s.r.RemoteAddr }
 func (s exampleSource) Value(key any) any           { return s.r.Context().Value(key) }
 func (s exampleSource) Native() any                 { return s.r }
+
+// A login endpoint limits attempts per username, which is in the request's
+// body: the handler decides on its own and answers as the middleware
+// would, with the same header fields and 429.
+func ExampleWriteDenied() {
+	store := memstore.New()
+	defer store.Close()
+	logins, err := slidelog.New(store, slidelog.Policy{Name: "logins", Limit: 2, Window: 15 * time.Minute}, slidelog.WithName("login"))
+	if err != nil {
+		panic(err)
+	}
+	defer logins.Close()
+
+	login := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Username, Password string }
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || body.Username == "" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		res, err := logins.Allow(r.Context(), "user:"+strings.ToLower(body.Username))
+		if err != nil {
+			httplimit.WriteError(w, err) // 400 for a username too long, 503 when no decision was made
+			return
+		}
+		httplimit.SetHeader(w.Header(), httplimit.HeaderFields(httplimit.HeadersIETF, res))
+		if !res.Allowed {
+			httplimit.WriteDenied(w, res)
+			return
+		}
+		// ... check the password ...
+		http.Error(w, "wrong password", http.StatusUnauthorized)
+	})
+
+	for _, name := range []string{"ada", "Ada", "ADA", "bob"} {
+		rec := httptest.NewRecorder()
+		login.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(`{"username":"`+name+`","password":"x"}`)))
+		fmt.Printf("%s %d RateLimit: %s Retry-After: %q\n", name, rec.Code, rec.Header().Get("RateLimit"), rec.Header().Get("Retry-After"))
+		if rec.Code == http.StatusTooManyRequests {
+			fmt.Println(rec.Header().Get("Content-Type"), strings.TrimSpace(rec.Body.String()))
+		}
+	}
+	// Output:
+	// ada 401 RateLimit: "logins";r=1;t=900 Retry-After: ""
+	// Ada 401 RateLimit: "logins";r=0;t=900 Retry-After: ""
+	// ADA 429 RateLimit: "logins";r=0;t=900 Retry-After: "900"
+	// application/problem+json {"type":"https://github.com/slidelog/slidelog/blob/main/docs/problems.md#rate-limited","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded; retry after 900 seconds.","violated-policies":["logins"]}
+	// bob 401 RateLimit: "logins";r=1;t=900 Retry-After: ""
+}

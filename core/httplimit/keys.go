@@ -167,12 +167,24 @@ func identityOf(v any) (string, error) {
 
 // ByRoute keys requests by the pattern of the route the framework matched
 // ("r:/users/:id"), never by the raw path, so /users/1 and /users/2 share
-// one identity. Requests that matched no route share the identity "r:".
-// Combine it with ByClientIP in Composite for a per-client, per-route
-// limit.
+// one identity. Every adapter knows the pattern: chi's route (found even
+// under r.Use, before chi routes), http.ServeMux's Request.Pattern (Go
+// 1.22; set once the mux has routed, so wrap each handler the mux
+// serves, not the mux), gin's FullPath, echo's Path, fiber's route (on a
+// route or its handlers, not under app.Use or a group's Use, which run
+// before fiber knows the route), the gRPC full method and the Connect
+// procedure. Where the pattern is not known, or no route matched (a 404),
+// ByRoute fails with ErrNoRoute, answered 400, never one budget shared by
+// every route; FirstOf(ByRoute(), ByClientIP()) keys those requests by
+// client instead. Combine it with ByClientIP in Composite for a
+// per-client, per-route limit.
 func ByRoute() KeyFunc {
 	return func(r *Request) (string, error) {
-		return "r:" + r.Route(), nil
+		route := r.Route()
+		if route == "" {
+			return "", ErrNoRoute
+		}
+		return "r:" + route, nil
 	}
 }
 

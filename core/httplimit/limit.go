@@ -16,10 +16,12 @@ import (
 // which holds one; an Engine is for writing an adapter. It is safe for
 // concurrent use.
 //
-// Limiters with different policies on one store, such as per-route
-// limits, never share a log. Limiters with identical policies do share
-// one: for separate budgets on two routes, name their policies
-// differently or key by route.
+// A limiter's logs are keyed by its name (slidelog.WithName), not its
+// policies: limiters with different names on one store, such as
+// per-route limits, never share a log, and a second open limiter with the
+// name of another on the same store fails slidelog.New with
+// slidelog.ErrNameTaken. For separate budgets on two routes, give each
+// route's limiter its own name, or key one limiter by route (ByRoute).
 type Engine struct {
 	limiter *slidelog.Limiter
 	cfg     config
@@ -188,10 +190,9 @@ func (e *Engine) Check(src Source) (d *Decision) {
 		d.Outcome = OutcomeError
 	case !d.Result.Allowed:
 		d.Outcome = OutcomeDenied
-		d.Header = appendRateLimitHeaders(d.Header, e.cfg.headers, d.Result)
-		d.Header = append(d.Header, HeaderField{Name: "Retry-After", Value: retryAfterSeconds(d.Result.RetryAfter)})
+		d.Header = HeaderFields(e.cfg.headers, d.Result) // Retry-After last
 	default:
-		d.Header = appendRateLimitHeaders(d.Header, e.cfg.headers, d.Result)
+		d.Header = HeaderFields(e.cfg.headers, d.Result)
 		d.refund = e.cfg.refund
 	}
 	if e.cfg.shadow && d.Outcome != OutcomeNext {
@@ -268,6 +269,12 @@ var ErrMisconfigured = errors.New("httplimit: misconfigured")
 // (no such header, no value in the context). FirstOf moves on to its next
 // key function on it. It wraps slidelog.ErrInvalidKey.
 var ErrNoKey = fmt.Errorf("%w: no identity in request", slidelog.ErrInvalidKey)
+
+// ErrNoRoute reports a request for which ByRoute knows no route pattern:
+// no route matched, or the adapter cannot see the router's pattern (see
+// ByRoute). It wraps ErrNoKey, so FirstOf moves on from it, and is
+// answered with 400.
+var ErrNoRoute = fmt.Errorf("%w: no route pattern for request", ErrNoKey)
 
 // ErrIdentityTooLong reports an identity longer than the limiter's maximum
 // key length; it is answered with 431. It wraps slidelog.ErrInvalidKey.

@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -141,8 +142,10 @@ func TestLimiterNamespaces(t *testing.T) {
 	check(short, true)
 	check(long, true)
 	check(long, false)
-	if short.Namespace() != "short" || long.Namespace() != "long" {
-		t.Errorf("namespaces %q and %q: want the limiters' names", short.Namespace(), long.Namespace())
+	// The counting store is not Local: the default namespaces carry the
+	// program's path before the names.
+	if !strings.HasSuffix(short.Namespace(), ":short") || !strings.HasSuffix(long.Namespace(), ":long") {
+		t.Errorf("namespaces %q and %q: want the limiters' names after the program's path", short.Namespace(), long.Namespace())
 	}
 }
 
@@ -296,5 +299,46 @@ func TestHandlers(t *testing.T) {
 	}
 	if e, _ := httplimit.New(l, httplimit.WithRefundOnServerError()); !e.RefundsOnServerError() {
 		t.Error("RefundsOnServerError with the option: got false")
+	}
+}
+
+// With a policy func, the header fields and the 429 name the policies
+// applied to each request: its plan's.
+func TestPolicyFuncHeaders(t *testing.T) {
+	store, _ := newMemory(t)
+	l, err := slidelog.New(store, slidelog.PerMinute(1), slidelog.WithName("plans"),
+		slidelog.WithPolicyFunc(func(_ context.Context, key string) ([]slidelog.Policy, error) {
+			if key == "ip:192.0.2.9" {
+				return []slidelog.Policy{slidelog.PerMinute(5), slidelog.PerDay(50)}, nil
+			}
+			return nil, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	e, err := httplimit.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := func(d *httplimit.Decision, name string) string {
+		for _, f := range d.Header {
+			if f.Name == name {
+				return f.Value
+			}
+		}
+		return ""
+	}
+	d := e.Check(newSource("192.0.2.9:1"))
+	if got, want := header(d, "RateLimit-Policy"), `"per-minute";q=5;w=60, "per-day";q=50;w=86400`; got != want {
+		t.Errorf("pro plan: RateLimit-Policy %q, want %q", got, want)
+	}
+	if got, want := header(d, "RateLimit"), `"per-minute";r=4;t=60, "per-day";r=49;t=86400`; got != want {
+		t.Errorf("pro plan: RateLimit %q, want %q", got, want)
+	}
+	e.Check(newSource("192.0.2.1:1"))
+	d = e.Check(newSource("192.0.2.1:1"))
+	if d.Outcome != httplimit.OutcomeDenied || header(d, "RateLimit-Policy") != `"per-minute";q=1;w=60` {
+		t.Errorf("no plan, second request: got %v %q, want denied under the limiter's own policy", d.Outcome, header(d, "RateLimit-Policy"))
 	}
 }

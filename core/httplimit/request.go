@@ -26,7 +26,8 @@ type Source interface {
 	// the router will serve as that path.
 	Path() string
 	// Route is the pattern of the route the framework matched, such as
-	// "/users/:id", or "" when it has not matched one.
+	// "/users/:id", or "" when it matched none or the adapter cannot know
+	// it (ByRoute then fails with ErrNoRoute).
 	Route() string
 	// Header returns every value of the named header field, in order,
 	// whatever the case of the name in the request or in the call.

@@ -64,6 +64,53 @@ type HeaderField struct {
 	Append bool
 }
 
+// HeaderFields returns the header fields the middleware sends with the
+// decision res in style: the rate-limit fields, and on a denial
+// Retry-After (whole seconds, rounded up), last. A handler that decides on
+// its own (say a login keyed by the username in its body) sends what the
+// middleware would with SetHeader, then WriteDenied on a denial:
+//
+//	res, err := limiter.Allow(r.Context(), "login:"+username)
+//	if err != nil {
+//		httplimit.WriteError(w, err)
+//		return
+//	}
+//	httplimit.SetHeader(w.Header(), httplimit.HeaderFields(httplimit.HeadersIETF, res))
+//	if !res.Allowed {
+//		httplimit.WriteDenied(w, res)
+//		return
+//	}
+func HeaderFields(style HeaderStyle, res slidelog.Result) []HeaderField {
+	h := appendRateLimitHeaders(nil, style, res)
+	if !res.Allowed {
+		h = append(h, HeaderField{Name: "Retry-After", Value: retryAfterSeconds(res.RetryAfter)})
+	}
+	return h
+}
+
+// WriteDenied writes the middleware's default answer to the denial res:
+// status 429 with the problem body DeniedProblem(res). Set the header
+// fields first (SetHeader, HeaderFields), as the header is sent with the
+// status.
+func WriteDenied(w http.ResponseWriter, res slidelog.Result) {
+	WriteProblem(w, DeniedProblem(res))
+}
+
+// WriteError writes the middleware's default answer to a request no
+// decision could be made on because of err: ErrorProblem(err)'s status
+// and body, never err's text.
+func WriteError(w http.ResponseWriter, err error) {
+	WriteProblem(w, ErrorProblem(err))
+}
+
+// WriteProblem writes p as the response: Content-Type
+// ProblemContentType, p.Status, and p as JSON.
+func WriteProblem(w http.ResponseWriter, p Problem) {
+	w.Header().Set("Content-Type", ProblemContentType)
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(p.JSON())
+}
+
 func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Result) []HeaderField {
 	switch style {
 	case HeadersIETF:
@@ -221,9 +268,10 @@ func DeniedProblem(res slidelog.Result) Problem {
 // ErrorProblem returns the body for a request the middleware could not
 // decide on, with a generic detail: 400 for an identity wrapping
 // slidelog.ErrInvalidKey, 431 for ErrIdentityTooLong, 500 for a server-side
-// misconfiguration (slidelog.ErrInvalidCost, slidelog.ErrInvalidOption, ErrMisconfigured), and
-// 503 for everything else (the store was unavailable, the context ended,
-// the limiter was closed). The error's text is never part of the body.
+// misconfiguration (slidelog.ErrInvalidCost, slidelog.ErrInvalidPolicy (a
+// policy func's), slidelog.ErrInvalidOption, ErrMisconfigured), and 503 for
+// everything else (the store was unavailable, a policy func failed, the
+// context ended, the limiter was closed). The error's text is never part of the body.
 func ErrorProblem(err error) Problem {
 	switch {
 	case errors.Is(err, ErrIdentityTooLong):
@@ -240,7 +288,7 @@ func ErrorProblem(err error) Problem {
 			Status: http.StatusBadRequest,
 			Detail: "This request carries no valid client identity.",
 		}
-	case errors.Is(err, slidelog.ErrInvalidCost), errors.Is(err, slidelog.ErrInvalidOption), errors.Is(err, ErrMisconfigured):
+	case errors.Is(err, slidelog.ErrInvalidCost), errors.Is(err, slidelog.ErrInvalidPolicy), errors.Is(err, slidelog.ErrInvalidOption), errors.Is(err, ErrMisconfigured):
 		return Problem{
 			Type:   "about:blank",
 			Title:  "Internal Server Error",

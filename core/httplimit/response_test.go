@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +166,53 @@ func TestSetHeaderDistinctPolicyNames(t *testing.T) {
 		[]string{`"a\"b, c";q=2;w=2`})
 	if got[0].Value != `"a\"b, c-2";q=1;w=1` {
 		t.Errorf("escaped name: got %s", got[0].Value)
+	}
+}
+
+func TestHeaderFieldsAndWriters(t *testing.T) {
+	p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Minute}
+	denied := slidelog.NewResult([]slidelog.PolicyResult{{Policy: p, Remaining: 0, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Minute}}, "memory")
+	allowed := slidelog.NewResult([]slidelog.PolicyResult{{Policy: p, Allowed: true, Remaining: 4, ResetAfter: time.Minute}}, "memory")
+	tests := []struct {
+		name  string
+		style httplimit.HeaderStyle
+		res   slidelog.Result
+		want  []httplimit.HeaderField
+	}{
+		{"ietf denied", httplimit.HeadersIETF, denied, []httplimit.HeaderField{
+			{Name: "RateLimit-Policy", Value: `"p";q=5;w=60`, Append: true},
+			{Name: "RateLimit", Value: `"p";r=0;t=60`, Append: true},
+			{Name: "Retry-After", Value: "2"}}},
+		{"legacy allowed", httplimit.HeadersLegacy, allowed, []httplimit.HeaderField{
+			{Name: "X-RateLimit-Limit", Value: "5"}, {Name: "X-RateLimit-Remaining", Value: "4"}, {Name: "X-RateLimit-Reset", Value: "60"}}},
+		{"none denied", httplimit.HeadersNone, denied, []httplimit.HeaderField{{Name: "Retry-After", Value: "2"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := httplimit.HeaderFields(tt.style, tt.res); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	rec := httptest.NewRecorder()
+	httplimit.WriteDenied(rec, denied)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Content-Type") != httplimit.ProblemContentType ||
+		!strings.Contains(rec.Body.String(), `"violated-policies":["p"]`) {
+		t.Errorf("WriteDenied: got %d %q %s, want 429 problem+json naming p", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+	}
+	for _, tt := range []struct {
+		give error
+		want int
+	}{
+		{fmt.Errorf("%w: plans: dial tcp 10.0.0.9:5432", slidelog.ErrPolicyFunc), http.StatusServiceUnavailable},
+		{fmt.Errorf("%w: limit 0", slidelog.ErrInvalidPolicy), http.StatusInternalServerError},
+		{httplimit.ErrNoKey, http.StatusBadRequest},
+	} {
+		rec := httptest.NewRecorder()
+		httplimit.WriteError(rec, tt.give)
+		if rec.Code != tt.want || strings.Contains(rec.Body.String(), "10.0.0.9") {
+			t.Errorf("WriteError(%v): got %d %s, want %d without the error's text", tt.give, rec.Code, rec.Body, tt.want)
+		}
 	}
 }

@@ -8,6 +8,9 @@
 // one built with http.NewRequest gets one at all), Clock with
 // memstore.WithClock moves a store's time by hand, and
 // ParseRateLimitHeaders, AssertRateLimited and AssertAdmitted read and
-// check the rate-limit header fields of a response. docs/testing.md has
-// complete tests for chi and gin.
+// check the rate-limit header fields of a response. For gRPC and Connect
+// services, which are keyed by the client's address, NewPeerListener wraps
+// a test listener (grpc-go's bufconn, an httptest server's) so that each
+// test client dials from an address of its own. docs/testing.md has
+// complete tests for chi, gin, fiber, gRPC and Connect.
 package slidelogtest

@@ -42,8 +42,9 @@ func snippetPages(t *testing.T) []string {
 }
 
 // TestDocSnippets builds every ```go block of README.md and docs/*.md,
-// each in a new module of its own (see build), exactly as the page gives
-// it, and fails naming the page, the block's number and its line.
+// each in a package of its own of one new module outside the workspace
+// (see buildAll), exactly as the page gives it, and fails naming the page,
+// the block's number and its line.
 //
 // A block whose first line is a package clause is a complete program and
 // is built as it stands. Any other block must be a fragment that says what
@@ -72,37 +73,54 @@ func snippetPages(t *testing.T) []string {
 // ("v, _ := f()"): the error an example throws away is one its reader
 // never sees.
 func TestDocSnippets(t *testing.T) {
+	type job struct {
+		name  string
+		code  string
+		files map[string][]byte
+		err   error
+	}
+	var jobs []*job
+	sets := map[string]map[string][]byte{}
 	for _, page := range snippetPages(t) {
 		text, err := os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(page)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocks := goBlocks(string(text))
 		var quickStart []string // names main of the nearest program above declares
-		for i, b := range blocks {
+		for i, b := range goBlocks(string(text)) {
 			if names, ok := mainNames(b.code); ok {
 				quickStart = names
 			}
-			name := fmt.Sprintf("%s block %d (line %d)", page, i+1, b.line)
-			qs := quickStart
-			t.Run(strings.ReplaceAll(fmt.Sprintf("%s/%d", page, i+1), "/", "_"), func(t *testing.T) {
-				t.Parallel()
-				if d := discardedErrors(b.code); len(d) > 0 {
-					t.Errorf("%s discards an error: %s", name, strings.Join(d, "; "))
-				}
-				files, err := snippetFiles(b.code, qs)
-				if err != nil {
-					t.Fatalf("%s: %v\n%s", name, err, numbered([]byte(b.code)))
-				}
-				if out, err := build(t, files); err != nil {
-					var src strings.Builder
-					for _, f := range slices.Sorted(maps.Keys(files)) {
-						fmt.Fprintf(&src, "--- %s\n%s", f, numbered(files[f]))
-					}
-					t.Errorf("%s does not build: %v\n%s\n%s", name, err, out, src.String())
-				}
-			})
+			j := &job{name: fmt.Sprintf("%s block %d (line %d)", page, i+1, b.line), code: b.code}
+			j.files, j.err = snippetFiles(b.code, quickStart)
+			if j.err == nil {
+				sets[fmt.Sprintf("b%03d", len(jobs))] = j.files
+			}
+			jobs = append(jobs, j)
 		}
+	}
+	// One build for every block: a module per block cost a module load
+	// and a check of every dependency per block.
+	outs, err := buildAll(t, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range jobs {
+		t.Run(strings.NewReplacer("/", "_", " ", "_", "(", "", ")", "").Replace(j.name), func(t *testing.T) {
+			if d := discardedErrors(j.code); len(d) > 0 {
+				t.Errorf("%s discards an error: %s", j.name, strings.Join(d, "; "))
+			}
+			if j.err != nil {
+				t.Fatalf("%s: %v\n%s", j.name, j.err, numbered([]byte(j.code)))
+			}
+			if out := outs[fmt.Sprintf("b%03d", i)]; out != "" {
+				var src strings.Builder
+				for _, f := range slices.Sorted(maps.Keys(j.files)) {
+					fmt.Fprintf(&src, "--- %s\n%s", f, numbered(j.files[f]))
+				}
+				t.Errorf("%s does not build:\n%s\n%s", j.name, out, src.String())
+			}
+		})
 	}
 }
 

@@ -180,13 +180,62 @@ func runOnRedis(t *testing.T, fw string, client redis.UniversalClient, addrs, lo
 // build compiles examples/<fw> into a temporary directory.
 func build(t *testing.T, fw string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(fw))
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./"+fw)
-	cmd.Dir = ".." // the examples module
-	if out, err := cmd.CombinedOutput(); err != nil {
+	bin, out, err := builds.get(fw)
+	if err != nil {
 		t.Fatalf("go build ./%s: %v\n%s", fw, err, out)
 	}
 	return bin
+}
+
+// builds holds each example's binary, built once per test process by the
+// first test that needs it, in binDir: a test that runs an example several
+// times, or several tests that run one, share its build and link.
+var builds = binaries{once: map[string]func() builtExample{}}
+
+// binDir holds the built examples; TestMain creates and removes it.
+var binDir string
+
+type binaries struct {
+	mu   sync.Mutex
+	once map[string]func() builtExample
+}
+
+type builtExample struct {
+	bin string
+	out []byte
+	err error
+}
+
+// get returns the binary of example fw (a directory of the examples
+// module), building it on the first call.
+func (b *binaries) get(fw string) (string, []byte, error) {
+	b.mu.Lock()
+	f, ok := b.once[fw]
+	if !ok {
+		f = sync.OnceValue(func() builtExample {
+			bin := filepath.Join(binDir, strings.ReplaceAll(fw, "/", "-"))
+			cmd := exec.Command("go", "build", "-o", bin, "./"+fw)
+			cmd.Dir = ".." // the examples module
+			out, err := cmd.CombinedOutput()
+			return builtExample{bin, out, err}
+		})
+		b.once[fw] = f
+	}
+	b.mu.Unlock()
+	r := f()
+	return r.bin, r.out, r.err
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "slidelog-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 type server struct {
