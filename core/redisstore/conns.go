@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,6 +38,12 @@ type connSet struct {
 	// any connection that the monitor has seen (see silence), kept when
 	// the connection is gone.
 	lastRecv atomic.Int64
+	// failed is when (mono ns) a read or write on a connection of the
+	// set last failed other than by a deadline: the node reset or closed
+	// it. Until the node's next byte, go-redis may be between a retry's
+	// back-off and its next dial, with no request written: the set's
+	// silence is then judged in alive time.
+	failed atomic.Int64
 	// dialing counts the dials to the node in progress.
 	dialing atomic.Int32
 	mu      sync.Mutex
@@ -223,6 +230,11 @@ func (s *connSet) silence() evidence {
 		}
 	}
 	s.lastRecv.Store(lastRecv) // only the monitor's goroutine writes it
+	if f := s.failed.Load(); f > lastRecv && !ev.owed {
+		// A connection failed since the node's last byte: the calls may
+		// wait on go-redis's retries, which the kernel keeps no record of.
+		ev.unknown = true
+	}
 	if s.dialing.Load() > 0 {
 		// A dial in progress may have been answered by the kernel while
 		// this process has not run: it is judged in alive time.
@@ -259,6 +271,14 @@ type trackedConn struct {
 	kicked atomic.Bool           // broken off for a claim: for good
 }
 
+// failedIO records a read or write that failed other than by a deadline
+// (a reset, the node closing the connection).
+func (c *trackedConn) failedIO(err error) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.set.failed.Store(mono())
+	}
+}
+
 // kick breaks the connection off for good.
 func (c *trackedConn) kick() {
 	c.kicked.Store(true)
@@ -284,6 +304,9 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 		c.owner.Store(nil)
 	}
 	n, err := c.Conn.Write(b)
+	if err != nil {
+		c.failedIO(err)
+	}
 	c.wrote.Store(mono())
 	c.wseq.Store(c.seq.Add(1))
 	return n, err
@@ -293,6 +316,9 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 	c.reading.Store(true)
 	n, err := c.Conn.Read(b)
 	c.reading.Store(false)
+	if err != nil {
+		c.failedIO(err)
+	}
 	if n > 0 {
 		c.nread.Add(uint64(n))
 		c.readAt.Store(mono())
