@@ -349,7 +349,7 @@ func (r report) checkWithLoss(t *testing.T, ds []decision, lost int) {
 	}
 	for _, d := range ds {
 		if d.took > hang {
-			t.Errorf("a decision took %v (%v): a hang", d.took, d.src)
+			t.Errorf("a decision took %v (%v): a hang; started %v key %q", d.took, d.src, d.start.Format("15:04:05.000"), d.key)
 			break
 		}
 	}

@@ -143,16 +143,17 @@ type batcher struct {
 // to the node fails at once instead of waiting for its own dial.
 const refusedFor = time.Second
 
-// dialFailed records that a dial to the node failed with err and sends
-// the callers waiting on it to their failure mode.
-func (b *batcher) dialFailed(err error) {
+// refuse records that the node cannot decide (a dial to it failed, or it
+// replied that it cannot serve: see cannotServe) and sends the callers
+// waiting on it to their failure mode.
+func (b *batcher) refuse(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refusedErr = fmt.Errorf("%w: %w", slidelog.ErrUnavailable, err)
 	b.refusedAt = time.Now()
 	b.refused.Store(true)
-	// The callers sending inline are in go-redis's dial retries, which
-	// end with the context.
+	// The callers sending inline are in go-redis's dial retries or its
+	// retries of a reply such as CLUSTERDOWN, which end with the context.
 	b.cancelInlineLocked()
 	if b.refusal != nil {
 		close(b.refusal)
@@ -690,32 +691,49 @@ func (p *pipelines) batcher(node string) *batcher {
 	return b
 }
 
-// dialFailed sends the callers waiting on the node at addr to their
-// failure mode: a dial to it failed.
-func (p *pipelines) dialFailed(addr string, err error) {
+// refuse sends the callers waiting on the node at addr to their failure
+// mode: a dial to it failed, or it replied that it cannot serve.
+func (p *pipelines) refuse(addr string, err error) {
 	if p.single != nil {
-		p.single.dialFailed(err)
+		p.single.refuse(err)
 		return
 	}
 	p.mu.Lock()
 	b, unrouted := p.nodes[addr], p.nodes[""]
 	p.mu.Unlock()
 	if b != nil {
-		b.dialFailed(err)
+		b.refuse(err)
 	}
 	if unrouted != nil {
 		// Calls whose node the slot map does not know yet wait on
 		// whatever node the client dials for them.
-		unrouted.dialFailed(err)
+		unrouted.refuse(err)
 	}
+}
+
+// cannotServe reports whether err is a reply by which a server says it
+// cannot run any command now: the Cluster is down (CLUSTERDOWN), the
+// server is loading its data set (LOADING), or a replica lost its master
+// (MASTERDOWN). go-redis retries those with a back-off of up to half a
+// second, for up to MaxRedirects (or MaxRetries) attempts: a decision
+// would wait seconds on a node that cannot decide it. TRYAGAIN, MOVED,
+// ASK and READONLY are left to go-redis: a healthy Cluster moving a slot
+// or failing a master over answers them, and the retry finds the key.
+func cannotServe(err error) bool {
+	return redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "LOADING") ||
+		redis.HasErrorPrefix(err, "MASTERDOWN")
 }
 
 // dialWatch is the hook a Store adds to its client (and, on a Cluster, to
 // each node's client): it tells the store at once when a dial fails
-// (connection refused, a name that does not resolve), so that decisions
-// waiting on that node go to the failure mode as errors instead of
-// waiting for go-redis's dial retries and being judged stalled.
-type dialWatch struct{ p *pipelines }
+// (connection refused, a name that does not resolve) or the node replies
+// that it cannot serve (cannotServe), so that decisions waiting on that
+// node go to the failure mode as errors instead of waiting for go-redis's
+// retries and being judged stalled, or decided seconds late.
+type dialWatch struct {
+	p    *pipelines
+	addr string // the node's address; "" on a client of one server
+}
 
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -725,7 +743,7 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 		cs.dialing.Add(-1)
 		if err != nil {
 			if ctx.Err() == nil {
-				h.p.dialFailed(addr, err)
+				h.p.refuse(addr, err)
 			}
 			return conn, err
 		}
@@ -733,19 +751,35 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	}
 }
 
-func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && cannotServe(err) {
+			h.p.refuse(h.addr, err)
+		}
+		return err
+	}
+}
 
-func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (h dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && cannotServe(e) {
+				h.p.refuse(h.addr, e)
+				break
+			}
+		}
+		return err
+	}
 }
 
 // watchDials adds a dialWatch to client and, on a Cluster, to the client
 // of every node it has and will have.
 func (p *pipelines) watchDials(client redis.UniversalClient) {
-	h := dialWatch{p}
 	switch c := client.(type) {
 	case *redis.Client:
-		p.hook(c, h)
+		p.hook(c, dialWatch{p: p})
 	case *redis.ClusterClient:
 		var mu sync.Mutex
 		hooked := map[*redis.Client]bool{}
@@ -754,7 +788,7 @@ func (p *pipelines) watchDials(client redis.UniversalClient) {
 			defer mu.Unlock()
 			if !hooked[n] {
 				hooked[n] = true
-				p.hook(n, h)
+				p.hook(n, dialWatch{p: p, addr: n.Options().Addr})
 			}
 		}
 		c.OnNewNode(add)
