@@ -21,6 +21,7 @@ cd "$ROOT"
 RIG="$ROOT/scripts/redis-rig.sh"
 FUZZTIME="${SLIDELOG_FUZZTIME:-60000x}" # a count, not a duration: a timed run can end in "context deadline exceeded" on a loaded machine
 TEST_TIMEOUT="${SLIDELOG_TEST_TIMEOUT:-10m}" # per test binary, as go test's default
+export FUZZTIME TEST_TIMEOUT # read by the steps' shells
 start=$SECONDS
 
 "$RIG" install || { echo "test.sh: redis install failed" >&2; exit 1; }
@@ -61,27 +62,31 @@ mapfile -t modules < <("$ROOT/scripts/modules.sh")
 # not beside the other packages' test binaries that go test ./... runs at
 # once. They still run in every make test.
 ISOLATED='^(TestExactWhenBusy|TestStoppedNodeBoundWithCPUHog|TestClusterExactUnderLoadWithDefaults|TestClusterExactnessUnderConcurrency|TestClusterExactnessAcrossProcesses|TestNewInBusyProcess)$'
+export ISOLATED
 
 passed=()
 failed=()
+# step runs "$@" and files it under name as passed or failed, with the
+# seconds it took, so the summary shows where the time goes.
+step() {
+  local name=$1 t0=$SECONDS
+  shift
+  if "$@"; then
+    passed+=("$name ($((SECONDS - t0))s)")
+  else
+    failed+=("$name ($((SECONDS - t0))s)")
+  fi
+}
 for m in "${modules[@]}"; do
   echo
   skip=()
   [[ "$m" == core ]] && skip=(-skip "$ISOLATED")
   echo "=== module $m: go test -race -count=1 -timeout=$TEST_TIMEOUT ${skip[*]} ./..."
-  if (cd "$ROOT/$m" && go test -race -count=1 -timeout="$TEST_TIMEOUT" "${skip[@]}" ./...); then
-    passed+=("$m")
-  else
-    failed+=("$m")
-  fi
+  step "$m" bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" "$@" ./...' _ "$ROOT/$m" "${skip[@]}"
   if [[ "$m" == core ]]; then
     echo
     echo "=== module core, on its own: go test -race -count=1 -run '$ISOLATED' ."
-    if (cd "$ROOT/core" && go test -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .); then
-      passed+=("core(on its own)")
-    else
-      failed+=("core(on its own)")
-    fi
+    step "core(on its own)" bash -c 'cd "$1" && go test -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .' _ "$ROOT/core"
   fi
 done
 
@@ -91,26 +96,18 @@ for target in "core/redisstore FuzzRedisKey" "core/httplimit FuzzClientIP"; do
   read -r dir name <<<"$target"
   echo
   echo "=== $dir: go test -run='^\$' -fuzz='^$name\$' -fuzztime=$FUZZTIME ."
-  if grep -qs "func $name" "$ROOT/$dir"/*_test.go &&
-    (cd "$ROOT/$dir" && go test -run='^$' -fuzz="^$name\$" -fuzztime="$FUZZTIME" .); then
-    passed+=("$dir(fuzz $name)")
-  else
-    failed+=("$dir(fuzz $name)")
-  fi
+  step "$dir(fuzz $name)" bash -c 'grep -qs "func $2" "$1"/*_test.go && cd "$1" && go test -run="^\$" -fuzz="^$2\$" -fuzztime="$FUZZTIME" .' _ "$ROOT/$dir" "$name"
 done
 
 # FuzzMiddleware drives each adapter with crafted requests; a count, not a
 # duration, for the same reason as above.
 HTTP_FUZZTIME="${SLIDELOG_HTTP_FUZZTIME:-5000x}"
+export HTTP_FUZZTIME
 for a in gin echo echov5 chi fiber grpc connect; do
   if grep -qs 'func FuzzMiddleware' "$ROOT/adapters/$a"/*_test.go; then
     echo
     echo "=== module adapters/$a: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME ."
-    if (cd "$ROOT/adapters/$a" && go test -run='^$' -fuzz='^FuzzMiddleware$' -fuzztime="$HTTP_FUZZTIME" .); then
-      passed+=("adapters/$a(fuzz FuzzMiddleware)")
-    else
-      failed+=("adapters/$a(fuzz FuzzMiddleware)")
-    fi
+    step "adapters/$a(fuzz FuzzMiddleware)" bash -c 'cd "$1" && go test -run="^\$" -fuzz="^FuzzMiddleware\$" -fuzztime="$HTTP_FUZZTIME" .' _ "$ROOT/adapters/$a"
   fi
 done
 
@@ -119,11 +116,7 @@ done
 # docs page's quick start builds (tools/installcheck; make install-check).
 echo
 echo "=== install-check: go run ./tools/installcheck -version ${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
-if go run ./tools/installcheck -root "$ROOT" -version "${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"; then
-  passed+=("install-check")
-else
-  failed+=("install-check")
-fi
+step install-check go run ./tools/installcheck -root "$ROOT" -version "${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
 
 echo
 echo "=== test.sh summary ($((SECONDS - start))s)"
