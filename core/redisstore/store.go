@@ -321,6 +321,15 @@ func (s *Store) check(cfg config) error {
 	for _, d := range down {
 		cfg.logger.Error("redisstore: a cluster master does not answer: decisions on its slots go to the limiter's failure mode until it does", "error", d)
 	}
+	switch refused, err := s.checkCommands(ctx, s.checkedAddr(), cfg.ack != nil); {
+	case errors.Is(err, ErrPermission), errors.Is(err, ErrTopology), errors.Is(err, ErrUnsupportedVersion):
+		return err
+	case err != nil:
+		cfg.logger.Warn("redisstore: could not check the commands the redis user may run", "error", err)
+	case len(refused) > 0:
+		cfg.logger.Warn("redisstore: the redis user may not run these commands, which make decisions faster: each decision runs the whole script",
+			"node", s.checkedAddr(), "commands", refused)
+	}
 	switch err := s.checkVersion(ctx); {
 	case err == nil:
 	case errors.Is(err, ErrUnsupportedVersion):
@@ -342,6 +351,18 @@ func (s *Store) check(cfg config) error {
 		cfg.logger.Warn("redisstore: could not check the redis configuration", "error", err)
 	}
 	return nil
+}
+
+// checkedAddr names the servers New checks in its errors: the address of
+// a single server (a failover client's master), or a Cluster's seeds.
+func (s *Store) checkedAddr() string {
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	if a := s.pipes.singleNode(); a != "" {
+		return a
+	}
+	return nodeName(failoverAddr)
 }
 
 // warm loads the store's scripts on every master and makes the client
@@ -580,6 +601,8 @@ func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route 
 		if m, err := c.MasterForKey(ctx, r.Key); err == nil {
 			r.Node = m.Options().Addr
 		}
+	} else if !ok {
+		r.Node = s.pipes.singleNode()
 	}
 	return r
 }

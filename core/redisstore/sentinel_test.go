@@ -1,0 +1,139 @@
+package redisstore_test
+
+import (
+	"errors"
+	"log/slog"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Connect takes a redis+sentinel:// URL and returns a failover client
+// with the recommended options; the store decides through it, names the
+// master's address in routes and errors, and follows the master when the
+// Sentinels fail it over.
+func TestConnectSentinel(t *testing.T) {
+	bed := startSentinelBed(t)
+	first := bed.master.addr
+
+	client, err := redisstore.Connect(t.Context(), bed.url())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	c, ok := client.(*redis.Client)
+	require.True(t, ok, "got %T, want a failover *redis.Client", client)
+	o := c.Options()
+	assert.Equal(t, "FailoverClient", o.Addr)
+	assert.True(t, o.ContextTimeoutEnabled)
+	assert.Equal(t, 500*time.Millisecond, o.ReadTimeout)
+	assert.Equal(t, 500*time.Millisecond, o.DialTimeout)
+
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix("sentinel:"), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Minute}
+	l, err := slidelog.New(store, p, slidelog.WithName("sentinel"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+
+	route := func() string {
+		return store.Route(t.Context(), slidelog.Request{Namespace: "sentinel", Key: "k"}).Node
+	}
+	assert.Equal(t, first, route(), "the route names the master's address")
+	for i := range 6 {
+		res, err := l.AllowN(t.Context(), "k", 1)
+		require.NoError(t, err)
+		assert.Equal(t, slidelog.Source("redis"), res.Source)
+		assert.Equal(t, i < 5, res.Allowed, "decision %d", i)
+	}
+
+	// A stalled master: the error names its address.
+	require.NoError(t, bed.master.cmd.Process.Signal(syscall.SIGSTOP))
+	_, err = store.Take(t.Context(), slidelog.Request{Namespace: "sentinel", Key: "stall", Cost: 1, Policies: []slidelog.Policy{p}, ID: 1})
+	require.NoError(t, bed.master.cmd.Process.Signal(syscall.SIGCONT))
+	require.ErrorIs(t, err, slidelog.ErrStalled)
+	assert.Contains(t, err.Error(), first, "a stalled master's error names it")
+
+	// A planned failover: the route and the decisions follow the new
+	// master.
+	sc := redis.NewSentinelClient(&redis.Options{Addr: bed.sentinels[0].addr})
+	t.Cleanup(func() { _ = sc.Close() })
+	require.NoError(t, sc.Failover(t.Context(), "mymaster").Err())
+	require.Eventually(t, func() bool { return bed.masterAddr(t) == bed.replica.addr }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, err := l.AllowN(t.Context(), "after", 1)
+		return err == nil && route() == bed.replica.addr
+	}, 10*time.Second, 50*time.Millisecond, "the route still names %s, want the new master %s", route(), bed.replica.addr)
+	res, err := l.AllowN(t.Context(), "after", 1)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed)
+	assert.Equal(t, slidelog.Source("redis"), res.Source)
+}
+
+// Connect's Sentinel URLs: what is malformed or names no master fails
+// with the address and the cause, passwords hidden.
+func TestConnectSentinelErrors(t *testing.T) {
+	bed := startSentinelBed(t)
+	dead := closedAddr(t)
+	s0 := bed.sentinels[0].addr
+	for _, tt := range []struct {
+		give     string
+		wantErr  error
+		wantText []string
+	}{
+		{"redis+sentinel://" + s0, redisstore.ErrUnreachable, []string{"no master name"}},
+		{"redis+sentinel://" + s0 + "/nosuch", redisstore.ErrUnreachable, []string{s0, `no master named "nosuch"`}},
+		{"redis+sentinel://" + dead + "/mymaster", redisstore.ErrUnreachable, []string{dead, "refused"}},
+		{"redis+sentinel://127.0.0.1/mymaster", redisstore.ErrUnreachable, []string{"missing port"}},
+		{"redis+sentinel://u:secret@" + s0 + "/mymaster?foo=1", redisstore.ErrUnreachable, []string{`unknown parameter "foo"`}},
+		{"redis+sentinel://" + bed.master.addr + "/mymaster", redisstore.ErrTopology, []string{bed.master.addr, "not a Sentinel"}},
+	} {
+		t.Run(tt.give, func(t *testing.T) {
+			start := time.Now()
+			c, err := redisstore.Connect(t.Context(), tt.give)
+			require.Error(t, err, "got a client, want an error")
+			assert.Nil(t, c)
+			t.Logf("Connect: %v", err)
+			assert.ErrorIs(t, err, tt.wantErr)
+			for _, w := range tt.wantText {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.NotContains(t, err.Error(), "secret")
+			assert.Less(t, time.Since(start), startBound)
+		})
+	}
+	// A Sentinel URL among other addresses.
+	_, err := redisstore.Connect(t.Context(), bed.url(), bed.master.addr)
+	assert.ErrorIs(t, err, redisstore.ErrTopology)
+}
+
+// A replica's address and a Sentinel's port fail Connect and New with
+// ErrTopology, naming the address and what it is.
+func TestStartRefusesReplicaAndSentinel(t *testing.T) {
+	bed := startSentinelBed(t)
+	for _, tt := range []struct {
+		name, addr, want string
+	}{
+		{"replica", bed.replica.addr, "is a read-only replica"},
+		{"sentinel", bed.sentinels[0].addr, "is a Sentinel: use redis+sentinel://"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := redisstore.Connect(t.Context(), tt.addr)
+			require.ErrorIs(t, err, redisstore.ErrTopology)
+			assert.Contains(t, err.Error(), tt.addr+" "+tt.want)
+
+			client := redis.NewClient(redisstore.ClientOptions(tt.addr))
+			t.Cleanup(func() { _ = client.Close() })
+			s, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+			require.ErrorIs(t, err, redisstore.ErrTopology)
+			assert.Nil(t, s)
+			assert.Contains(t, err.Error(), tt.addr+" "+tt.want)
+			assert.False(t, errors.Is(err, redisstore.ErrUnreachable), "got %v, want no ErrUnreachable", err)
+		})
+	}
+}
