@@ -97,8 +97,11 @@ var waitProbe = probe{"WAIT", func(z, h string) []any { return []any{"wait", 0, 
 // command the user may not run (ErrPermission) or, where the server's
 // answers show that it cannot decide at all, what it is (ErrTopology: a
 // replica, a Sentinel, a Cluster node behind a plain client). It returns
-// the optional commands refused, which the caller logs.
-func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refused []string, err error) {
+// the optional commands refused, which the caller logs, and whether the
+// server lacks PEXPIRETIME: of the servers New accepts, only Redis 6.2,
+// which runs the legacy script (a user not allowed INFO leaves New no
+// other way to tell).
+func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refused []string, legacy bool, err error) {
 	zset := s.prefix + "{slidelog-start-check}:z"
 	hash := s.prefix + "{slidelog-start-check}:h"
 	ps := probes
@@ -118,22 +121,23 @@ func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refus
 		case noPermission(err) && slices.Contains(optionalCommands, ps[i].name):
 			refused = append(refused, ps[i].name)
 		case noPermission(err) && strings.Contains(err.Error(), "key"):
-			return nil, fmt.Errorf("%w: %s: the user may not use the store's keys (%s*) with %s: %w; allow them with ~%s*", ErrPermission, addr, s.prefix, ps[i].name, err, s.prefix)
+			return nil, false, fmt.Errorf("%w: %s: the user may not use the store's keys (%s*) with %s: %w; allow them with ~%s*", ErrPermission, addr, s.prefix, ps[i].name, err, s.prefix)
 		case noPermission(err):
-			return nil, fmt.Errorf("%w: %s: the user may not run %s, which the store needs: %w; see docs/operations.md for the ACL a limiter needs", ErrPermission, addr, ps[i].name, err)
+			return nil, false, fmt.Errorf("%w: %s: the user may not run %s, which the store needs: %w; see docs/operations.md for the ACL a limiter needs", ErrPermission, addr, ps[i].name, err)
 		case redis.HasErrorPrefix(err, "READONLY"):
-			return nil, replicaError(addr)
+			return nil, false, replicaError(addr)
 		case redis.HasErrorPrefix(err, "MOVED"):
-			return nil, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
+			return nil, false, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
 		case strings.Contains(err.Error(), "unknown command") && ps[i].name == "PEXPIRETIME":
 			// Redis 6.2: the scripts do without it.
+			legacy = true
 		case strings.Contains(err.Error(), "unknown command") && (ps[i].name == "DEL" || ps[i].name == "EXISTS"):
-			return nil, sentinelError(addr)
+			return nil, false, sentinelError(addr)
 		case strings.Contains(err.Error(), "unknown command"):
-			return nil, fmt.Errorf("%w: %s does not know %s, which the store needs: %w", ErrUnsupportedVersion, addr, ps[i].name, err)
+			return nil, false, fmt.Errorf("%w: %s does not know %s, which the store needs: %w", ErrUnsupportedVersion, addr, ps[i].name, err)
 		default:
-			return nil, fmt.Errorf("%s on %s: %w", ps[i].name, addr, err)
+			return nil, false, fmt.Errorf("%s on %s: %w", ps[i].name, addr, err)
 		}
 	}
-	return refused, nil
+	return refused, legacy, nil
 }

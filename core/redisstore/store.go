@@ -321,7 +321,8 @@ func (s *Store) check(cfg config) error {
 	for _, d := range down {
 		cfg.logger.Error("redisstore: a cluster master does not answer: decisions on its slots go to the limiter's failure mode until it does", "error", d)
 	}
-	switch refused, err := s.checkCommands(ctx, s.checkedAddr(), cfg.ack != nil); {
+	refused, legacy, err := s.checkCommands(ctx, s.checkedAddr(), cfg.ack != nil)
+	switch {
 	case errors.Is(err, ErrPermission), errors.Is(err, ErrTopology), errors.Is(err, ErrUnsupportedVersion):
 		return err
 	case err != nil:
@@ -336,6 +337,10 @@ func (s *Store) check(cfg config) error {
 		return err
 	default:
 		cfg.logger.Warn("redisstore: could not read the redis version", "error", err)
+		if legacy && !s.pinned {
+			// No PEXPIRETIME: Redis 6.2.
+			s.legacy.Store(true)
+		}
 	}
 	s.warm(ctx)
 	s.checkReplicas(ctx, cfg.logger)
