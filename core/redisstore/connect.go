@@ -31,11 +31,24 @@ import (
 // address apply to every node. Change the returned client's other options
 // by building it yourself with ClientOptions or ClusterOptions.
 //
+// A master that Sentinels monitor is one address of its own:
+//
+//	redis+sentinel://[user:password@]host:port[,host:port…]/MASTERNAME[/db]
+//
+// with the Sentinels' addresses (rediss+sentinel:// for TLS; user and
+// password are the servers', the query parameters sentinel_username and
+// sentinel_password the Sentinels' own). Connect asks the Sentinels for
+// the master and returns redis.NewFailoverClient with the settings of
+// FailoverOptions.
+//
 // Connect waits until ctx is done and at most a second in all. It fails
 // with an error wrapping ErrUnreachable, naming each address and why, when
-// no address answers or one is malformed, and with ErrTopology when several
-// addresses are given but the server is not a Cluster node, or a Cluster
-// URL selects a database other than 0. The caller closes the client.
+// no address answers, one is malformed, or no Sentinel knows the master,
+// and with ErrTopology when several addresses are given but the server is
+// not a Cluster node, a Cluster URL selects a database other than 0, or
+// an address is a read-only replica's or a Sentinel's where a server's
+// was expected (or a server's where a Sentinel's was). The caller closes
+// the client.
 func Connect(ctx context.Context, addrs ...string) (redis.UniversalClient, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: no address given", ErrUnreachable)

@@ -4,6 +4,7 @@
 // decisions are atomic and exact however many processes share the server.
 //
 //	client, err := redisstore.Connect(ctx, "10.0.0.1:6379") // a *redis.Client or a *redis.ClusterClient
+//	// or, through Sentinels: redisstore.Connect(ctx, "redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/mymaster")
 //	if err != nil { ... }
 //	store, err := redisstore.New(client, redisstore.WithKeySecret(secret))
 //	if err != nil { ... }
@@ -21,12 +22,16 @@
 // WithAutoPipelining).
 //
 // Connect asks the server whether it is a Redis Cluster node and returns
-// the client that fits. New checks the servers once: that a master
-// answers and the client's kind matches the server (ErrUnreachable,
-// ErrTopology), their version (Redis 6.2 or later, Valkey
-// 7.2 or later), their maxmemory-policy (an evicting policy drops logs
-// under memory pressure and lets clients through: New logs a warning, or
-// fails with WithStrictConfig), and it loads the script on every master.
+// the client that fits, or a failover client for a redis+sentinel:// URL.
+// New checks the servers once: that a master answers and the client's
+// kind matches the server, and that the server is no replica or Sentinel
+// (ErrUnreachable, ErrTopology), that the user may run every command the
+// store runs (ErrPermission names the one refused), their version (Redis
+// 6.2 or later, Valkey 7.2 or later), their maxmemory-policy (an evicting
+// policy drops logs under memory pressure and lets clients through: New
+// logs a warning, or fails with WithStrictConfig), and it loads the script
+// on every master. A single server's node, in routes, logs and errors, is
+// its address; through a failover client, the current master's.
 //
 // # Node health
 //
@@ -239,9 +244,15 @@ type config struct {
 // the address has no port or is a URL) New fails with ErrUnreachable,
 // naming the address and the cause, unless WithStartUnreachable is given.
 //
+// It runs every command the store needs once, on two keys of its own
+// under the key prefix that it deletes again: a user whose ACL refuses
+// one fails New with ErrPermission, naming the command; a replica or a
+// Sentinel fails it with ErrTopology, also when the user may not run
+// INFO.
+//
 // It fails with ErrNilClient, slidelog.ErrInvalidOption, ErrUnreachable,
-// ErrTopology, ErrUnsupportedVersion, or ErrUnsafeConfig (only with
-// WithStrictConfig).
+// ErrTopology, ErrPermission, ErrUnsupportedVersion, or ErrUnsafeConfig
+// (only with WithStrictConfig).
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s, cfg, err := newStore(client, opts)
 	if err != nil {
@@ -513,9 +524,11 @@ type keyMAC struct {
 	sum [sha256.Size]byte
 }
 
-// Route implements slidelog.Router: req's Redis key (Key) and, on a
-// Cluster, the address of the master holding it by the client's slot map
-// ("" on a single server, or while the slot map does not know it).
+// Route implements slidelog.Router: req's Redis key (Key) and the
+// address of the master holding it: on a Cluster by the client's slot
+// map ("" while the slot map does not know it), on a single server the
+// client's address, and through a failover client the address of the
+// master it last connected to ("" before its first connection).
 func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route {
 	return s.route(ctx, req)
 }
@@ -594,9 +607,9 @@ func (s *Store) failed(ctx context.Context, err error) error {
 	return unavailable(ctx, err)
 }
 
-// route is where req's decision runs: its key and, on a Cluster, the
-// address of the master holding it ("" on a single server or when the
-// slot map does not know yet; the client then routes by key itself).
+// route is where req's decision runs: its key and the address of the
+// master holding it (see Route; when the slot map does not know it yet,
+// the client routes by key itself).
 func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route {
 	r := slidelog.Route{Key: s.Key(req.Namespace, req.Key)}
 	// Without a slot map, finding the master would wait for its first
