@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -208,4 +210,54 @@ func (c *captured) all() []string {
 		out = append(out, b.String())
 	}
 	return out
+}
+
+// On a Cluster, the documented line with +cluster|slots and +command (as
+// docs/operations.md says) starts a store whose decisions work on every
+// master.
+func TestDocumentedACLOnCluster(t *testing.T) {
+	cc := redistest.ClusterClient(t)
+	addrs := cc.Options().Addrs
+	name := fmt.Sprintf("limiter-%d", time.Now().UnixNano())
+	var line []string
+	for _, a := range addrs {
+		admin := redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() {
+			_ = admin.Do(context.Background(), "acl", "deluser", name).Err()
+			_ = admin.Close()
+		})
+		line = aclFor(t, admin, name, "pw")
+		setUser(t, admin, append(line, "+cluster|slots", "+command"))
+	}
+	doc, err := os.ReadFile("../../docs/operations.md")
+	require.NoError(t, err)
+	require.Contains(t, string(doc), "On a Cluster add\n`+cluster|slots +command`")
+
+	o := redisstore.ClusterOptions(addrs...)
+	o.Username, o.Password = name, "pw"
+	client := redis.NewClusterClient(o)
+	t.Cleanup(func() { _ = client.Close() })
+	logs := &captured{}
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix("slidelog:aclc:"), redisstore.WithLogger(slog.New(logs)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	for _, r := range logs.all() {
+		assert.NotContains(t, r, "may not run")
+	}
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 2, Window: time.Minute}, slidelog.WithName("aclc"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	nodes := map[string]bool{}
+	for i := range 30 {
+		key := fmt.Sprintf("k%d", i)
+		nodes[store.Route(t.Context(), slidelog.Request{Namespace: "aclc", Key: key}).Node] = true
+		for j := range 3 {
+			res, err := l.AllowN(t.Context(), key, 1)
+			require.NoError(t, err)
+			assert.Equal(t, j < 2, res.Allowed)
+			assert.Equal(t, slidelog.Source("redis"), res.Source)
+		}
+		require.NoError(t, l.Reset(t.Context(), key))
+	}
+	assert.Len(t, nodes, 3, "keys on every master")
 }

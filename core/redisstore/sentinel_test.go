@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -136,4 +137,22 @@ func TestStartRefusesReplicaAndSentinel(t *testing.T) {
 			assert.False(t, errors.Is(err, redisstore.ErrUnreachable), "got %v, want no ErrUnreachable", err)
 		})
 	}
+
+	// A user without INFO on a replica: the probe's writes answer
+	// READONLY.
+	t.Run("replica, user without info", func(t *testing.T) {
+		admin := redis.NewClient(&redis.Options{Addr: bed.replica.addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		line := slices.DeleteFunc(aclFor(t, admin, "noinfo", "pw"), func(a string) bool { return a == "+info" })
+		setUser(t, admin, line)
+		o := redisstore.ClientOptions(bed.replica.addr)
+		o.Username, o.Password = "noinfo", "pw"
+		client := redis.NewClient(o)
+		t.Cleanup(func() { _ = client.Close() })
+		require.Error(t, client.Info(t.Context()).Err(), "the user may not run INFO")
+		s, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+		require.ErrorIs(t, err, redisstore.ErrTopology)
+		assert.Nil(t, s)
+		assert.Contains(t, err.Error(), bed.replica.addr+" is a read-only replica")
+	})
 }
