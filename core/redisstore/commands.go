@@ -120,7 +120,9 @@ func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refus
 		case err == nil, errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "NOSCRIPT"):
 		case noPermission(err) && slices.Contains(optionalCommands, ps[i].name):
 			refused = append(refused, ps[i].name)
-		case noPermission(err) && strings.Contains(err.Error(), "key"):
+		case noPermission(err) && !strings.Contains(err.Error(), "permissions to run"):
+			// "No permissions to access a key" (Redis 7 and later, Valkey),
+			// "... to access one of the keys used as arguments" (6.2).
 			return nil, false, fmt.Errorf("%w: %s: the user may not use the store's keys (%s*) with %s: %w; allow them with ~%s*", ErrPermission, addr, s.prefix, ps[i].name, err, s.prefix)
 		case noPermission(err):
 			return nil, false, fmt.Errorf("%w: %s: the user may not run %s, which the store needs: %w; see docs/operations.md for the ACL a limiter needs", ErrPermission, addr, ps[i].name, err)
