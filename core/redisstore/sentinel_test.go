@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,7 +40,10 @@ func TestConnectSentinel(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Minute}
-	l, err := slidelog.New(store, p, slidelog.WithName("sentinel"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
+	obs := &breakerObserver{}
+	limLogs := &captured{}
+	l, err := slidelog.New(store, p, slidelog.WithName("sentinel"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0),
+		slidelog.WithObserver(obs), slidelog.WithLogger(slog.New(limLogs)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 
@@ -53,12 +58,19 @@ func TestConnectSentinel(t *testing.T) {
 		assert.Equal(t, i < 5, res.Allowed, "decision %d", i)
 	}
 
-	// A stalled master: the error names its address.
+	// A stalled master (for less than the Sentinels' down-after): the
+	// store's error, the limiter's log and its breaker name its address.
 	require.NoError(t, bed.master.cmd.Process.Signal(syscall.SIGSTOP))
 	_, err = store.Take(t.Context(), slidelog.Request{Namespace: "sentinel", Key: "stall", Cost: 1, Policies: []slidelog.Policy{p}, ID: 1})
+	for range 5 {
+		_, _ = l.AllowN(t.Context(), "stall", 1)
+	}
 	require.NoError(t, bed.master.cmd.Process.Signal(syscall.SIGCONT))
 	require.ErrorIs(t, err, slidelog.ErrStalled)
 	assert.Contains(t, err.Error(), first, "a stalled master's error names it")
+	assert.Contains(t, strings.Join(limLogs.all(), "\n"), "node="+first, "the limiter's failure-mode log names the master")
+	assert.Contains(t, obs.nodes(), first, "the breaker's node is the master")
+	assert.NotContains(t, obs.nodes(), "FailoverClient")
 
 	// A planned failover: the route and the decisions follow the new
 	// master.
@@ -155,4 +167,34 @@ func TestStartRefusesReplicaAndSentinel(t *testing.T) {
 		assert.Nil(t, s)
 		assert.Contains(t, err.Error(), bed.replica.addr+" is a read-only replica")
 	})
+}
+
+// breakerObserver records the nodes of the breaker state changes it sees.
+type breakerObserver struct {
+	countingObserver
+	bmu    sync.Mutex
+	states map[string]bool
+}
+
+func (o *breakerObserver) Bind(string, func() slidelog.Gauges) (slidelog.LimiterObserver, error) {
+	return o, nil
+}
+
+func (o *breakerObserver) BreakerState(node string, _ slidelog.BreakerState) {
+	o.bmu.Lock()
+	defer o.bmu.Unlock()
+	if o.states == nil {
+		o.states = map[string]bool{}
+	}
+	o.states[node] = true
+}
+
+func (o *breakerObserver) nodes() []string {
+	o.bmu.Lock()
+	defer o.bmu.Unlock()
+	var out []string
+	for n := range o.states {
+		out = append(out, n)
+	}
+	return out
 }
