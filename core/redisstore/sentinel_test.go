@@ -86,6 +86,17 @@ func TestConnectSentinel(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Allowed)
 	assert.Equal(t, slidelog.Source("redis"), res.Source)
+
+	// The new master dies (kill -9): the Sentinels promote the first one
+	// back, and the route follows it there.
+	require.NoError(t, bed.replica.cmd.Process.Kill())
+	killed := time.Now()
+	require.Eventually(t, func() bool {
+		_, err := l.AllowN(t.Context(), "killed", 1)
+		return err == nil && route() == first
+	}, 30*time.Second, 100*time.Millisecond, "the route names %s, want %s after the master's death", route(), first)
+	t.Logf("back on Redis, at %s, %v after kill -9", first, time.Since(killed).Round(100*time.Millisecond))
+	assert.Contains(t, obs.nodes(), bed.replica.addr, "the dead master's breaker")
 }
 
 // Connect's Sentinel URLs: what is malformed or names no master fails
