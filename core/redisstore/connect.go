@@ -242,9 +242,9 @@ func dialRemote(ctx context.Context, dialer func(context.Context, string, string
 // Sentinels name as the master.
 const failoverAddr = "FailoverClient"
 
-// role is what a server says it is in INFO.
+// role is what a server says it is in INFO; a user not allowed INFO
+// leaves it all false.
 type role struct {
-	known    bool // INFO answered (a user without INFO leaves all unknown)
 	cluster  bool // a node of a Redis Cluster (cluster_enabled:1)
 	sentinel bool // a Sentinel (redis_mode:sentinel)
 	replica  bool // a replica (role:slave)
@@ -262,7 +262,7 @@ func serverRole(ctx context.Context, c *redis.Client) (role, error) {
 		}
 		return role{}, err
 	}
-	r := role{known: true}
+	var r role
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {

@@ -378,7 +378,10 @@ func (s *Store) checkedAddr() string {
 	if a := s.pipes.singleNode(); a != "" {
 		return a
 	}
-	return nodeName(failoverAddr)
+	if s.pipes.failover {
+		return nodeName(failoverAddr)
+	}
+	return nodeName("")
 }
 
 // warm loads the store's scripts on every master and makes the client
