@@ -377,6 +377,18 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		switch {
 		case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
 			return nil, fmt.Errorf("%w: %s is a standalone Redis, not a Cluster node (%w); use redis.NewClient(redisstore.ClientOptions(...)) or redisstore.Connect", ErrTopology, seeds, err)
+		case err != nil && strings.Contains(err.Error(), "unknown command"):
+			// No CLUSTER command: a Sentinel's port, most likely.
+			for _, a := range o.Addrs {
+				seed := redis.NewClient(&redis.Options{Addr: a, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+					Dialer: o.Dialer, ContextTimeoutEnabled: true, MaxRetries: -1})
+				r, _ := serverRole(ctx, seed)
+				_ = seed.Close()
+				if r.sentinel {
+					return nil, sentinelError(a)
+				}
+			}
+			return nil, unreachableError(seeds, err)
 		case err != nil:
 			return nil, unreachableError(seeds, err)
 		case answered == 0 && len(down) > 0:

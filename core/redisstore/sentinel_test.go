@@ -161,6 +161,14 @@ func TestStartRefusesReplicaAndSentinel(t *testing.T) {
 		})
 	}
 
+	t.Run("ClusterClient on a sentinel", func(t *testing.T) {
+		client := redis.NewClusterClient(redisstore.ClusterOptions(bed.sentinels[1].addr))
+		t.Cleanup(func() { _ = client.Close() })
+		_, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+		require.ErrorIs(t, err, redisstore.ErrTopology)
+		assert.Contains(t, err.Error(), bed.sentinels[1].addr+" is a Sentinel: use redis+sentinel://")
+	})
+
 	// A user without INFO on a replica: the probe's writes answer
 	// READONLY.
 	t.Run("replica, user without info", func(t *testing.T) {
