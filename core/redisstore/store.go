@@ -312,7 +312,7 @@ func (s *Store) check(cfg config) error {
 	for _, addr := range s.pipes.untrackedNodes() {
 		cfg.logger.Warn("redisstore: the client had connections to this node before New, which the store cannot break off when the node stalls: "+
 			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
-			"node", addr)
+			"node", nodeName(addr))
 	}
 	// The checks end when the servers have sent nothing for checkTimeout
 	// while owing a reply, not after checkTimeout of wall time: a process
