@@ -15,7 +15,8 @@
 #
 # Store: memory, unless SLIDELOG_REDIS_ADDRS is set: host:port or
 # redis:// URLs, comma-separated; one address is enough for a standalone
-# Redis or a Redis Cluster. With Redis, each run uses its own key prefix
+# Redis or a Redis Cluster; redis+sentinel://host:port[,host:port…]/MASTERNAME
+# for a master that Sentinels monitor. With Redis, each run uses its own key prefix
 # unless SLIDELOG_KEY_PREFIX is set. When the example cannot use that Redis
 # (it does not answer, or the addresses do not fit the server), the example
 # exits with the error and so does the demo, non-zero.
@@ -56,7 +57,7 @@ if [[ -n "${SLIDELOG_REDIS_ADDRS:-}" ]]; then
   export SLIDELOG_KEY_SECRET="${SLIDELOG_KEY_SECRET:-slidelog-demo-$$}"
   echo "==> store: Redis from SLIDELOG_REDIS_ADDRS=$SLIDELOG_REDIS_ADDRS (key prefix $SLIDELOG_KEY_PREFIX); the example checks it at start"
 else
-  echo "==> store: memory (set SLIDELOG_REDIS_ADDRS for Redis or a Redis Cluster)"
+  echo "==> store: memory (set SLIDELOG_REDIS_ADDRS for Redis, a Redis Cluster or redis+sentinel://)"
 fi
 
 "$TMP/server" -addr 127.0.0.1:0 -metrics-addr 127.0.0.1:0 -limit "$LIMIT" -window 1m 2>"$TMP/server.log" &

@@ -130,10 +130,10 @@ func CheckConfig(ctx context.Context, client redis.UniversalClient) error {
 	check := func(ctx context.Context, c *redis.Client) error {
 		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 		if err != nil {
-			return fmt.Errorf("config get maxmemory-policy on %s: %w", c.Options().Addr, err)
+			return fmt.Errorf("config get maxmemory-policy on %s: %w", nodeName(c.Options().Addr), err)
 		}
 		if p := strings.ToLower(v["maxmemory-policy"]); evictingPolicy(p) {
-			return fmt.Errorf("%w: %s has maxmemory-policy %s, which evicts limiter keys under memory pressure; use noeviction", ErrUnsafeConfig, c.Options().Addr, p)
+			return fmt.Errorf("%w: %s has maxmemory-policy %s, which evicts limiter keys under memory pressure; use noeviction", ErrUnsafeConfig, nodeName(c.Options().Addr), p)
 		}
 		return nil
 	}

@@ -2,10 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,14 +31,30 @@ import (
 // address apply to every node. Change the returned client's other options
 // by building it yourself with ClientOptions or ClusterOptions.
 //
+// A master that Sentinels monitor is one address of its own:
+//
+//	redis+sentinel://[user:password@]host:port[,host:port…]/MASTERNAME[/db]
+//
+// with the Sentinels' addresses (rediss+sentinel:// for TLS; user and
+// password are the servers', the query parameters sentinel_username and
+// sentinel_password the Sentinels' own). Connect asks the Sentinels for
+// the master and returns redis.NewFailoverClient with the settings of
+// FailoverOptions.
+//
 // Connect waits until ctx is done and at most a second in all. It fails
 // with an error wrapping ErrUnreachable, naming each address and why, when
-// no address answers or one is malformed, and with ErrTopology when several
-// addresses are given but the server is not a Cluster node, or a Cluster
-// URL selects a database other than 0. The caller closes the client.
+// no address answers, one is malformed, or no Sentinel knows the master,
+// and with ErrTopology when several addresses are given but the server is
+// not a Cluster node, a Cluster URL selects a database other than 0, or
+// an address is a read-only replica's or a Sentinel's where a server's
+// was expected (or a server's where a Sentinel's was). The caller closes
+// the client.
 func Connect(ctx context.Context, addrs ...string) (redis.UniversalClient, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%w: no address given", ErrUnreachable)
+	}
+	if len(addrs) == 1 && isSentinelURL(addrs[0]) {
+		return connectSentinel(ctx, addrs[0])
 	}
 	var seeds []*redis.Options
 	for _, a := range addrs {
@@ -54,16 +72,22 @@ func Connect(ctx context.Context, addrs ...string) (redis.UniversalClient, error
 		probe.DB = 0 // a Cluster node refuses SELECT
 		c := redis.NewClient(&probe)
 		err := dial(ctx, c.Options().Dialer, c.Options().Network, o.Addr)
-		cluster := false
+		var r role
 		if err == nil {
-			cluster, err = clusterEnabled(ctx, c)
+			r, err = serverRole(ctx, c)
 		}
 		_ = c.Close()
 		if err != nil {
 			errs = append(errs, unreachableError(o.Addr, err))
 			continue
 		}
-		if !cluster {
+		switch {
+		case r.sentinel:
+			return nil, sentinelError(o.Addr)
+		case r.replica && !r.cluster:
+			return nil, replicaError(o.Addr)
+		}
+		if !r.cluster {
 			if len(seeds) > 1 {
 				return nil, fmt.Errorf("%w: %d addresses given, but %s is a standalone Redis, not a Cluster node; give its address alone", ErrTopology, len(seeds), o.Addr)
 			}
@@ -122,8 +146,10 @@ func parseAddr(a string) ([]*redis.Options, error) {
 	}
 	switch scheme {
 	case "redis", "rediss", "unix":
+	case sentinelScheme, sentinelTLSScheme:
+		return nil, fmt.Errorf("%w at %s: a %s:// URL names Sentinels, and must be the only address given", ErrTopology, redact(a), scheme)
 	default:
-		return nil, fmt.Errorf("%w at %s: scheme %q, want redis://, rediss:// or host:port", ErrUnreachable, redact(a), scheme)
+		return nil, fmt.Errorf("%w at %s: scheme %q, want redis://, rediss://, redis+sentinel:// or host:port", ErrUnreachable, redact(a), scheme)
 	}
 	o, err := redis.ParseURL(a)
 	if err == nil {
@@ -185,6 +211,14 @@ func redact(a string) string {
 // refused, no such host, missing port) rather than after the client's dial
 // retries with the context's deadline. A nil dialer is net.Dialer's.
 func dial(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) error {
+	_, err := dialRemote(ctx, dialer, network, addr)
+	return err
+}
+
+// dialRemote is dial, and returns the address the connection reached:
+// the master's for a failover client, whose dialer asks the Sentinels and
+// ignores addr.
+func dialRemote(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) (string, error) {
 	if dialer == nil {
 		var d net.Dialer
 		dialer = d.DialContext
@@ -194,24 +228,74 @@ func dial(ctx context.Context, dialer func(context.Context, string, string) (net
 	}
 	conn, err := dialer(ctx, network, addr)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return conn.Close()
+	remote := addr
+	if ra := conn.RemoteAddr(); ra != nil && addr == failoverAddr {
+		remote = ra.String()
+	}
+	return remote, conn.Close()
 }
 
-// clusterEnabled asks the server c talks to whether it is a node of a
-// Redis Cluster (INFO cluster: cluster_enabled:1).
-func clusterEnabled(ctx context.Context, c *redis.Client) (bool, error) {
-	info, err := c.Info(ctx, "cluster").Result()
+// failoverAddr is the address in the options of go-redis's failover
+// client (redis.NewFailoverClient), which dials whichever server the
+// Sentinels name as the master.
+const failoverAddr = "FailoverClient"
+
+// role is what a server says it is in INFO; a user not allowed INFO
+// leaves it all false.
+type role struct {
+	cluster  bool // a node of a Redis Cluster (cluster_enabled:1)
+	sentinel bool // a Sentinel (redis_mode:sentinel)
+	replica  bool // a replica (role:slave)
+}
+
+// serverRole asks the server c talks to what it is (INFO, its default
+// sections: server, replication and cluster among them). A user not
+// allowed INFO gets an unknown role, not an error: the store's probe of
+// its commands (see checkCommands) tells what matters then.
+func serverRole(ctx context.Context, c *redis.Client) (role, error) {
+	info, err := c.Info(ctx).Result()
 	if err != nil {
-		return false, err
+		if noPermission(err) {
+			return role{}, nil
+		}
+		return role{}, err
 	}
+	var r role
 	for _, line := range strings.Split(info, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == "cluster_enabled" {
-			return strings.TrimSpace(v) == "1", nil
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "cluster_enabled":
+			r.cluster = v == "1"
+		case "redis_mode":
+			r.sentinel = v == "sentinel"
+		case "role":
+			r.replica = v == "slave"
 		}
 	}
-	return false, nil
+	return r, nil
+}
+
+// noPermission reports whether err is a server's refusal of a command or
+// key by the user's ACL.
+func noPermission(err error) bool {
+	return redis.HasErrorPrefix(err, "NOPERM")
+}
+
+// sentinelError is the error of a Sentinel's address given where a
+// server's was expected.
+func sentinelError(addr string) error {
+	return fmt.Errorf("%w: %s is a Sentinel: use %s://%s/MASTERNAME (redisstore.Connect), or redis.NewFailoverClient(redisstore.FailoverOptions(...))", ErrTopology, addr, sentinelScheme, addr)
+}
+
+// replicaError is the error of a replica's address given where a
+// master's was expected.
+func replicaError(addr string) error {
+	return fmt.Errorf("%w: %s is a read-only replica, where every decision would fail with READONLY; give its master's address, or its Sentinels' in a %s:// URL", ErrTopology, addr, sentinelScheme)
 }
 
 // unreachableError wraps ErrUnreachable with the address and the cause,
@@ -235,23 +319,33 @@ func unreachableError(addr string, err error) error {
 // but some of whose masters do not answer, it returns those masters'
 // errors in down.
 func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int32) (down []error, err error) {
-	dial := func(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) error {
+	dialRemote := func(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) (string, error) {
 		probes.Add(1)
 		defer probes.Add(-1)
-		return dial(ctx, dialer, network, addr)
+		return dialRemote(ctx, dialer, network, addr)
+	}
+	dial := func(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) error {
+		_, err := dialRemote(ctx, dialer, network, addr)
+		return err
 	}
 	switch c := client.(type) {
 	case *redis.Client:
 		o := c.Options()
-		addr := o.Addr
-		if err := dial(ctx, o.Dialer, o.Network, addr); err != nil {
-			return nil, unreachableError(addr, err)
+		addr, err := dialRemote(ctx, o.Dialer, o.Network, o.Addr)
+		if err != nil {
+			return nil, unreachableError(nodeName(o.Addr), err)
 		}
-		cluster, err := clusterEnabled(ctx, c)
+		r, err := serverRole(ctx, c)
 		if err != nil {
 			return nil, unreachableError(addr, err)
 		}
-		if cluster {
+		switch {
+		case r.sentinel:
+			return nil, sentinelError(addr)
+		case r.replica && !r.cluster:
+			return nil, replicaError(addr)
+		}
+		if r.cluster {
 			return nil, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
 		}
 		return nil, nil
@@ -283,6 +377,18 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		switch {
 		case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
 			return nil, fmt.Errorf("%w: %s is a standalone Redis, not a Cluster node (%w); use redis.NewClient(redisstore.ClientOptions(...)) or redisstore.Connect", ErrTopology, seeds, err)
+		case err != nil && strings.Contains(err.Error(), "unknown command"):
+			// No CLUSTER command: a Sentinel's port, most likely.
+			for _, a := range o.Addrs {
+				seed := redis.NewClient(&redis.Options{Addr: a, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+					Dialer: o.Dialer, ContextTimeoutEnabled: true, MaxRetries: -1})
+				r, _ := serverRole(ctx, seed)
+				_ = seed.Close()
+				if r.sentinel {
+					return nil, sentinelError(a)
+				}
+			}
+			return nil, unreachableError(seeds, err)
 		case err != nil:
 			return nil, unreachableError(seeds, err)
 		case answered == 0 && len(down) > 0:
@@ -297,4 +403,118 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		}
 		return nil, nil
 	}
+}
+
+// URL schemes of a Sentinel-monitored master: redis+sentinel:// and, with
+// TLS to the Sentinels and the servers, rediss+sentinel://.
+const (
+	sentinelScheme    = "redis+sentinel"
+	sentinelTLSScheme = "rediss+sentinel"
+)
+
+// isSentinelURL reports whether a names a master through its Sentinels.
+func isSentinelURL(a string) bool {
+	scheme, _, ok := strings.Cut(strings.TrimSpace(a), "://")
+	return ok && (scheme == sentinelScheme || scheme == sentinelTLSScheme)
+}
+
+// FailoverOptions returns go-redis options for the master named
+// masterName that the Sentinels at sentinelAddrs monitor, with the
+// settings of ClientOptions. Change the other fields (passwords, TLS,
+// pool size) as you like before redis.NewFailoverClient.
+func FailoverOptions(masterName string, sentinelAddrs ...string) *redis.FailoverOptions {
+	return &redis.FailoverOptions{
+		MasterName:            masterName,
+		SentinelAddrs:         append([]string(nil), sentinelAddrs...),
+		ContextTimeoutEnabled: true,
+		DialTimeout:           clientDialTimeout,
+		ReadTimeout:           clientReadTimeout,
+		WriteTimeout:          clientWriteTimeout,
+		PoolTimeout:           clientPoolTimeout,
+	}
+}
+
+// parseSentinelURL reads
+// redis+sentinel://[user:password@]host:port[,host:port…]/MASTERNAME[/db]
+// with the query parameters sentinel_username and sentinel_password (the
+// Sentinels' own credentials; user and password are the servers').
+func parseSentinelURL(a string) (*redis.FailoverOptions, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%w at %s: %s; want %s://[user:password@]host:port[,host:port…]/MASTERNAME", ErrUnreachable, redact(a), why, sentinelScheme)
+	}
+	u, err := url.Parse(strings.TrimSpace(a))
+	if err != nil {
+		return nil, bad("not a URL")
+	}
+	path := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if path[0] == "" || len(path) > 2 {
+		return nil, bad("no master name")
+	}
+	var addrs []string
+	for _, h := range strings.Split(u.Host, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return nil, bad(fmt.Sprintf("Sentinel address %q: %v", h, err))
+		}
+		addrs = append(addrs, h)
+	}
+	o := FailoverOptions(path[0], addrs...)
+	if len(path) == 2 {
+		if o.DB, err = strconv.Atoi(path[1]); err != nil || o.DB < 0 {
+			return nil, bad(fmt.Sprintf("database %q", path[1]))
+		}
+	}
+	if u.User != nil {
+		o.Username = u.User.Username()
+		o.Password, _ = u.User.Password()
+	}
+	q := u.Query()
+	o.SentinelUsername, o.SentinelPassword = q.Get("sentinel_username"), q.Get("sentinel_password")
+	for k := range q {
+		if k != "sentinel_username" && k != "sentinel_password" {
+			return nil, bad(fmt.Sprintf("unknown parameter %q", k))
+		}
+	}
+	if u.Scheme == sentinelTLSScheme {
+		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return o, nil
+}
+
+// connectSentinel returns a failover client for the master a Sentinel URL
+// names, once a Sentinel named its address; it fails with ErrUnreachable
+// when none of the Sentinels answers with one, naming each and why.
+func connectSentinel(ctx context.Context, a string) (redis.UniversalClient, error) {
+	o, err := parseSentinelURL(a)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	var errs []error
+	for _, addr := range o.SentinelAddrs {
+		sc := redis.NewSentinelClient(&redis.Options{
+			Addr: addr, Username: o.SentinelUsername, Password: o.SentinelPassword, TLSConfig: o.TLSConfig,
+			ContextTimeoutEnabled: true, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			MaxRetries: -1,
+		})
+		err := dial(ctx, nil, "tcp", addr)
+		var master []string
+		if err == nil {
+			master, err = sc.GetMasterAddrByName(ctx, o.MasterName).Result()
+		}
+		_ = sc.Close()
+		switch {
+		case errors.Is(err, redis.Nil):
+			errs = append(errs, fmt.Errorf("%w at %s: the Sentinel monitors no master named %q", ErrUnreachable, addr, o.MasterName))
+		case err != nil && strings.Contains(err.Error(), "unknown command"):
+			errs = append(errs, fmt.Errorf("%w: %s is not a Sentinel (%w); give a Sentinel's address in a %s:// URL, or a server's as host:port", ErrTopology, addr, err, sentinelScheme))
+		case err != nil:
+			errs = append(errs, unreachableError(addr, err))
+		case len(master) != 2:
+			errs = append(errs, fmt.Errorf("%w at %s: the Sentinel answered %q for master %q", ErrUnreachable, addr, master, o.MasterName))
+		default:
+			return redis.NewFailoverClient(o), nil
+		}
+	}
+	return nil, errors.Join(errs...)
 }

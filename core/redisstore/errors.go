@@ -22,10 +22,17 @@ var (
 	// password). The error names the address and the cause. New returns
 	// it unless WithStartUnreachable is given.
 	ErrUnreachable = errors.New("redisstore: redis unreachable")
-	// ErrTopology reports a client whose kind does not match the server:
-	// a ClusterClient on a standalone Redis, a plain Client on a node of a
-	// Redis Cluster (which would answer MOVED for most keys), or several
-	// addresses of servers that are not a Cluster. Connect picks the right
-	// kind by asking the server.
+	// ErrTopology reports a client whose kind does not match the server,
+	// or a server that cannot decide: a ClusterClient on a standalone
+	// Redis, a plain Client on a node of a Redis Cluster (which would
+	// answer MOVED for most keys), several addresses of servers that are
+	// not a Cluster, a read-only replica's address, or a Sentinel's (use
+	// a redis+sentinel:// URL with Connect). Connect picks the right kind
+	// by asking the server. The error names the address and the reason.
 	ErrTopology = errors.New("redisstore: redis client does not match the server's topology")
+	// ErrPermission reports a Redis user whose ACL refuses a command the
+	// store needs, or the store's keys: every decision would fail with
+	// NOPERM. The error names the address and the command; see
+	// docs/operations.md for the ACL a limiter needs.
+	ErrPermission = errors.New("redisstore: redis user may not run what the store needs")
 )

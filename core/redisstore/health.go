@@ -355,7 +355,7 @@ func (b *batcher) verdict(silence time.Duration, evidence []any) {
 		b.conns.breakAll()
 	}
 	b.mon.logger.Warn("redisstore: node stalled: its waiting calls go to the failure mode",
-		append([]any{"node", nodeName(b.node), "silent", silence.Round(time.Millisecond), "stall_timeout", b.mon.stall, "waiting", waiting}, evidence...)...)
+		append([]any{"node", b.name(), "silent", silence.Round(time.Millisecond), "stall_timeout", b.mon.stall, "waiting", waiting}, evidence...)...)
 }
 
 // evidenceAttrs describes, for the log, what b's connections showed when
@@ -417,7 +417,7 @@ func (b *batcher) stallError() error {
 	if closed {
 		return slidelog.ErrClosed
 	}
-	return fmt.Errorf("%w: %s sent nothing for %v while calls waited on it", slidelog.ErrStalled, nodeName(b.node), b.mon.stall)
+	return fmt.Errorf("%w: %s sent nothing for %v while calls waited on it", slidelog.ErrStalled, b.name(), b.mon.stall)
 }
 
 // kernelGrain bounds the jitter of the kernel's receipt times (jiffies).
@@ -425,8 +425,11 @@ const kernelGrain = 10 * time.Millisecond
 
 // nodeName names a node in logs and errors.
 func nodeName(addr string) string {
-	if addr == "" {
+	switch addr {
+	case "":
 		return "redis"
+	case failoverAddr:
+		return "the Sentinels' master"
 	}
 	return addr
 }

@@ -111,9 +111,12 @@ type batcher struct {
 	conns *connSet
 
 	// The node's health (see monitor). node is its address ("" when
-	// not known, or on a single server).
+	// not known, or on a single server); master, on a single server,
+	// holds the address of the server the client reaches (see
+	// pipelines.master).
 	mon       *monitor
 	node      string
+	master    *atomic.Pointer[string]
 	waiting   int           // calls waiting on the node
 	busySince int64         // mono time when waiting last left 0, or of the last verdict
 	epoch     chan struct{} // closed when the node is judged stalled, or the store closed
@@ -602,6 +605,34 @@ type pipelines struct {
 	// dials whichever server is the master).
 	conns map[string]*connSet
 	mon   *monitor
+	// master is, on a single server, the address of the server the
+	// client reaches: the client's own address, or for a failover client
+	// the remote address of its latest connection, which go-redis dials
+	// to whichever server the Sentinels name as the master (and it
+	// closes the connections to the old master when they name another).
+	master   atomic.Pointer[string]
+	failover bool
+}
+
+// singleNode returns the address of the server a single-server client
+// reaches, "" on a Cluster or before a failover client's first
+// connection.
+func (p *pipelines) singleNode() string {
+	if a := p.master.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// name names b's node in logs and errors: its address, or on a single
+// server the address of the server the client reaches.
+func (b *batcher) name() string {
+	if b.node == "" && b.master != nil {
+		if a := b.master.Load(); a != nil {
+			return *a
+		}
+	}
+	return nodeName(b.node)
 }
 
 // connSet returns the connections of the node at addr.
@@ -666,7 +697,12 @@ func newPipelines(client redis.UniversalClient, pipelinesPerNode int, ack *acker
 		if c, ok := client.(*redis.Client); ok {
 			addr = c.Options().Addr
 		}
-		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch, ack: ack, mon: p.mon}
+		if addr == failoverAddr {
+			p.failover = true
+		} else if addr != "" {
+			p.master.Store(&addr)
+		}
+		p.single = &batcher{client: client, limit: p.limit, maxBatch: p.maxBatch, ack: ack, mon: p.mon, master: &p.master}
 		p.single.conns = p.connSet(addr)
 	}
 	return p
@@ -746,6 +782,13 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 				h.p.refuse(addr, err)
 			}
 			return conn, err
+		}
+		if h.p.failover {
+			if ra := conn.RemoteAddr(); ra != nil {
+				if a := ra.String(); h.p.singleNode() != a {
+					h.p.master.Store(&a)
+				}
+			}
 		}
 		return cs.add(conn), nil
 	}

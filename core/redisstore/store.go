@@ -4,6 +4,7 @@
 // decisions are atomic and exact however many processes share the server.
 //
 //	client, err := redisstore.Connect(ctx, "10.0.0.1:6379") // a *redis.Client or a *redis.ClusterClient
+//	// or, through Sentinels: redisstore.Connect(ctx, "redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/mymaster")
 //	if err != nil { ... }
 //	store, err := redisstore.New(client, redisstore.WithKeySecret(secret))
 //	if err != nil { ... }
@@ -21,12 +22,16 @@
 // WithAutoPipelining).
 //
 // Connect asks the server whether it is a Redis Cluster node and returns
-// the client that fits. New checks the servers once: that a master
-// answers and the client's kind matches the server (ErrUnreachable,
-// ErrTopology), their version (Redis 6.2 or later, Valkey
-// 7.2 or later), their maxmemory-policy (an evicting policy drops logs
-// under memory pressure and lets clients through: New logs a warning, or
-// fails with WithStrictConfig), and it loads the script on every master.
+// the client that fits, or a failover client for a redis+sentinel:// URL.
+// New checks the servers once: that a master answers and the client's
+// kind matches the server, and that the server is no replica or Sentinel
+// (ErrUnreachable, ErrTopology), that the user may run every command the
+// store runs (ErrPermission names the one refused), their version (Redis
+// 6.2 or later, Valkey 7.2 or later), their maxmemory-policy (an evicting
+// policy drops logs under memory pressure and lets clients through: New
+// logs a warning, or fails with WithStrictConfig), and it loads the script
+// on every master. A single server's node, in routes, logs and errors, is
+// its address; through a failover client, the current master's.
 //
 // # Node health
 //
@@ -239,9 +244,15 @@ type config struct {
 // the address has no port or is a URL) New fails with ErrUnreachable,
 // naming the address and the cause, unless WithStartUnreachable is given.
 //
+// It runs every command the store needs once, on two keys of its own
+// under the key prefix that it deletes again: a user whose ACL refuses
+// one fails New with ErrPermission, naming the command; a replica or a
+// Sentinel fails it with ErrTopology, also when the user may not run
+// INFO.
+//
 // It fails with ErrNilClient, slidelog.ErrInvalidOption, ErrUnreachable,
-// ErrTopology, ErrUnsupportedVersion, or ErrUnsafeConfig (only with
-// WithStrictConfig).
+// ErrTopology, ErrPermission, ErrUnsupportedVersion, or ErrUnsafeConfig
+// (only with WithStrictConfig).
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s, cfg, err := newStore(client, opts)
 	if err != nil {
@@ -301,7 +312,7 @@ func (s *Store) check(cfg config) error {
 	for _, addr := range s.pipes.untrackedNodes() {
 		cfg.logger.Warn("redisstore: the client had connections to this node before New, which the store cannot break off when the node stalls: "+
 			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
-			"node", addr)
+			"node", nodeName(addr))
 	}
 	// The checks end when the servers have sent nothing for checkTimeout
 	// while owing a reply, not after checkTimeout of wall time: a process
@@ -321,12 +332,26 @@ func (s *Store) check(cfg config) error {
 	for _, d := range down {
 		cfg.logger.Error("redisstore: a cluster master does not answer: decisions on its slots go to the limiter's failure mode until it does", "error", d)
 	}
+	refused, legacy, err := s.checkCommands(ctx, s.checkedAddr(), cfg.ack != nil)
+	switch {
+	case errors.Is(err, ErrPermission), errors.Is(err, ErrTopology), errors.Is(err, ErrUnsupportedVersion):
+		return err
+	case err != nil:
+		cfg.logger.Warn("redisstore: could not check the commands the redis user may run", "error", err)
+	case len(refused) > 0:
+		cfg.logger.Warn("redisstore: the redis user may not run these commands, which make decisions faster: each decision runs the whole script",
+			"node", s.checkedAddr(), "commands", refused)
+	}
 	switch err := s.checkVersion(ctx); {
 	case err == nil:
 	case errors.Is(err, ErrUnsupportedVersion):
 		return err
 	default:
 		cfg.logger.Warn("redisstore: could not read the redis version", "error", err)
+		if legacy && !s.pinned {
+			// No PEXPIRETIME: Redis 6.2.
+			s.legacy.Store(true)
+		}
 	}
 	s.warm(ctx)
 	s.checkReplicas(ctx, cfg.logger)
@@ -342,6 +367,21 @@ func (s *Store) check(cfg config) error {
 		cfg.logger.Warn("redisstore: could not check the redis configuration", "error", err)
 	}
 	return nil
+}
+
+// checkedAddr names the servers New checks in its errors: the address of
+// a single server (a failover client's master), or a Cluster's seeds.
+func (s *Store) checkedAddr() string {
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	if a := s.pipes.singleNode(); a != "" {
+		return a
+	}
+	if s.pipes.failover {
+		return nodeName(failoverAddr)
+	}
+	return nodeName("")
 }
 
 // warm loads the store's scripts on every master and makes the client
@@ -487,9 +527,11 @@ type keyMAC struct {
 	sum [sha256.Size]byte
 }
 
-// Route implements slidelog.Router: req's Redis key (Key) and, on a
-// Cluster, the address of the master holding it by the client's slot map
-// ("" on a single server, or while the slot map does not know it).
+// Route implements slidelog.Router: req's Redis key (Key) and the
+// address of the master holding it: on a Cluster by the client's slot
+// map ("" while the slot map does not know it), on a single server the
+// client's address, and through a failover client the address of the
+// master it last connected to ("" before its first connection).
 func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route {
 	return s.route(ctx, req)
 }
@@ -568,9 +610,9 @@ func (s *Store) failed(ctx context.Context, err error) error {
 	return unavailable(ctx, err)
 }
 
-// route is where req's decision runs: its key and, on a Cluster, the
-// address of the master holding it ("" on a single server or when the
-// slot map does not know yet; the client then routes by key itself).
+// route is where req's decision runs: its key and the address of the
+// master holding it (see Route; when the slot map does not know it yet,
+// the client routes by key itself).
 func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route {
 	r := slidelog.Route{Key: s.Key(req.Namespace, req.Key)}
 	// Without a slot map, finding the master would wait for its first
@@ -580,6 +622,8 @@ func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route 
 		if m, err := c.MasterForKey(ctx, r.Key); err == nil {
 			r.Node = m.Options().Addr
 		}
+	} else if !ok {
+		r.Node = s.pipes.singleNode()
 	}
 	return r
 }

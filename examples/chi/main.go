@@ -10,7 +10,8 @@
 //
 // The limits live in process memory unless SLIDELOG_REDIS_ADDRS lists
 // Redis addresses (host:port or redis:// URLs; one address is enough for a
-// standalone Redis or a Redis Cluster). SLIDELOG_KEY_PREFIX, when set,
+// standalone Redis or a Redis Cluster; redis+sentinel://host:port,.../MASTERNAME
+// for a master that Sentinels monitor). SLIDELOG_KEY_PREFIX, when set,
 // replaces the Redis key prefix; SLIDELOG_KEY_SECRET sets the secret of
 // the Redis keys' HMAC. A Redis that does not answer, or addresses that do
 // not fit the server, make the example exit with the error. -h lists the
@@ -139,7 +140,11 @@ func serve(addr string, h http.Handler) error {
 // the client does not fit the server: the example then exits with the
 // error instead of enforcing each instance's limit on its own.
 func openStore() (slidelog.Store, func() error, error) {
-	addrs := strings.FieldsFunc(os.Getenv("SLIDELOG_REDIS_ADDRS"), func(r rune) bool { return r == ',' || r == ' ' })
+	env := strings.TrimSpace(os.Getenv("SLIDELOG_REDIS_ADDRS"))
+	addrs := strings.FieldsFunc(env, func(r rune) bool { return r == ',' || r == ' ' })
+	if strings.Contains(env, "+sentinel://") {
+		addrs = []string{env} // one URL, naming every Sentinel
+	}
 	if len(addrs) == 0 {
 		slog.Info("store", "kind", "memory")
 		store := memstore.New()
@@ -155,6 +160,10 @@ func openStore() (slidelog.Store, func() error, error) {
 	case *redis.ClusterClient:
 		slog.Info("store", "kind", "redis-cluster", "seeds", strings.Join(c.Options().Addrs, ","))
 	case *redis.Client:
+		if c.Options().Addr == "FailoverClient" {
+			slog.Info("store", "kind", "redis-sentinel")
+			break
+		}
 		slog.Info("store", "kind", "redis", "addr", c.Options().Addr)
 	}
 	var opts []redisstore.Option
@@ -207,7 +216,8 @@ Environment:
   SLIDELOG_REDIS_ADDRS  Redis that instances share the limit through: host:port or
                         redis:// / rediss:// URLs, comma-separated. One address is
                         enough for a standalone Redis or a Redis Cluster (the server
-                        is asked which it is). Unset: limits in process memory.
+                        is asked which it is); a master that Sentinels monitor is
+                        redis+sentinel://host:port[,host:port…]/MASTERNAME. Unset: limits in process memory.
                         The example exits with the error when no Redis answers or
                         the addresses do not fit the server.
   SLIDELOG_KEY_PREFIX   prefix of the Redis keys (default "slidelog:")
