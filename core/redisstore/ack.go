@@ -22,27 +22,39 @@ import (
 // pipeline (a lone decision pays one WAIT of its own). An admission that
 // fewer than replicas replicas acknowledged within timeout is still
 // returned to its caller as admitted, and the store keeps it (request ID,
-// cost, policies, the server's time of the admission) until replicas
-// acknowledge it: before the next decision of the same key, the store
-// writes it back with the script's record operation, idempotently by
-// request ID, to whichever master owns the key then. If its master failed
-// over without replicating it, the new master thus counts it before it
-// decides again, and no rolling window admits more than its limit.
+// cost, policies, the server's time of the admission, and the identity of
+// the server that holds it) in its write-back journal, with the limiter's
+// fallback admissions (slidelog.Keeper). Every later decision of the same
+// key carries the key's kept admissions in its own script call, and the
+// script records each one, idempotently by request ID, unless the master
+// is the server known to hold it, before it decides. A server's identity
+// is derived from its run_id (a new process) and master_replid (a new one
+// at every promotion), not from the client's address, so a master change
+// is noticed at the key's next decision on any client: a Cluster client,
+// a Sentinel failover client, or one address that fails over behind a
+// name. If its master failed over without replicating it, the new master
+// thus counts it before it decides, and no rolling window admits more
+// than its limit, however many decisions of the key run at once. An
+// admission leaves the journal once replicas acknowledged a call that
+// wrote it, or a later call to the same server.
 //
-// Bounds: the store keeps at most 100,000 unacknowledged admissions, each
-// until it has left its longest window (those beyond are dropped and
-// counted in ReplicaAckStats.Dropped). The write-back happens before the
-// next decision of the key in this process; another process sharing the
-// key writes back only what it admitted itself. While replicas stay
-// behind, every decision on that master takes up to timeout longer, a
-// warning is logged at most once every 10 s per store, and
-// ReplicaAckStats counts the unacknowledged admissions.
+// Bounds: the store keeps at most 100,000 admissions, each until it has
+// left its longest window (those beyond are dropped and counted in
+// ReplicaAckStats.Dropped). The write-back happens within the decisions
+// of the key in this process; another process sharing the key writes back
+// only what it admitted itself. While replicas stay behind, every decision
+// on that master takes up to timeout longer, carries the key's kept
+// admissions (four arguments each) and runs the whole script, a warning
+// is logged at most once every 10 s per store, and ReplicaAckStats counts
+// the unacknowledged admissions.
 //
 // replicas is at least 1 (usually 1: the replica a failover promotes);
 // timeout is from 1 ms to below the client's ReadTimeout, so that a WAIT
-// that times out still reads its reply. New fails with
-// slidelog.ErrInvalidOption otherwise. Commands other than decisions and
-// write-backs (Refund, Reset) are not acknowledged.
+// that times out still reads its reply, and at most 3/4 of the stall
+// timeout (WithStallTimeout), so that a master waiting for its replicas
+// is not judged stalled. New fails with slidelog.ErrInvalidOption
+// otherwise. Commands other than decisions and write-backs (Refund,
+// Reset) are not acknowledged.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if replicas < 1 {

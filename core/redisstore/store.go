@@ -13,8 +13,9 @@
 // "redis"), slidelog.Router (so a limiter keeps a circuit breaker per
 // Cluster master, and the key and master of a request are computed once
 // per decision),
-// slidelog.Recorder (so the limiter's fallback admissions are written back
-// once Redis answers again) and slidelog.Peeker (a key's usage, read by a
+// slidelog.Recorder and slidelog.Keeper (so the limiter's fallback
+// admissions are kept by the store and written back within their key's
+// next decision, in its script call) and slidelog.Peeker (a key's usage, read by a
 // script that writes nothing). WithReplicaAck makes admissions survive a
 // master's failover. Decisions headed for one node while its
 // pipelines are busy leave together in the next pipeline (see
