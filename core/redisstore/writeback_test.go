@@ -206,3 +206,31 @@ func TestWriteBackAfterRealPromotion(t *testing.T) {
 	}
 	t.Logf("new master holds %d entries; %+v", rc.ZCard(t.Context(), key).Val(), s.ReplicaAckStats())
 }
+
+// A limiter's fallback admissions handed to the store (slidelog.Keeper)
+// are written within every decision of their key until written: 64
+// decisions of the key at once, right after, admit nothing over the limit.
+func TestKeptFallbackAdmissionsBeforeEveryConcurrentDecision(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{"Standalone": redistest.RedisClient(t), "Cluster": redistest.ClusterClient(t)} {
+		t.Run(name, func(t *testing.T) {
+			const limit = 5
+			s := newRedisStore(t, client)
+			p := slidelog.Policy{Limit: limit, Window: time.Minute}
+			req := slidelog.Request{Namespace: "wb", Key: "fallback", Cost: 1, Policies: []slidelog.Policy{p}}
+			at := time.Now().Add(-time.Second)
+			for i := range limit {
+				r := req
+				r.ID = uint64(i + 1)
+				s.Keep(r, at)
+			}
+			require.Equal(t, limit, s.Unwritten())
+			if got := concurrentTakes(t, s, req, 64); got != 0 {
+				t.Errorf("got %d of 64 concurrent decisions admitted with %d fallback admissions kept at limit %d, want 0", got, limit, limit)
+			}
+			if n := client.ZCard(t.Context(), s.Key(req.Namespace, req.Key)).Val(); n != limit {
+				t.Errorf("got ZCARD %d, want the %d fallback admissions once", n, limit)
+			}
+			require.Zero(t, s.Unwritten())
+		})
+	}
+}
