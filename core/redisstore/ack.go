@@ -188,6 +188,12 @@ func (s *Store) takeKept(ctx context.Context, req slidelog.Request, r slidelog.R
 		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies and an identity", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
 	server := reply[len(reply)-1]
+	if server <= 0 {
+		// The server would not say who it is (INFO refused): every
+		// kept admission stays of unknown identity, written again with
+		// each decision.
+		server = writeback.Unknown
+	}
 	res := decode(reply[:len(reply)-1], req.Policies, Source)
 	a := s.pipes.ack
 	durable := a == nil || acked >= a.replicas

@@ -37,8 +37,9 @@
 -- known to hold it (0 for none); the policies follow. An admission is
 -- recorded (as 'record' does, with this call's policies) unless this
 -- server has that identity. The reply is take's with this server's
--- identity appended: a number below 2^52 + 1 derived from its run_id
--- (a new process) and its master_replid (a new one at every promotion).
+-- identity appended: a number from 1 to 2^52 derived from its run_id
+-- (a new process) and its master_replid (a new one at every promotion),
+-- or 0 when the server does not answer INFO.
 -- The common path (common.lua) never carries kept admissions.
 --
 -- Returns for 'take' {allowed, now, steady, remaining1, retry1, reset1,
@@ -759,15 +760,20 @@ if op ~= 'takew' then return run(op, id, cost, at) end
 
 -- Write-back (issue 30): this server's identity, then every kept
 -- admission it does not hold, then the take.
-local runid = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
-local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or ''
-local ident = tonumber(string.sub(redis.sha1hex(runid .. replid), 1, 13), 16) + 1
+-- A server that refuses INFO (a renamed command, an ACL) has identity 0:
+-- every kept admission is recorded, and stays unknown to the client.
+local si, ri = redis.pcall('INFO', 'server'), redis.pcall('INFO', 'replication')
+local ident = 0
+if type(si) == 'string' and type(ri) == 'string' then
+  local runid, replid = string.match(si, 'run_id:(%x+)'), string.match(ri, 'master_replid:(%x+)')
+  if runid and replid then ident = tonumber(string.sub(redis.sha1hex(runid .. replid), 1, 13), 16) + 1 end
+end
 for e = 0, nkept - 1 do
   local eid, ecost, eat, eserver = ARGV[7 + 4 * e], tonumber(ARGV[8 + 4 * e]), tonumber(ARGV[9 + 4 * e]), tonumber(ARGV[10 + 4 * e])
   if not ecost or ecost < 1 or not eat or eat < 1 or not eserver then
     return redis.error_reply('ERR slidelog: bad arguments')
   end
-  if eserver ~= ident then run('record', eid, ecost, eat) end
+  if ident == 0 or eserver ~= ident then run('record', eid, ecost, eat) end
 end
 local reply = run('take', id, cost, at)
 reply[#reply + 1] = ident
