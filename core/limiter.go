@@ -446,16 +446,21 @@ func (l *Limiter) startFlush() {
 		if l.keeper != nil {
 			written, left = l.keeper.WriteBack(l.flushCtx)
 		} else {
+			// One round over every key, so that a node that fails one
+			// write fails the rest at once (recordAll).
+			var es []journalEntry
 			for _, jk := range l.journal.Keys() {
-				es := l.journal.Pending(jk, time.Now(), nil)
-				w, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) Route {
-					req := e.Req
-					l.route(l.flushCtx, &req)
-					return req.Route
-				})
-				l.journal.Settle(jk, w, writeback.Unknown, true, time.Now())
-				written, left = written+len(w), left+len(es)-len(w)
+				es = l.journal.Pending(jk, time.Now(), es)
 			}
+			w, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) Route {
+				req := e.Req
+				l.route(l.flushCtx, &req)
+				return req.Route
+			})
+			for _, e := range w {
+				l.journal.Settle(journalKey(e.Req.Namespace, e.Req.Key), []journalEntry{e}, writeback.Unknown, true, time.Now())
+			}
+			written, left = len(w), len(es)-len(w)
 		}
 		if written > 0 {
 			l.logger.Info("slidelog: wrote fallback admissions back into the store", "limiter", l.name, "written", written, "left", left)

@@ -243,20 +243,33 @@ func (s *Store) Forget(req slidelog.Request) {
 func (s *Store) Unwritten() int { return s.kept.Unwritten() }
 
 // WriteBack implements slidelog.Keeper: it records every kept admission
-// that no server holds yet, up to writeBackConcurrency at once.
+// that no server holds yet, up to writeBackConcurrency at once; after a
+// failed write it tries no more.
 func (s *Store) WriteBack(ctx context.Context) (written, left int) {
 	if s.kept.Unwritten() == 0 {
 		return 0, 0
 	}
-	var mu sync.Mutex
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		failing atomic.Bool
+	)
 	sem := make(chan struct{}, writeBackConcurrency)
-	var wg sync.WaitGroup
 	for _, key := range s.kept.Keys() {
 		for _, e := range s.kept.Pending(key, s.now(), nil) {
 			if e.Server != writeback.Unwritten {
 				continue
 			}
 			sem <- struct{}{}
+			if failing.Load() {
+				// A write failed: the rest wait for the next round (or
+				// their key's next decision), not a stall timeout each.
+				<-sem
+				mu.Lock()
+				left++
+				mu.Unlock()
+				continue
+			}
 			wg.Go(func() {
 				defer func() { <-sem }()
 				req := e.Req
@@ -265,6 +278,7 @@ func (s *Store) WriteBack(ctx context.Context) (written, left int) {
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
+					failing.Store(true)
 					left++
 				} else {
 					written++
