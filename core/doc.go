@@ -52,7 +52,10 @@
 //     hands the Route back in Request.Route to Take and Record, so the
 //     store computes a request's key and node once.
 //   - Recorder: Record writes the fallback's admissions into the store
-//     once it answers again.
+//     before their key's next decision, and in the background once it
+//     answers again.
+//   - Keeper: Keep takes the fallback's admissions over; the store writes
+//     each within its key's next decision, in the same atomic step.
 //   - Peeker: Peek reports a key's usage per policy without recording
 //     anything, for Limiter.Peek ("7,412 of 10,000 used today").
 //

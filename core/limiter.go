@@ -14,6 +14,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/slidelog/slidelog/core/internal/memlog"
+	"github.com/slidelog/slidelog/core/internal/writeback"
 )
 
 // Limiter enforces one or more sliding-window policies per key on a Store.
@@ -69,9 +70,11 @@ type Limiter struct {
 	namespace    string
 	release      func() // releases the limiter's name on its store
 
-	// Write-back of fallback admissions (see journal); nil journal when
-	// the store cannot record or there is no fallback.
+	// Write-back of fallback admissions: to a Keeper, which keeps them
+	// itself, or through the limiter's journal to a Recorder; neither
+	// when the store cannot record or there is no fallback.
 	recorder    Recorder
+	keeper      Keeper
 	journal     *journal
 	flushMu     sync.Mutex
 	flushing    bool
@@ -146,7 +149,10 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		if cfg.policyFunc != nil && cfg.fallbackPolicies == nil {
 			l.fallback.divideBy = cfg.fallbackInstances
 		}
-		if rec, ok := store.(Recorder); ok {
+		if k, ok := store.(Keeper); ok {
+			l.recorder, l.keeper = k, k
+			l.flushCtx, l.flushCancel = context.WithCancel(context.Background())
+		} else if rec, ok := store.(Recorder); ok {
 			l.recorder, l.journal = rec, newJournal()
 			l.flushCtx, l.flushCancel = context.WithCancel(context.Background())
 		}
@@ -272,7 +278,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		}
 		done = d
 	}
-	if l.journal.hasPending() {
+	if l.journal.Len() > 0 {
 		// A write-back that fails means the node fails: the decision goes
 		// to the failure mode at once, not after a second wait.
 		err = l.writeBackKey(ctx, req)
@@ -285,7 +291,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 		if done != nil {
 			done(nil)
 		}
-		if l.journal.hasPending() {
+		if l.journal.Len() > 0 || (l.keeper != nil && l.keeper.Unwritten() > 0) {
 			l.startFlush()
 		}
 		l.metrics.commandDone("ok", took)
@@ -355,11 +361,18 @@ func (l *Limiter) take(ctx context.Context, req Request) (Result, error) {
 
 // writeBackKey writes the fallback admissions of req's key into the store
 // before the store decides the key again, so that its windows count them.
-// Entries that cannot be written now stay for a later attempt.
+// They stay in the journal until written: every decision of the key that
+// starts meanwhile writes them too (Record is idempotent by ID), so none
+// decides before they are in the store. Those that cannot be written now
+// stay for a later attempt.
 func (l *Limiter) writeBackKey(ctx context.Context, req Request) error {
-	es := l.journal.takeKey(req.Namespace, req.Key)
-	failed, err := l.recordAll(ctx, es, func(journalEntry) Route { return req.Route })
-	l.journal.putBack(failed, time.Now())
+	jk := journalKey(req.Namespace, req.Key)
+	es := l.journal.Pending(jk, time.Now(), nil)
+	if len(es) == 0 {
+		return nil
+	}
+	written, err := l.recordAll(ctx, es, func(journalEntry) Route { return req.Route })
+	l.journal.Settle(jk, written, writeback.Unknown, true, time.Now())
 	return err
 }
 
@@ -372,8 +385,8 @@ var errWriteBackStopped = fmt.Errorf("%w: an earlier write-back failed", ErrUnav
 const writeBackConcurrency = 64
 
 // recordAll writes es into the store, up to writeBackConcurrency at once,
-// each at the node at gives it, and returns those it could not write with
-// the first error.
+// each at the node at gives it, and returns those it wrote, with the
+// first error.
 func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(journalEntry) Route) ([]journalEntry, error) {
 	errs := make([]error, len(es))
 	sem := make(chan struct{}, writeBackConcurrency)
@@ -397,15 +410,16 @@ func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(jour
 		})
 	}
 	wg.Wait()
-	var failed []journalEntry
+	var written []journalEntry
 	var first error
 	for i, err := range errs {
 		if err != nil {
-			failed = append(failed, es[i])
 			first = cmp.Or(first, err)
+		} else {
+			written = append(written, es[i])
 		}
 	}
-	return failed, first
+	return written, first
 }
 
 // startFlush writes every journaled fallback admission back into the
@@ -428,24 +442,37 @@ func (l *Limiter) startFlush() {
 			l.flushing = false
 			l.flushMu.Unlock()
 		}()
-		es := l.journal.takeAll()
-		failed, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) Route {
-			req := e.req
-			l.route(l.flushCtx, &req)
-			return req.Route
-		})
-		l.journal.putBack(failed, time.Now())
-		if written := len(es) - len(failed); written > 0 {
-			l.logger.Info("slidelog: wrote fallback admissions back into the store", "limiter", l.name, "written", written, "left", len(failed))
+		var written, left int
+		if l.keeper != nil {
+			written, left = l.keeper.WriteBack(l.flushCtx)
+		} else {
+			// One round over every key, so that a node that fails one
+			// write fails the rest at once (recordAll).
+			var es []journalEntry
+			for _, jk := range l.journal.Keys() {
+				es = l.journal.Pending(jk, time.Now(), es)
+			}
+			w, _ := l.recordAll(l.flushCtx, es, func(e journalEntry) Route {
+				req := e.Req
+				l.route(l.flushCtx, &req)
+				return req.Route
+			})
+			for _, e := range w {
+				l.journal.Settle(journalKey(e.Req.Namespace, e.Req.Key), []journalEntry{e}, writeback.Unknown, true, time.Now())
+			}
+			written, left = len(w), len(es)-len(w)
+		}
+		if written > 0 {
+			l.logger.Info("slidelog: wrote fallback admissions back into the store", "limiter", l.name, "written", written, "left", left)
 		}
 	}()
 }
 
 // record writes one journaled admission into the store at route r.
 func (l *Limiter) record(ctx context.Context, e journalEntry, r Route) error {
-	req := e.req
+	req := e.Req
 	req.Route = r
-	return l.recorder.Record(ctx, req, e.at)
+	return l.recorder.Record(ctx, req, e.At)
 }
 
 // failover decides req by the failure mode, because the store could not.
@@ -478,8 +505,11 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 		}
 		if r.Allowed {
 			r.ticket = ticketOf(l, &taken)
-			if l.journal != nil {
-				l.journal.add(req, r.DecidedAt)
+			switch {
+			case l.keeper != nil:
+				l.keeper.Keep(req, r.DecidedAt)
+			case l.journal != nil:
+				l.journal.Add(journalKey(req.Namespace, req.Key), newJournalEntry(req, r.DecidedAt))
 			}
 		}
 		res = r
@@ -532,9 +562,10 @@ func (l *Limiter) Refund(ctx context.Context, res Result) error {
 			return ErrNotRefundable
 		}
 		req.Policies = l.fallback.policies
-		if l.journal != nil {
-			l.journal.remove(req)
+		if l.keeper != nil {
+			l.keeper.Forget(req)
 		}
+		l.journal.Forget(journalKey(req.Namespace, req.Key), req.ID)
 		return l.fallback.refund(ctx, req)
 	}
 	if !res.Source.FromStore() {
@@ -561,9 +592,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.fallback != nil {
 		_ = l.fallback.reset(ctx, req)
 	}
-	if l.journal != nil {
-		l.journal.takeKey(req.Namespace, req.Key)
-	}
+	l.journal.ForgetKey(journalKey(req.Namespace, req.Key))
 	return l.store.Reset(ctx, req)
 }
 
@@ -577,7 +606,7 @@ func (l *Limiter) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	if l.journal != nil {
+	if l.flushCtx != nil {
 		l.flushMu.Lock()
 		l.flushCancel()
 		l.flushMu.Unlock()

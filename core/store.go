@@ -54,7 +54,8 @@ type Request struct {
 // and says whether it is local and which clock it follows; Route (Router)
 // places a request on a node once per decision, for a circuit breaker
 // per node; Record (Recorder) writes the fallback's
-// admissions back.
+// admissions back; Keep (Keeper) takes them over, to write each within
+// its key's next decision.
 type Store interface {
 	// Take evicts entries that left each policy's window, admits the
 	// request only if every policy has room for its cost, and records it
@@ -196,4 +197,31 @@ func isNilStore(s Store) bool {
 type Recorder interface {
 	Store
 	Record(ctx context.Context, req Request, at time.Time) error
+}
+
+// Keeper is a Recorder that keeps the admissions of a limiter's fallback
+// itself, in the journal where it keeps its own admissions that are not
+// yet safe (redisstore: those no replica acknowledged), and writes each
+// into its key's log within the key's next decision, before deciding, in
+// the same atomic step: no decision of a key runs while the key's kept
+// admissions are not in the store, however many decide it at once. A
+// limiter on a Keeper hands it every fallback admission instead of
+// journaling it.
+type Keeper interface {
+	Recorder
+	// Keep takes over the admission req, decided elsewhere at at (as
+	// Record would write it); an invalid one (Request.ValidateRecord) is
+	// ignored. It must not wait on the backing service.
+	Keep(req Request, at time.Time)
+	// Forget drops the kept admission of req.ID under req's key, if any
+	// (a refund of a fallback admission); Reset drops a key's.
+	Forget(req Request)
+	// WriteBack records every kept admission no server holds yet (as
+	// Record), and returns how many it wrote and how many are left. A
+	// limiter calls it in the background once the store answers again,
+	// so that other processes soon count what its fallback admitted.
+	WriteBack(ctx context.Context) (written, left int)
+	// Unwritten is how many kept admissions no server holds yet; it is
+	// called on every decision and must not block.
+	Unwritten() int
 }

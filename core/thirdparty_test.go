@@ -298,3 +298,45 @@ func TestRefundForeignResult(t *testing.T) {
 	require.NoError(t, a.Refund(t.Context(), stored))
 	require.NoError(t, b.Refund(t.Context(), local))
 }
+
+// Issue 30, for a store that records but does not keep (a Recorder, not a
+// Keeper): the limiter's journal holds the fallback's admissions until
+// they are written, so decisions of the key that run while the background
+// flush writes them, or while another decision does, still write them
+// first. The fallback admits b1 up to the limit while node b fails; node b
+// recovers, a decision of another key of b closes its breaker and starts
+// the flush, and 64 decisions of b1 at once: the store admits none.
+func TestFallbackWriteBackBeforeEveryConcurrentDecision(t *testing.T) {
+	const limit = 5
+	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := newShardedStore(clock.Now)
+	t.Cleanup(func() { _ = store.Close() })
+	l := newResilientLimiter(t, store, slidelog.Policy{Name: "p", Limit: limit, Window: time.Minute}, slidelog.WithDenyCache(0))
+	store.broken.Store("b")
+	for i := range limit {
+		res, err := l.Allow(t.Context(), "b1")
+		require.NoError(t, err)
+		require.Equal(t, slidelog.SourceFallback, res.Source)
+		require.True(t, res.Allowed, "fallback call %d", i)
+	}
+	store.broken.Store("")
+	require.Eventually(t, func() bool {
+		res, err := l.Allow(t.Context(), "b2")
+		return err == nil && res.Source == slidelog.Source("sharded")
+	}, 5*time.Second, 20*time.Millisecond)
+
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			res, err := l.Allow(t.Context(), "b1")
+			if err == nil && res.Allowed && res.Source == slidelog.Source("sharded") {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 0 {
+		t.Errorf("got %d of 64 concurrent decisions of b1 admitted by the store right after recovery, want 0 (the fallback admitted %d, limit %d)", got, limit, limit)
+	}
+}

@@ -939,6 +939,27 @@ func TestFaults(t *testing.T) {
 			}
 		}
 	})
+	// The same on Sentinel (1 master, 1 replica, 3 sentinels of their own,
+	// a plain redis.NewFailoverClient): kill -9 of the master and a
+	// planned SENTINEL FAILOVER, each with the replica lagging.
+	t.Run("FailoverSentinel", func(t *testing.T) {
+		for _, r := range sentinelRows(t, "no replica acknowledgement") {
+			if r.lost == 0 {
+				t.Errorf("%s: no admission lost without acknowledgement; the replica did not miss the gap's writes", r.mode)
+			}
+		}
+	})
+	t.Run("FailoverSentinelReplicaAck", func(t *testing.T) {
+		for _, r := range sentinelRows(t, "WithReplicaAck(1, 50ms)", redisstore.WithReplicaAck(1, 50*time.Millisecond)) {
+			if r.gapAdmits == 0 {
+				t.Errorf("%s: no admission in the gap; the run proves nothing", r.mode)
+			}
+			if r.overKeys != 0 || r.lost != 0 {
+				t.Errorf("%s: %d keys with a window over the limit (fullest %d, limit %d), %d admissions lost; want 0 with WithReplicaAck",
+					r.mode, r.overKeys, r.overPeak, failLimit, r.lost)
+			}
+		}
+	})
 }
 
 // openBreakers returns the nodes whose breaker gauge in reg says open.

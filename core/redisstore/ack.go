@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/writeback"
 )
 
 // WithReplicaAck makes an admission durable before the store counts it as
@@ -22,27 +22,39 @@ import (
 // pipeline (a lone decision pays one WAIT of its own). An admission that
 // fewer than replicas replicas acknowledged within timeout is still
 // returned to its caller as admitted, and the store keeps it (request ID,
-// cost, policies, the server's time of the admission) until replicas
-// acknowledge it: before the next decision of the same key, the store
-// writes it back with the script's record operation, idempotently by
-// request ID, to whichever master owns the key then. If its master failed
-// over without replicating it, the new master thus counts it before it
-// decides again, and no rolling window admits more than its limit.
+// cost, policies, the server's time of the admission, and the identity of
+// the server that holds it) in its write-back journal, with the limiter's
+// fallback admissions (slidelog.Keeper). Every later decision of the same
+// key carries the key's kept admissions in its own script call, and the
+// script records each one, idempotently by request ID, unless the master
+// is the server known to hold it, before it decides. A server's identity
+// is derived from its run_id (a new process) and master_replid (a new one
+// at every promotion), not from the client's address, so a master change
+// is noticed at the key's next decision on any client: a Cluster client,
+// a Sentinel failover client, or one address that fails over behind a
+// name. If its master failed over without replicating it, the new master
+// thus counts it before it decides, and no rolling window admits more
+// than its limit, however many decisions of the key run at once. An
+// admission leaves the journal once replicas acknowledged a call that
+// wrote it, or a later call to the same server.
 //
-// Bounds: the store keeps at most 100,000 unacknowledged admissions, each
-// until it has left its longest window (those beyond are dropped and
-// counted in ReplicaAckStats.Dropped). The write-back happens before the
-// next decision of the key in this process; another process sharing the
-// key writes back only what it admitted itself. While replicas stay
-// behind, every decision on that master takes up to timeout longer, a
-// warning is logged at most once every 10 s per store, and
-// ReplicaAckStats counts the unacknowledged admissions.
+// Bounds: the store keeps at most 100,000 admissions, each until it has
+// left its longest window (those beyond are dropped and counted in
+// ReplicaAckStats.Dropped). The write-back happens within the decisions
+// of the key in this process; another process sharing the key writes back
+// only what it admitted itself. While replicas stay behind, every decision
+// on that master takes up to timeout longer, carries the key's kept
+// admissions (four arguments each) and runs the whole script, a warning
+// is logged at most once every 10 s per store, and ReplicaAckStats counts
+// the unacknowledged admissions.
 //
 // replicas is at least 1 (usually 1: the replica a failover promotes);
 // timeout is from 1 ms to below the client's ReadTimeout, so that a WAIT
-// that times out still reads its reply. New fails with
-// slidelog.ErrInvalidOption otherwise. Commands other than decisions and
-// write-backs (Refund, Reset) are not acknowledged.
+// that times out still reads its reply, and at most 3/4 of the stall
+// timeout (WithStallTimeout), so that a master waiting for its replicas
+// is not judged stalled. New fails with slidelog.ErrInvalidOption
+// otherwise. Commands other than decisions and write-backs (Refund,
+// Reset) are not acknowledged.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if replicas < 1 {
@@ -51,7 +63,7 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 		if timeout < time.Millisecond {
 			return fmt.Errorf("%w: replica acknowledgement timeout %v, want at least 1ms", slidelog.ErrInvalidOption, timeout)
 		}
-		c.ack = &acker{replicas: replicas, timeout: timeout, pending: make(map[string][]unacked)}
+		c.ack = &acker{replicas: replicas, timeout: timeout}
 		return nil
 	})
 }
@@ -61,238 +73,222 @@ type ReplicaAckStats struct {
 	// Unacknowledged counts the admissions no replica acknowledged in
 	// time, since the store was made.
 	Unacknowledged uint64
-	// WrittenBack counts the write-backs of kept admissions into their
-	// key's master (an admission is written back again while replicas
-	// still do not acknowledge it).
+	// WrittenBack counts the kept admissions written again into their
+	// key's master within a decision (an admission is written again while
+	// replicas still do not acknowledge it, and to every new master).
 	WrittenBack uint64
-	// Pending is how many unacknowledged admissions the store keeps now.
+	// Pending is how many admissions the store keeps now: those no
+	// replica acknowledged, and a limiter's fallback admissions not yet
+	// written (slidelog.Keeper).
 	Pending int
 	// Dropped counts the admissions not kept because Pending was at its
 	// bound of 100,000.
 	Dropped uint64
 }
 
-// ReplicaAckStats returns the counters of WithReplicaAck; all zero without it.
+// ReplicaAckStats returns the counters of WithReplicaAck (Pending and
+// Dropped also count the fallback admissions the store keeps).
 func (s *Store) ReplicaAckStats() ReplicaAckStats {
-	a := s.pipes.ack
-	if a == nil {
-		return ReplicaAckStats{}
+	st := ReplicaAckStats{Pending: s.kept.Len(), Dropped: s.kept.Dropped()}
+	if a := s.pipes.ack; a != nil {
+		st.Unacknowledged, st.WrittenBack = a.unacked.Load(), a.written.Load()
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return ReplicaAckStats{Unacknowledged: a.unacked.Load(), WrittenBack: a.written.Load(), Pending: a.size, Dropped: a.dropped.Load()}
+	return st
 }
-
-// ackMaxPending bounds the unacknowledged admissions a store keeps.
-const ackMaxPending = 100_000
 
 // ackWarnEvery is how often at most a store logs that replicas are behind.
 const ackWarnEvery = 10 * time.Second
 
 // ackRewriteEvery is how long after its last write a kept admission is
-// written back to the same master again while replicas do not acknowledge
-// it, doubling with each write-back up to ackRewriteMax; a change of the
-// key's master writes it back at the next decision.
+// written again to the same master (identity) while replicas do not
+// acknowledge it, doubling with each write up to ackRewriteMax: the same
+// server holds it, so this only guards against a server that lost writes
+// without changing its identity. A master of another identity gets it
+// within the key's next decision.
 const (
 	ackRewriteEvery = time.Second
 	ackRewriteMax   = time.Minute
 )
 
-// ackWriteBackConcurrency is how many write-backs of one key run at once;
-// they share the node's pipelines.
-const ackWriteBackConcurrency = 32
+// writeBackConcurrency is how many kept admissions WriteBack writes at
+// once; they share the nodes' pipelines.
+const writeBackConcurrency = 32
 
-// acker keeps the admissions of a store that replicas did not acknowledge.
+// acker is the configuration and counters of WithReplicaAck; what it
+// keeps is in the store's journal (Store.kept).
 type acker struct {
 	replicas int
 	timeout  time.Duration
 	logger   *slog.Logger
 
-	mu      sync.Mutex
-	pending map[string][]unacked // by Redis key
-	size    int
-	count   atomic.Int64 // size, read without the lock
-
-	unacked, written, dropped atomic.Uint64
-	warned                    atomic.Int64 // Unix ns of the last warning
+	unacked, written atomic.Uint64
+	warned           atomic.Int64 // Unix ns of the last warning
 }
 
-// unacked is one admission to write back: the request, when it was
-// admitted, when it leaves its longest window, and the master that last
-// received it and when.
-type unacked struct {
-	req     slidelog.Request
-	at      time.Time
-	expires time.Time
-	node    string
-	wrote   time.Time
-	writes  int // write-backs to node so far
-}
-
-// keep stores the admission of req at at, written to node at wrote, which
-// replicas did not acknowledge (acked of them did).
-func (a *acker) keep(key, node string, req slidelog.Request, at, wrote time.Time, acked int) {
-	a.unacked.Add(1)
-	a.keepAgain(key, unacked{req: req, at: at, node: node, wrote: wrote}, acked)
-}
-
-// keepAgain keeps e again, not counting it as a new one.
-func (a *acker) keepAgain(key string, e unacked, acked int) {
+// warn logs, at most once every ackWarnEvery, that replicas are behind.
+func (a *acker) warn(node string, acked int) {
 	if last := a.warned.Load(); time.Since(time.Unix(0, last)) >= ackWarnEvery && a.warned.CompareAndSwap(last, time.Now().UnixNano()) {
-		a.logger.Warn("redisstore: replicas did not acknowledge admissions in time; they are kept and written back before their key's next decision",
-			"node", e.node, "acknowledged", acked, "wanted", a.replicas, "timeout", a.timeout)
+		a.logger.Warn("redisstore: replicas did not acknowledge admissions in time; they are kept and written back within their key's next decision",
+			"node", nodeName(node), "acknowledged", acked, "wanted", a.replicas, "timeout", a.timeout)
 	}
-	if e.expires.IsZero() {
-		longest := time.Duration(0)
-		for _, p := range e.req.Policies {
-			longest = max(longest, p.Window)
-		}
-		e.expires = e.at.Add(longest)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.size >= ackMaxPending {
-		a.dropped.Add(1)
-		return
-	}
-	a.pending[key] = append(a.pending[key], e)
-	a.size++
-	a.count.Store(int64(a.size))
 }
 
-// due removes and returns the admissions kept for key that must be
-// written back before a decision on node at now: those last written to
-// another master, or to this one ackRewriteEvery ago. Those that left
-// their window are dropped.
-func (a *acker) due(key, node string, now time.Time) []unacked {
-	if a.count.Load() == 0 {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	es := a.pending[key]
-	if es == nil {
-		return nil
-	}
-	var out []unacked
-	keep := es[:0]
-	for _, e := range es {
-		switch {
-		case !now.Before(e.expires):
-		case e.node != node || now.Sub(e.wrote) >= min(ackRewriteMax, ackRewriteEvery<<min(e.writes, 6)):
-			out = append(out, e)
-		default:
-			keep = append(keep, e)
-		}
-	}
-	a.set(key, es, keep)
-	return out
-}
-
-// acked drops the admissions kept for key that node received before
-// sent: a pipeline sent to node at sent that replicas acknowledged shows
-// that they hold everything node had written before.
-func (a *acker) acked(key, node string, sent time.Time) {
-	if a.count.Load() == 0 {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	es := a.pending[key]
-	keep := es[:0]
-	for _, e := range es {
-		if e.node != node || !e.wrote.Before(sent) {
-			keep = append(keep, e)
-		}
-	}
-	a.set(key, es, keep)
-}
-
-// forget drops the admission of request id kept for key (a refund), or
-// every admission kept for key when all is set (a reset).
-func (a *acker) forget(key string, id uint64, all bool) {
-	if a == nil || a.count.Load() == 0 {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	es := a.pending[key]
-	keep := es[:0]
-	for _, e := range es {
-		if !all && e.req.ID != id {
-			keep = append(keep, e)
-		}
-	}
-	a.set(key, es, keep)
-}
-
-// set replaces the admissions kept for key, es, by keep (a prefix of es's
-// array); a.mu is held.
-func (a *acker) set(key string, es, keep []unacked) {
-	a.size -= len(es) - len(keep)
-	a.count.Store(int64(a.size))
-	if len(keep) == 0 {
-		delete(a.pending, key)
-		return
-	}
-	a.pending[key] = keep
-}
-
-// writeBack writes the admissions kept for r's key that are due (see
-// due) to the master that owns the key now, before a decision on it, up to
-// ackWriteBackConcurrency at once so that they share pipelines. A failed
-// write-back keeps them and fails the decision (the limiter then falls
-// back), so that no decision is made on a master that may lack them.
-func (s *Store) writeBack(ctx context.Context, r slidelog.Route) error {
+// keepUnacked keeps the admission of req at at, which the server of
+// identity server (writeback.Unknown when not known) holds since sent but
+// replicas did not acknowledge (acked of them did).
+func (s *Store) keepUnacked(key, node string, req slidelog.Request, at, sent time.Time, server int64, acked int) {
 	a := s.pipes.ack
-	es := a.due(r.Key, r.Node, s.now())
-	if len(es) == 0 {
-		return nil
+	a.unacked.Add(1)
+	a.warn(node, acked)
+	s.kept.Add(key, writeback.Entry[slidelog.Request]{Req: req, ID: req.ID, At: at, Expires: at.Add(longestWindow(req.Policies)), Server: server, Wrote: sent})
+}
+
+func longestWindow(ps []slidelog.Policy) time.Duration {
+	var w time.Duration
+	for _, p := range ps {
+		w = max(w, p.Window)
 	}
-	errs := make([]error, len(es))
-	sem := make(chan struct{}, ackWriteBackConcurrency)
-	var wg sync.WaitGroup
+	return w
+}
+
+// takeKept decides req with the kept admissions of its key, es, written
+// into the key's master first, in the same run of the script (operation
+// 'takew'): each unless the master has the identity of the server known
+// to hold it and wrote it less than its rewrite interval ago. Every
+// decision of the key does so until they are settled, so none runs on a
+// master that lacks them. The script replies with the master's identity;
+// the admissions leave the journal once replicas acknowledged a write of
+// them (or at once without WithReplicaAck), otherwise they now name that
+// master.
+func (s *Store) takeKept(ctx context.Context, req slidelog.Request, r slidelog.Route, es []writeback.Entry[slidelog.Request]) (slidelog.Result, error) {
+	sent := s.now()
+	args := make([]any, 0, 6+4*len(es)+3*len(req.Policies))
+	args = append(args, opTakeKept, s.nowArg(), member(req.ID), req.Cost, 0, len(es))
 	for i := range es {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			e := &es[i]
-			sent := s.now()
-			_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opRecord, e.req, e.at.UnixMicro()))
-			switch {
-			case err != nil:
-				errs[i] = err
-			case acked < a.replicas:
-				a.written.Add(1)
-				if e.node == r.Node {
-					e.writes++
-				} else {
-					e.writes = 0
-				}
-				e.node, e.wrote = r.Node, sent
-				errs[i] = errNotAcked
-			default:
+		e := &es[i]
+		server := e.Server
+		if server > 0 && sent.Sub(e.Wrote) >= min(ackRewriteMax, ackRewriteEvery<<min(e.Writes, 6)) {
+			server = writeback.Unwritten // due to be written to the same master again
+		}
+		e.Server = server // what Settle compares the master's identity with
+		args = append(args, member(e.ID), e.Req.Cost, e.At.UnixMicro(), max(server, 0))
+	}
+	for _, p := range req.Policies {
+		args = append(args, p.Limit, p.Window.Microseconds(), p.Precision.Microseconds())
+	}
+	reply, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, args)
+	if wrongType(err) {
+		s.repair(ctx, r.Key)
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, args)
+	}
+	if err != nil {
+		return slidelog.Result{}, s.failed(ctx, err)
+	}
+	if len(reply) != 4+3*len(req.Policies) {
+		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies and an identity", slidelog.ErrUnavailable, len(reply), len(req.Policies))
+	}
+	server := reply[len(reply)-1]
+	if server <= 0 {
+		// The server would not say who it is (INFO refused): every
+		// kept admission stays of unknown identity, written again with
+		// each decision.
+		server = writeback.Unknown
+	}
+	res := decode(reply[:len(reply)-1], req.Policies, Source)
+	a := s.pipes.ack
+	durable := a == nil || acked >= a.replicas
+	if a != nil {
+		for i := range es {
+			if es[i].Server != server {
 				a.written.Add(1)
 			}
-		})
-	}
-	wg.Wait()
-	var first error
-	for i, err := range errs {
-		if err == nil {
-			continue
-		}
-		a.keepAgain(r.Key, es[i], 0)
-		if first == nil && err != errNotAcked {
-			first = err
 		}
 	}
-	return first
+	s.kept.Settle(r.Key, es, server, durable, sent)
+	switch {
+	case a == nil:
+	case durable:
+		s.kept.Acked(r.Key, server, sent)
+	case res.Allowed:
+		s.keepUnacked(r.Key, r.Node, req, res.DecidedAt, sent, server, acked)
+	}
+	return res, nil
 }
 
-// errNotAcked marks a write-back replicas did not acknowledge: kept, not a
-// failure.
-var errNotAcked = errors.New("redisstore: not acknowledged")
+// Keep implements slidelog.Keeper: the store keeps the admission req of
+// a limiter's fallback, made at at, in the journal where it keeps the
+// admissions replicas did not acknowledge, and writes it into the key's
+// log within the key's next decision (or WriteBack), before deciding.
+func (s *Store) Keep(req slidelog.Request, at time.Time) {
+	if req.ValidateRecord(at) != nil {
+		return
+	}
+	key := req.Route.Key
+	if key == "" {
+		key = s.Key(req.Namespace, req.Key)
+	}
+	s.kept.Add(key, writeback.Entry[slidelog.Request]{Req: req, ID: req.ID, At: at, Expires: at.Add(longestWindow(req.Policies)), Server: writeback.Unwritten})
+}
+
+// Forget implements slidelog.Keeper: it drops the kept admission of
+// req.ID under req's key.
+func (s *Store) Forget(req slidelog.Request) {
+	if s.kept.Len() > 0 {
+		s.kept.Forget(s.Key(req.Namespace, req.Key), req.ID)
+	}
+}
+
+// Unwritten implements slidelog.Keeper: how many kept admissions no
+// server holds yet.
+func (s *Store) Unwritten() int { return s.kept.Unwritten() }
+
+// WriteBack implements slidelog.Keeper: it records every kept admission
+// that no server holds yet, up to writeBackConcurrency at once; after a
+// failed write it tries no more.
+func (s *Store) WriteBack(ctx context.Context) (written, left int) {
+	if s.kept.Unwritten() == 0 {
+		return 0, 0
+	}
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		failing atomic.Bool
+	)
+	sem := make(chan struct{}, writeBackConcurrency)
+	for _, key := range s.kept.Keys() {
+		for _, e := range s.kept.Pending(key, s.now(), nil) {
+			if e.Server != writeback.Unwritten {
+				continue
+			}
+			sem <- struct{}{}
+			if failing.Load() {
+				// A write failed: the rest wait for the next round (or
+				// their key's next decision), not a stall timeout each.
+				<-sem
+				mu.Lock()
+				left++
+				mu.Unlock()
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				req := e.Req
+				req.Route = slidelog.Route{}
+				err := s.Record(ctx, req, e.At) // settles it
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failing.Store(true)
+					left++
+				} else {
+					written++
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return written, left
+}
 
 // now is the store's clock: WithClock's, or the process's.
 func (s *Store) now() time.Time {

@@ -29,6 +29,19 @@
 -- ARGV[6], ARGV[7], ARGV[8] ...  limit, window and precision (microseconds,
 --          0 for the exact log) of each policy
 --
+-- Write-back (issue 30): operation 'takew' is a take that first records
+-- the key's kept admissions, in the same run, so that no decision of the
+-- key runs on a server that lacks them. Its ARGV[6] is k, the number of
+-- kept admissions; ARGV[7] to ARGV[6 + 4k] are, per admission, its
+-- request ID, cost, time (microseconds) and the identity of the server
+-- known to hold it (0 for none); the policies follow. An admission is
+-- recorded (as 'record' does, with this call's policies) unless this
+-- server has that identity. The reply is take's with this server's
+-- identity appended: a number from 1 to 2^52 derived from its run_id
+-- (a new process) and its master_replid (a new one at every promotion),
+-- or 0 when the server does not answer INFO.
+-- The common path (common.lua) never carries kept admissions.
+--
 -- Returns for 'take' {allowed, now, steady, remaining1, retry1, reset1,
 -- remaining2, ...}, times in microseconds; steady is, on a denial, how long
 -- until the first entry leaves any policy's window (0 on an admission).
@@ -47,9 +60,16 @@ local now = tonumber(ARGV[2])
 local id = ARGV[3]
 local cost = tonumber(ARGV[4])
 local at = tonumber(ARGV[5])
-local npolicies = (#ARGV - 5) / 3
+-- pb: the policies' arguments start after ARGV[pb] (write-back, 'takew').
+local pb, nkept = 5, 0
+if op == 'takew' then
+  nkept = tonumber(ARGV[6])
+  if not nkept or nkept < 0 or nkept % 1 ~= 0 then return redis.error_reply('ERR slidelog: bad arguments') end
+  pb = 6 + 4 * nkept
+end
+local npolicies = (#ARGV - pb) / 3
 if not now or not cost or not at or cost < 1 or npolicies % 1 ~= 0
-    or (op ~= 'take' and op ~= 'record' and op ~= 'refund')
+    or (op ~= 'take' and op ~= 'record' and op ~= 'refund' and op ~= 'takew')
     or (op ~= 'refund' and npolicies < 1) then
   return redis.error_reply('ERR slidelog: bad arguments')
 end
@@ -73,17 +93,17 @@ local limits, windows, wkeys, series = {}, {}, {}, {}
 local longest, nexact = 0, 0
 local sers, nsers = {}, 0 -- series by name: {w, p, n, f, h, dirty}
 for i = 1, npolicies do
-  local limit, window, prec = tonumber(ARGV[3 + 3 * i]), tonumber(ARGV[4 + 3 * i]), tonumber(ARGV[5 + 3 * i])
+  local limit, window, prec = tonumber(ARGV[pb - 2 + 3 * i]), tonumber(ARGV[pb - 1 + 3 * i]), tonumber(ARGV[pb + 3 * i])
   if not limit or not window or not prec or limit < 1 or window < 1 or prec < 0 or prec > window then
     return redis.error_reply('ERR slidelog: bad policy')
   end
   limits[i], windows[i] = limit, window
   if prec == 0 then
-    wkeys[i] = ARGV[4 + 3 * i]
+    wkeys[i] = ARGV[pb - 1 + 3 * i]
     nexact = nexact + 1
     if window > longest then longest = window end
   else
-    local name = ARGV[4 + 3 * i] .. '/' .. ARGV[5 + 3 * i]
+    local name = ARGV[pb - 1 + 3 * i] .. '/' .. ARGV[pb + 3 * i]
     if not sers[name] then
       nsers = nsers + 1
       sers[name] = {w = window, p = prec, name = name}
@@ -106,6 +126,10 @@ end
 -- servers a take of cost 1 on exact policies runs common.lua first, which
 -- hands over to this script, having written nothing, when the log is not
 -- plain or the call is a retry.
+-- run is one operation on the log (write-back: the script runs it once
+-- per kept admission, then once for the take); everything it reads, it
+-- reads again from the keys.
+local function run(op, id, cost, at)
 local xlog = nil
 if nexact > 0 or op == 'refund' then
   xlog = redis.pcall('PEXPIRETIME', log)
@@ -729,4 +753,28 @@ for i = 1, npolicies do
   reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = remaining, retry, reset
 end
 reply[3] = steady
+return reply
+end
+
+if op ~= 'takew' then return run(op, id, cost, at) end
+
+-- Write-back (issue 30): this server's identity, then every kept
+-- admission it does not hold, then the take.
+-- A server that refuses INFO (a renamed command, an ACL) has identity 0:
+-- every kept admission is recorded, and stays unknown to the client.
+local si, ri = redis.pcall('INFO', 'server'), redis.pcall('INFO', 'replication')
+local ident = 0
+if type(si) == 'string' and type(ri) == 'string' then
+  local runid, replid = string.match(si, 'run_id:(%x+)'), string.match(ri, 'master_replid:(%x+)')
+  if runid and replid then ident = tonumber(string.sub(redis.sha1hex(runid .. replid), 1, 13), 16) + 1 end
+end
+for e = 0, nkept - 1 do
+  local eid, ecost, eat, eserver = ARGV[7 + 4 * e], tonumber(ARGV[8 + 4 * e]), tonumber(ARGV[9 + 4 * e]), tonumber(ARGV[10 + 4 * e])
+  if not ecost or ecost < 1 or not eat or eat < 1 or not eserver then
+    return redis.error_reply('ERR slidelog: bad arguments')
+  end
+  if ident == 0 or eserver ~= ident then run('record', eid, ecost, eat) end
+end
+local reply = run('take', id, cost, at)
+reply[#reply + 1] = ident
 return reply

@@ -14,8 +14,9 @@
 // "redis"), slidelog.Router (so a limiter keeps a circuit breaker per
 // Cluster master, and the key and master of a request are computed once
 // per decision),
-// slidelog.Recorder (so the limiter's fallback admissions are written back
-// once Redis answers again) and slidelog.Peeker (a key's usage, read by a
+// slidelog.Recorder and slidelog.Keeper (so the limiter's fallback
+// admissions are kept by the store and written back within their key's
+// next decision, in its script call) and slidelog.Peeker (a key's usage, read by a
 // script that writes nothing). WithReplicaAck makes admissions survive a
 // master's failover. Decisions headed for one node while its
 // pipelines are busy leave together in the next pipeline (see
@@ -74,6 +75,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/writeback"
 )
 
 //go:embed script.lua
@@ -144,6 +146,9 @@ const (
 	opTake   = "take"
 	opRecord = "record"
 	opRefund = "refund"
+	// opTakeKept is a take that first writes the key's kept admissions
+	// (write-back, see Store.takeKept).
+	opTakeKept = "takew"
 )
 
 // logKeys returns the keys the script works on for the log at key: the
@@ -190,12 +195,16 @@ const keyTagBytes = 16
 //
 // Store is safe for concurrent use. Close does not close the client.
 type Store struct {
-	client   redis.UniversalClient
-	prefix   string
-	secret   []byte
-	clock    func() time.Time
-	macs     sync.Pool
-	pipes    *pipelines
+	client redis.UniversalClient
+	prefix string
+	secret []byte
+	clock  func() time.Time
+	macs   sync.Pool
+	pipes  *pipelines
+	// kept is the write-back journal: admissions no replica acknowledged
+	// (WithReplicaAck) and a limiter's fallback admissions (Keep),
+	// written within their key's next decision (takeKept).
+	kept     *writeback.Journal[slidelog.Request]
 	topology *reloader   // nil unless a Cluster
 	legacy   atomic.Bool // run legacyScript: a master is Redis 6.2
 	pinned   bool        // tests: keep the variant whatever the servers are
@@ -281,7 +290,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	s := &Store{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock, logger: cfg.logger}
+	s := &Store{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock, logger: cfg.logger, kept: writeback.New[slidelog.Request]()}
 	if !cfg.pipeliningSet {
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}
@@ -542,9 +551,10 @@ func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route 
 // limiter sends.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 	r := s.routed(ctx, req)
-	if s.pipes.ack != nil {
-		if err := s.writeBack(ctx, r); err != nil {
-			return slidelog.Result{}, s.failed(ctx, err)
+	if s.kept.Len() > 0 {
+		// The key's kept admissions travel with its decision.
+		if es := s.kept.Pending(r.Key, s.now(), nil); len(es) > 0 {
+			return s.takeKept(ctx, req, r, es)
 		}
 	}
 	sent := s.now()
@@ -578,13 +588,9 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
 	res := decode(reply, req.Policies, Source)
-	if a := s.pipes.ack; a != nil {
-		switch {
-		case acked >= a.replicas:
-			a.acked(r.Key, r.Node, sent)
-		case res.Allowed:
-			a.keep(r.Key, r.Node, req, res.DecidedAt, sent, acked)
-		}
+	if a := s.pipes.ack; a != nil && res.Allowed && acked < a.replicas {
+		// Written to a master whose identity this call did not learn.
+		s.keepUnacked(r.Key, r.Node, req, res.DecidedAt, sent, writeback.Unknown, acked)
 	}
 	return res, nil
 }
@@ -688,7 +694,7 @@ func (s *Store) script() *redis.Script {
 func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
 	req.Cost = max(req.Cost, 1)
 	key := s.Key(req.Namespace, req.Key)
-	s.pipes.ack.forget(key, req.ID, false)
+	s.kept.Forget(key, req.ID)
 	err := s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
 	if wrongType(err) {
 		s.repair(ctx, key)
@@ -723,8 +729,13 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	if err != nil {
 		return s.failed(ctx, err)
 	}
-	if a := s.pipes.ack; a != nil && acked < a.replicas {
-		a.keep(r.Key, r.Node, req, at, sent, acked)
+	switch a := s.pipes.ack; {
+	case a == nil || acked >= a.replicas:
+		s.kept.Forget(r.Key, req.ID) // written (and acknowledged): a kept fallback admission leaves
+	default:
+		a.unacked.Add(1)
+		a.warn(r.Node, acked)
+		s.kept.Add(r.Key, writeback.Entry[slidelog.Request]{Req: req, ID: req.ID, At: at, Expires: at.Add(longestWindow(req.Policies)), Server: writeback.Unknown, Wrote: sent})
 	}
 	return nil
 }
@@ -732,7 +743,7 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 // Reset implements slidelog.Store: it deletes the identity's keys.
 func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
 	key := s.Key(req.Namespace, req.Key)
-	s.pipes.ack.forget(key, 0, true)
+	s.kept.ForgetKey(key)
 	if err := s.client.Del(ctx, logKeys(key)...).Err(); err != nil {
 		return unavailable(ctx, err)
 	}

@@ -27,7 +27,8 @@ var suiteStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 //
 // It asks of a store only the four methods of slidelog.Store, and tests
 // an optional capability only where the store has it: Record where it is
-// a slidelog.Recorder; a retried Take where it describes itself as remote
+// a slidelog.Recorder; Keep, Forget and WriteBack where it is a
+// slidelog.Keeper; a retried Take where it describes itself as remote
 // (slidelog.Describer, StoreInfo.Local false); the deny
 // cache where it tells its clock (slidelog.Describer), since a deny cache
 // measures elapsed time by the store's clock and the suite moves its own.
@@ -95,6 +96,17 @@ func (e *storeEnv) recorder(t *testing.T) slidelog.Recorder {
 		t.Skipf("%T is not a slidelog.Recorder", e.store)
 	}
 	return r
+}
+
+// keeper returns the store as a Keeper, and skips the test of a store
+// that is not one.
+func (e *storeEnv) keeper(t *testing.T) slidelog.Keeper {
+	t.Helper()
+	k, ok := e.store.(slidelog.Keeper)
+	if !ok {
+		t.Skipf("%T is not a slidelog.Keeper", e.store)
+	}
+	return k
 }
 
 // fromStore reports whether the store (or its deny cache) decided res.
@@ -450,6 +462,39 @@ var storeCases = []struct {
 		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: 20*time.Second + time.Microsecond})
 		e.clock.Advance(time.Microsecond) // at + window: the record leaves
 		check(t, l, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+	}},
+	{"KeptCountsInTheKeysNextDecision", func(t *testing.T, e *storeEnv) {
+		k := e.keeper(t)
+		p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Minute}
+		l := e.limiter(t, p, slidelog.WithName("api"))
+		at := e.clock.Now().Add(-20 * time.Second) // decided by a fallback 20 s ago
+		for id := uint64(1); id <= 2; id++ {
+			k.Keep(slidelog.Request{Namespace: l.Namespace(), Key: "k", Cost: 2, Policies: l.Policies(), ID: id}, at)
+		}
+		k.Keep(slidelog.Request{Namespace: l.Namespace(), Key: "k", Cost: 1, Policies: l.Policies(), ID: 3}, at)
+		if got := k.Unwritten(); got != 3 {
+			t.Fatalf("Unwritten() = %d after keeping 3, want 3", got)
+		}
+		// A refunded fallback admission is forgotten.
+		k.Forget(slidelog.Request{Namespace: l.Namespace(), Key: "k", ID: 3})
+		// The next decision of the key counts the kept admissions: 4 of 5.
+		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		check(t, l, "k", 1, want{remaining: 0, retryAfter: 40 * time.Second, resetAfter: time.Minute})
+		if got := k.Unwritten(); got != 0 {
+			t.Errorf("Unwritten() = %d after the key's decision, want 0", got)
+		}
+		// WriteBack writes those of keys not decided since.
+		k.Keep(slidelog.Request{Namespace: l.Namespace(), Key: "j", Cost: 5, Policies: l.Policies(), ID: 4}, e.clock.Now())
+		if written, left := k.WriteBack(t.Context()); written != 1 || left != 0 {
+			t.Errorf("WriteBack() = %d, %d, want 1, 0", written, left)
+		}
+		check(t, l, "j", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
+		// A reset forgets what is kept.
+		k.Keep(slidelog.Request{Namespace: l.Namespace(), Key: "r", Cost: 5, Policies: l.Policies(), ID: 5}, e.clock.Now())
+		if err := l.Reset(t.Context(), "r"); err != nil {
+			t.Fatalf("Reset: %v", err)
+		}
+		check(t, l, "r", 1, want{allowed: true, remaining: 4, resetAfter: time.Minute})
 	}},
 	{"RecordIsIdempotentWithTake", func(t *testing.T, e *storeEnv) {
 		rec := e.recorder(t)

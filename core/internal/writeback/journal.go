@@ -1,0 +1,259 @@
+// Package writeback is the one journal of admissions that a store must
+// hold before their key's next decision: a limiter's fallback admissions,
+// made while the store could not decide, and a Redis store's admissions
+// that no replica acknowledged (redisstore.WithReplicaAck). Both are kept
+// the same way, bounded the same way, and leave the same way: once they
+// are written where they must be, or once they left their longest window.
+//
+// An entry is never taken out of the journal to be written: a writer
+// reads a copy of a key's entries (Pending), writes them, and only then
+// settles them (Settle). Every decision of the key that starts meanwhile
+// finds them still pending and writes them too (writes are idempotent by
+// request ID), so no decision of a key runs before its entries are in the
+// store.
+package writeback
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxEntries bounds the entries of one journal; beyond it new entries are
+// not kept and count in Dropped.
+const MaxEntries = 100_000
+
+// Server identities an Entry can carry besides a server's own (which is
+// positive).
+const (
+	// Unwritten marks an entry no server is known to hold: an admission
+	// of a limiter's fallback.
+	Unwritten int64 = 0
+	// Unknown marks an entry written to a server whose identity is not
+	// known: it is written again, idempotently, with the key's next
+	// decision, which learns the identity.
+	Unknown int64 = -1
+)
+
+// Entry is one admission to hold. R is what the writer needs to write it
+// again (a slidelog.Request).
+type Entry[R any] struct {
+	Req     R
+	ID      uint64    // the request ID: writes are idempotent by it
+	At      time.Time // when it was admitted
+	Expires time.Time // when it has left its longest window
+	// Server is the identity of the server last known to hold it
+	// (positive), Unwritten or Unknown.
+	Server int64
+	Wrote  time.Time // when it was last written to Server
+	Writes int       // writes to Server so far
+}
+
+// Journal holds entries by key. It is safe for concurrent use; its zero
+// value is not: use New.
+type Journal[R any] struct {
+	mu        sync.Mutex
+	byKey     map[string][]Entry[R]
+	size      int
+	unwritten int
+	count     atomic.Int64 // size, read without the lock
+	unwrit    atomic.Int64 // unwritten, read without the lock
+	dropped   atomic.Uint64
+}
+
+// New returns an empty journal.
+func New[R any]() *Journal[R] { return &Journal[R]{byKey: make(map[string][]Entry[R])} }
+
+// Len is how many entries the journal holds; it takes no lock, for the
+// decision path's check.
+func (j *Journal[R]) Len() int {
+	if j == nil {
+		return 0
+	}
+	return int(j.count.Load())
+}
+
+// Unwritten is how many entries no server is known to hold.
+func (j *Journal[R]) Unwritten() int {
+	if j == nil {
+		return 0
+	}
+	return int(j.unwrit.Load())
+}
+
+// Dropped counts the entries not kept because the journal was full.
+func (j *Journal[R]) Dropped() uint64 { return j.dropped.Load() }
+
+// Add keeps e under key; it reports false, counting it in Dropped, when
+// the journal holds MaxEntries already. An entry of the same ID under key
+// is replaced.
+func (j *Journal[R]) Add(key string, e Entry[R]) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	es := j.byKey[key]
+	for i := range es {
+		if es[i].ID == e.ID {
+			j.account(es[i], -1)
+			es[i] = e
+			j.account(e, 1)
+			return true
+		}
+	}
+	if j.size >= MaxEntries {
+		j.dropped.Add(1)
+		return false
+	}
+	j.byKey[key] = append(es, e)
+	j.size++
+	j.account(e, 1)
+	return true
+}
+
+// account adds d to the unwritten count for e; j.mu is held.
+func (j *Journal[R]) account(e Entry[R], d int) {
+	if e.Server == Unwritten {
+		j.unwritten += d
+	}
+	j.count.Store(int64(j.size))
+	j.unwrit.Store(int64(j.unwritten))
+}
+
+// Pending appends to dst a copy of the entries of key that have not left
+// their window at now, dropping those that have, and returns it. The
+// entries stay in the journal until settled.
+func (j *Journal[R]) Pending(key string, now time.Time, dst []Entry[R]) []Entry[R] {
+	if j.Len() == 0 {
+		return dst
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	es, ok := j.byKey[key]
+	if !ok {
+		return dst
+	}
+	j.filter(key, es, func(e *Entry[R]) bool {
+		if !now.Before(e.Expires) {
+			return false
+		}
+		dst = append(dst, *e)
+		return true
+	})
+	return dst
+}
+
+// Keys returns the keys that hold entries.
+func (j *Journal[R]) Keys() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	keys := make([]string, 0, len(j.byKey))
+	for k := range j.byKey {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// Settle records that the entries written, from Pending, were written to
+// the server of identity server (positive, or Unknown) at sent, each
+// except those whose Server already was server (a writer need not write
+// again what the same server holds). Entries the write made durable
+// (durable: replicas acknowledged it, or none are waited for) leave the
+// journal; the others now name server. Entries refunded or reset
+// meanwhile stay gone.
+func (j *Journal[R]) Settle(key string, written []Entry[R], server int64, durable bool, sent time.Time) {
+	if len(written) == 0 {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	es, ok := j.byKey[key]
+	if !ok {
+		return
+	}
+	j.filter(key, es, func(e *Entry[R]) bool {
+		for _, w := range written {
+			if w.ID != e.ID {
+				continue
+			}
+			if durable {
+				return false
+			}
+			if w.Server != server || server == Unknown {
+				// Written again, to server.
+				if e.Server == server {
+					e.Writes++
+				} else {
+					e.Writes = 0
+				}
+				if e.Server == Unwritten {
+					j.unwritten--
+				}
+				e.Server, e.Wrote = server, sent
+			}
+			return true
+		}
+		return true
+	})
+}
+
+// Acked drops the entries of key that the server of identity server held
+// before sent: a write sent to it at sent that replicas acknowledged shows
+// that they hold everything it had written before.
+func (j *Journal[R]) Acked(key string, server int64, sent time.Time) {
+	if j.Len() == 0 || server <= 0 {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if es, ok := j.byKey[key]; ok {
+		j.filter(key, es, func(e *Entry[R]) bool { return e.Server != server || !e.Wrote.Before(sent) })
+	}
+}
+
+// Forget drops the entry of request id under key (a refund).
+func (j *Journal[R]) Forget(key string, id uint64) {
+	if j.Len() == 0 {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if es, ok := j.byKey[key]; ok {
+		j.filter(key, es, func(e *Entry[R]) bool { return e.ID != id })
+	}
+}
+
+// ForgetKey drops every entry of key (a reset).
+func (j *Journal[R]) ForgetKey(key string) {
+	if j.Len() == 0 {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if es, ok := j.byKey[key]; ok {
+		j.filter(key, es, func(*Entry[R]) bool { return false })
+	}
+}
+
+// filter keeps the entries of key for which keep returns true (keep may
+// change them); j.mu is held.
+func (j *Journal[R]) filter(key string, es []Entry[R], keep func(*Entry[R]) bool) {
+	out := es[:0]
+	for i := range es {
+		e := es[i]
+		if keep(&e) {
+			out = append(out, e)
+		} else {
+			j.size--
+			if e.Server == Unwritten {
+				j.unwritten--
+			}
+		}
+	}
+	clear(es[len(out):])
+	if len(out) == 0 {
+		delete(j.byKey, key)
+	} else {
+		j.byKey[key] = out
+	}
+	j.count.Store(int64(j.size))
+	j.unwrit.Store(int64(j.unwritten))
+}
