@@ -35,8 +35,11 @@ func luaCommands(sources ...string) []string {
 
 // optionalCommands are commands the store does without: PEXPIRETIME
 // (Redis 7 and later), which the decisions' common path needs, and
-// without which each decision runs the whole script.
-var optionalCommands = []string{"PEXPIRETIME"}
+// without which each decision runs the whole script; and INFO, from
+// which the script reads the server's identity (run_id, master_replid):
+// without it every kept admission of a key is sent again with each of
+// the key's decisions until it leaves the journal.
+var optionalCommands = []string{"PEXPIRETIME", "INFO"}
 
 // probe is one command of the start-up check of the user's permissions:
 // the command's name as the docs spell it (a subcommand as
@@ -81,6 +84,7 @@ var probes = []probe{
 	}},
 	{"PTTL", func(z, h string) []any { return []any{"pttl", h} }},
 	{"PEXPIRETIME", func(z, h string) []any { return []any{"pexpiretime", h} }},
+	{"INFO", func(z, h string) []any { return []any{"info", "server"} }},
 	{"HDEL", func(z, h string) []any { return []any{"hdel", h, "f"} }},
 	{"SCRIPT|LOAD", func(z, h string) []any { return []any{"script", "load", probeScript} }},
 	{"EVALSHA", func(z, h string) []any { return []any{"evalsha", redis.NewScript(probeScript).Hash(), 0} }},
