@@ -13,7 +13,9 @@
 #   core                                go test . (without the load-making tests)
 #   core, the load-making tests alone   go test -run "$ISOLATED" . (as scripts/test.sh)
 #
-# then stop the rig, and print a summary per server. Exits non-zero if
+# then stop the rig, and print a summary per step: its time and its
+# top-level tests passed, failed and skipped (the whole -v output is kept
+# in .redis-servers/logs/). Exits non-zero if
 # anything failed, or if a server could not be built or started: a
 # missing server fails, it is never skipped.
 #
@@ -50,16 +52,22 @@ trap 'echo "test-servers.sh: terminated" >&2; exit 143' TERM HUP
 
 passed=()
 failed=()
-# step NAME CMD... : run CMD in core, record NAME with its time.
+logs="$ROOT/.redis-servers/logs"
+mkdir -p "$logs"
+# step NAME LOG CMD... : run CMD (a go test -v) in core, its output in
+# LOG, and record NAME with its time and its top-level tests' outcomes.
 step() {
-  local name="$1" t0=$SECONDS
-  shift
+  local name="$1" log="$logs/$2" t0=$SECONDS ok=1 counts
+  shift 2
   echo
-  echo "=== $name: $*"
-  if (cd "$ROOT/core" && "$@"); then
-    passed+=("$name ($((SECONDS - t0))s)")
+  echo "=== $name: $* (log: $log)"
+  (cd "$ROOT/core" && "$@") >"$log" 2>&1 || ok=0
+  grep -E '^(--- FAIL|FAIL|ok|panic:)' "$log" || true
+  counts="$(grep -c '^--- PASS' "$log") passed, $(grep -c '^--- FAIL' "$log") failed, $(grep -c '^--- SKIP' "$log") skipped"
+  if ((ok)); then
+    passed+=("$name: $counts, $((SECONDS - t0))s")
   else
-    failed+=("$name ($((SECONDS - t0))s)")
+    failed+=("$name: $counts, $((SECONDS - t0))s")
   fi
 }
 
@@ -79,9 +87,12 @@ for server in $SERVERS; do
   fi
   eval "$("$ROOT/scripts/redis-rig.sh" env)"
   version="$("$bin/redis-server" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')"
-  PATH="$bin:$PATH" step "$server v=$version core/redisstore" go test -race -count=1 -timeout="$TEST_TIMEOUT" ./redisstore/
-  PATH="$bin:$PATH" step "$server v=$version core" go test -race -count=1 -timeout="$TEST_TIMEOUT" -skip "$ISOLATED" .
-  PATH="$bin:$PATH" step "$server v=$version core (on its own)" go test -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .
+  PATH="$bin:$PATH" step "$server v=$version core/redisstore" "$server-redisstore.log" \
+    go test -v -race -count=1 -timeout="$TEST_TIMEOUT" ./redisstore/
+  PATH="$bin:$PATH" step "$server v=$version core" "$server-core.log" \
+    go test -v -race -count=1 -timeout="$TEST_TIMEOUT" -skip "$ISOLATED" .
+  PATH="$bin:$PATH" step "$server v=$version core (on its own)" "$server-core-isolated.log" \
+    go test -v -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .
   "$ROOT/scripts/redis-rig.sh" down || echo "test-servers.sh: WARNING: rig down failed" >&2
   rig_dir=""
   unset SLIDELOG_RIG_DIR SLIDELOG_REDIS_SERVER
