@@ -21,7 +21,7 @@
 # redis-server and redis-cli (for Valkey, links to valkey-server and
 # valkey-cli). Needs git, make, a C compiler and pkg-config: on Debian,
 # missing ones are installed with apt-get (build-essential pkg-config git).
-# A build takes a few minutes on two cores.
+# Measured on two busy cores: redis-6.2.14 273 s, valkey-8.0.1 (LTO) 18 min.
 set -euo pipefail
 
 REPO="${SLIDELOG_SERVERS_REPO:-https://github.com/valkey-io/valkey.git}"
