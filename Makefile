@@ -20,7 +20,7 @@ endef
 
 INSTALLCHECK_VERSION ?= v0.0.0-installcheck
 
-.PHONY: help build vet lint tidy-check install-check test faults cluster-up cluster-down demo bench bench-report bench-scaling
+.PHONY: help build vet lint tidy-check install-check test test-servers faults cluster-up cluster-down demo bench bench-report bench-scaling
 
 help: ## list targets
 	@echo "slidelog make targets (modules: $(MODULES))"
@@ -68,6 +68,9 @@ install-check: ## install every adapter by version from a file proxy of the work
 
 test: ## start the Redis rig, go test -race in every module (+ short fuzz), stop the rig
 	scripts/test.sh
+
+test-servers: ## core's Redis suites on Redis 6.2.14 and Valkey 8.0.1, built from source once (scripts/test-servers.sh)
+	scripts/test-servers.sh
 
 faults: ## run the fault suite (its own disposable Cluster) and write its table into docs/operations.md
 	scripts/faults.sh

@@ -12,22 +12,34 @@
 #   SLIDELOG_STANDALONE_PORT    standalone port (default 6399)
 #   SLIDELOG_CLUSTER_BASE_PORT  first cluster port; nodes use BASE..BASE+5 (default 7100)
 #   SLIDELOG_RIG_TIMEOUT        seconds to wait for the cluster to become healthy (default 30)
+#   SLIDELOG_REDIS_SERVER       the server binary to start: a redis-server or valkey-server path
+#                               (default: redis-server on PATH, installed with apt-get if missing).
+#                               A path that is not there fails `up`; it is never replaced by
+#                               another server. redis-cli is the one beside it if there is one.
+#   SLIDELOG_RIG_DIR            state dir (default <repo>/.redis); a rig of its own per dir
 #
-# State (data, pid, log, nodes.conf) lives in <repo>/.redis/<port>/. Only
-# processes recorded there (pid file, or a redis-server whose working
-# directory is inside that dir) are ever stopped; other Redis servers on the
-# machine are never touched.
+# State (data, pid, log, nodes.conf) lives in SLIDELOG_RIG_DIR/<port>/. Only
+# processes recorded there (pid file, or a redis-server or valkey-server whose
+# working directory is inside that dir) are ever stopped; other Redis servers on
+# the machine are never touched. A rig is reused only if its servers run the
+# binary asked for.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-STATE_DIR="$ROOT/.redis"
-LOCK_FILE="$ROOT/.redis.lock"
+STATE_DIR="${SLIDELOG_RIG_DIR:-$ROOT/.redis}"
+LOCK_FILE="$STATE_DIR.lock"
 
 STANDALONE_PORT="${SLIDELOG_STANDALONE_PORT:-6399}"
 CLUSTER_BASE_PORT="${SLIDELOG_CLUSTER_BASE_PORT:-7100}"
 TIMEOUT="${SLIDELOG_RIG_TIMEOUT:-30}"
-REDIS_SERVER="${REDIS_SERVER:-redis-server}"
-REDIS_CLI="${REDIS_CLI:-redis-cli}"
+REDIS_SERVER="${SLIDELOG_REDIS_SERVER:-${REDIS_SERVER:-redis-server}}"
+if [[ -z "${REDIS_CLI:-}" ]]; then
+  REDIS_CLI=redis-cli
+  # The client built with the server, when there is one.
+  if [[ "$REDIS_SERVER" == */* && -x "$(dirname "$REDIS_SERVER")/redis-cli" ]]; then
+    REDIS_CLI="$(dirname "$REDIS_SERVER")/redis-cli"
+  fi
+fi
 
 CLUSTER_PORTS=()
 for i in 0 1 2 3 4 5; do CLUSTER_PORTS+=("$((CLUSTER_BASE_PORT + i))"); done
@@ -53,6 +65,7 @@ field() { sed -n "s/^$1://p" | head -n1; }
 
 lock() {
   if command -v flock >/dev/null 2>&1; then
+    mkdir -p "$(dirname "$LOCK_FILE")"
     exec 9>"$LOCK_FILE"
     # fd 9 is closed for every daemon started below (9>&-) so the lock dies with us.
     flock -w 120 9 || die "another redis-rig.sh is running (lock $LOCK_FILE)"
@@ -62,6 +75,10 @@ lock() {
 # ---------------------------------------------------------------- install
 
 cmd_install() {
+  if [[ -n "${SLIDELOG_REDIS_SERVER:-}" ]]; then
+    have_bins || die "SLIDELOG_REDIS_SERVER=$SLIDELOG_REDIS_SERVER or $REDIS_CLI is not an executable (scripts/servers.sh builds one)"
+    return 0
+  fi
   if have_bins; then
     log "redis already installed: $("$REDIS_SERVER" --version | head -n1)"
     return 0
@@ -78,6 +95,20 @@ cmd_install() {
   hash -r
   have_bins || die "redis-server/redis-cli still not on PATH after apt-get install"
   log "installed: $("$REDIS_SERVER" --version | head -n1)"
+}
+
+# server_major : the major version of REDIS_SERVER (redis-server --version: v=6.2.14).
+server_major() {
+  "$REDIS_SERVER" --version 2>/dev/null | sed -n 's/.* v=\([0-9]*\)\..*/\1/p' | head -n1
+}
+
+# server_exe : the resolved path of REDIS_SERVER, as /proc/PID/exe shows a running one.
+server_exe() { readlink -f "$(command -v "$REDIS_SERVER")"; }
+
+# server_comm PID : the process is a redis-server or valkey-server.
+server_comm() {
+  case "$(cat "/proc/$1/comm" 2>/dev/null)" in redis-server | valkey-server) return 0 ;; esac
+  return 1
 }
 
 # ---------------------------------------------------------------- process bookkeeping
@@ -101,6 +132,13 @@ is_ours() {
   [[ "$srvpid" == "$pid" ]]
 }
 
+# runs_server PORT : our server on PORT runs the binary asked for (REDIS_SERVER).
+runs_server() {
+  local pid
+  pid="$(tr -dc '0-9' <"$STATE_DIR/$1/redis.pid")"
+  [[ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" == "$(server_exe)" ]]
+}
+
 # port_open PORT : something accepts TCP connections on 127.0.0.1:PORT.
 port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 
@@ -117,7 +155,7 @@ our_stray_pids() {
   local d pid cwd
   for d in /proc/[0-9]*; do
     pid="${d#/proc/}"
-    [[ "$(cat "$d/comm" 2>/dev/null)" == redis-server ]] || continue
+    server_comm "$pid" || continue
     cwd="$(readlink "$d/cwd" 2>/dev/null)" || continue
     case "$cwd" in "$STATE_DIR"/*) echo "$pid" ;; esac
   done
@@ -153,7 +191,7 @@ stop_all() {
     if is_ours "$port"; then
       rcli "$port" shutdown nosave >/dev/null || true
       wait_pid_gone "$pid" || kill_pid "$pid"
-    elif [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == redis-server ]]; then
+    elif server_comm "$pid"; then
       kill_pid "$pid"     # ours by pid file but not answering on its port
     else
       continue            # pid reused by an unrelated process: leave it alone
@@ -201,7 +239,7 @@ cluster_problems() {
 
 rig_healthy() {
   local p
-  for p in "${ALL_PORTS[@]}"; do is_ours "$p" || return 1; done
+  for p in "${ALL_PORTS[@]}"; do is_ours "$p" && runs_server "$p" || return 1; done
   standalone_healthy && cluster_problems >/dev/null
 }
 
@@ -209,13 +247,16 @@ rig_healthy() {
 
 start_node() {
   local port="$1"; shift
-  local dir="$STATE_DIR/$port"
+  local dir="$STATE_DIR/$port" debug=() major
   mkdir -p "$dir"
+  # Before 7.0 DEBUG is always enabled, and the option does not exist.
+  major="$(server_major)"
+  ((${major:-7} >= 7)) && debug=(--enable-debug-command local)
   "$REDIS_SERVER" \
     --port "$port" --bind 127.0.0.1 --protected-mode no \
     --daemonize yes --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
     --save "" --appendonly no --maxmemory-policy noeviction \
-    --enable-debug-command local \
+    "${debug[@]}" \
     "$@" 9>&- || fail_up "redis-server on port $port failed to start; see $dir/redis.log"
   # Above the tests' CPU priority when we may (root), as a Redis on a
   # machine of its own would be: tests saturate the client machine with a
@@ -305,6 +346,7 @@ cmd_up() {
   done
   UP_OK=1
   trap - INT TERM EXIT
+  log "$("$REDIS_SERVER" --version | head -n1)"
   log "rig up: standalone 127.0.0.1:$STANDALONE_PORT, cluster 127.0.0.1:${CLUSTER_PORTS[0]}-${CLUSTER_PORTS[5]} (3 masters + 3 replicas, all slots ok)"
 }
 

@@ -35,7 +35,7 @@ func TestClusterDownGoesToFailureModeAtOnce(t *testing.T) {
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
 	require.Eventually(t, func() bool { return admin.Ping(t.Context()).Err() == nil }, 5*time.Second, 20*time.Millisecond)
-	require.NoError(t, admin.Do(t.Context(), "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
+	require.NoError(t, admin.Do(t.Context(), allSlots("ADDSLOTS")...).Err())
 	clusterOK := func() bool {
 		info, err := admin.ClusterInfo(t.Context()).Result()
 		return err == nil && strings.Contains(info, "cluster_state:ok")
@@ -54,7 +54,7 @@ func TestClusterDownGoesToFailureModeAtOnce(t *testing.T) {
 	require.NoError(t, err)
 
 	// The node no longer serves any slot: every command gets CLUSTERDOWN.
-	require.NoError(t, admin.Do(t.Context(), "CLUSTER", "DELSLOTSRANGE", 0, 16383).Err())
+	require.NoError(t, admin.Do(t.Context(), allSlots("DELSLOTS")...).Err())
 	var longest time.Duration
 	for i := range 20 {
 		start := time.Now()
@@ -74,10 +74,20 @@ func TestClusterDownGoesToFailureModeAtOnce(t *testing.T) {
 	require.Less(t, longest, 400*time.Millisecond, "a decision waited on go-redis's retries of CLUSTERDOWN")
 
 	// Serving again, the node decides again.
-	require.NoError(t, admin.Do(t.Context(), "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
+	require.NoError(t, admin.Do(t.Context(), allSlots("ADDSLOTS")...).Err())
 	require.Eventually(t, clusterOK, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
 		d, err := l.Allow(t.Context(), "k")
 		return err == nil && d.Source == redisstore.Source
 	}, 10*time.Second, 50*time.Millisecond, "decisions never came back to the node")
+}
+
+// allSlots is CLUSTER sub (ADDSLOTS or DELSLOTS) with every slot: the
+// *SLOTSRANGE commands are Redis 7's.
+func allSlots(sub string) []any {
+	args := []any{"CLUSTER", sub}
+	for slot := range 16384 {
+		args = append(args, slot)
+	}
+	return args
 }

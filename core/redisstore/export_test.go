@@ -44,8 +44,10 @@ func Check(s *Store, opts ...Option) error {
 // countingScript is the decision script wrapped so that it also returns
 // the name of every command it ran, in order: its text runs unchanged
 // inside a function that sees a redis table whose call counts.
+// countingLegacy is the same for the Redis 6.2 variant.
 var (
-	countingScript = redis.NewScript(counting(legacyScriptSource()))
+	countingScript = redis.NewScript(counting(strings.TrimPrefix(scriptSource, "#!lua\n")))
+	countingLegacy = redis.NewScript(counting(legacyScriptSource()))
 	countingCommon = redis.NewScript(counting(strings.TrimPrefix(commonSource, "#!lua\n")))
 )
 
@@ -77,15 +79,19 @@ const CommonHandOver = "--"
 // separated by CommonHandOver.
 func ScriptCalls(ctx context.Context, s *Store, op string, req slidelog.Request, at int64) ([]string, []any, error) {
 	key := s.Key(req.Namespace, req.Key)
+	full := countingScript
+	if s.legacy.Load() {
+		full = countingLegacy
+	}
 	if op == opTake && s.common(req) {
 		calls, reply, err := scriptCalls(ctx, s, countingCommon, []string{key}, s.commonArgs(nil, req))
 		if err != nil || len(reply) != 1 || reply[0] != int64(notCommon) {
 			return calls, reply, err
 		}
-		more, reply, err := scriptCalls(ctx, s, countingScript, logKeys(key), s.args(op, req, at))
+		more, reply, err := scriptCalls(ctx, s, full, logKeys(key), s.args(op, req, at))
 		return append(append(calls, CommonHandOver), more...), reply, err
 	}
-	return scriptCalls(ctx, s, countingScript, logKeys(key), s.args(op, req, at))
+	return scriptCalls(ctx, s, full, logKeys(key), s.args(op, req, at))
 }
 
 func scriptCalls(ctx context.Context, s *Store, sc *redis.Script, keys []string, args []any) ([]string, []any, error) {

@@ -77,7 +77,13 @@ func TestReusedCallsKeepTheirReplies(t *testing.T) {
 			reused := redisstore.ReusedCalls() - reused0
 			t.Logf("%d decisions, %d calls reused, %d callers left before their reply", decided, reused, left)
 			assert.Greater(t, decided, workers*decisions/2)
-			assert.Positive(t, reused, "no call was reused")
+			if redisstore.UsesLegacyScript(store) {
+				// Redis 6.2 has no common path, whose calls are the ones
+				// reused: each decision above read its own reply all the same.
+				assert.Zero(t, reused, "calls reused on Redis 6.2, which has no common path")
+			} else {
+				assert.Positive(t, reused, "no call was reused")
+			}
 			assert.Positive(t, left, "no caller left a queued call")
 		})
 	}

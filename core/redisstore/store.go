@@ -83,8 +83,8 @@ var scriptSource string
 
 // script is the whole decision script; its text never changes per request.
 // It declares itself with #!lua, so Redis 7 and later refuse it whole when
-// out of memory. legacyScript is the same text without that line, for
-// Redis 6.2, which cannot parse it (see Store).
+// out of memory. legacyScript is the same text with legacy.lua in place of
+// that line, for Redis 6.2, which cannot parse it (see Store).
 var (
 	script       = redis.NewScript(scriptSource)
 	legacyScript = redis.NewScript(legacyScriptSource())
@@ -138,8 +138,15 @@ func (s *Store) repair(ctx context.Context, key string) {
 // notCommon is commonScript's reply when the full steps are needed.
 const notCommon = -1
 
-// legacyScriptSource is the script without its #!lua line.
-func legacyScriptSource() string { return strings.TrimPrefix(scriptSource, "#!lua\n") }
+//go:embed legacy.lua
+var legacySource string
+
+// legacyScriptSource is the script for Redis 6.2: legacy.lua in place of
+// its #!lua line. legacy.lua makes a script that starts out of memory fail
+// with OOM before any write, as Redis 7 refuses the script with the line.
+func legacyScriptSource() string {
+	return legacySource + strings.TrimPrefix(scriptSource, "#!lua\n")
+}
 
 // Operations of the script (its ARGV[1]).
 const (
@@ -178,11 +185,11 @@ const keyTagBytes = 16
 //
 // It runs on Redis 6.2, 7.x and 8.x and on Valkey 7.2 and later. New
 // reads the server version of every master: on Redis 6.2, which cannot
-// parse the script's #!lua line, the store runs the script without it and
-// loses Redis 7's whole-script refusal when out of memory (a decision
-// then fails at its first write that needs memory, or writes past
-// maxmemory once it has freed some); older servers make New fail with
-// ErrUnsupportedVersion. When a server answers that it cannot compile the
+// parse the script's #!lua line, the store runs the script with legacy.lua
+// in its place, whose first command is a write that needs memory and
+// changes nothing, so that a server out of memory (noeviction) refuses
+// the decision with OOM before it writes anything, as Redis 7 does; older
+// servers make New fail with ErrUnsupportedVersion. When a server answers that it cannot compile the
 // script (New could not reach it, or it was replaced since), the store
 // reads the versions again, at most once a second.
 //

@@ -1,0 +1,198 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+)
+
+// A server out of memory with maxmemory-policy noeviction refuses every
+// decision with OOM, having written nothing, on every server the store
+// runs on. Redis 7 refuses the #!lua script whole; Redis 6.2 (and any
+// server running the script without that line) refuses only a script's
+// first write that needs memory, so a decision whose first write frees
+// some (the eviction of entries that left the window, buckets that
+// stopped counting) would then write past maxmemory: the legacy script
+// starts with a write that needs memory and changes nothing. Both
+// variants run here, on a redis-server of the test's own (the one on
+// PATH: make test-servers puts Redis 6.2 and Valkey on it).
+func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	require.NoError(t, err, "redis-server is needed for this test")
+	port := freePort(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	srv := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	require.NoError(t, srv.Start())
+	defer func() { cancel(); _ = srv.Wait() }()
+	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	defer client.Close()
+	require.Eventually(t, func() bool { return client.Ping(t.Context()).Err() == nil }, 5*time.Second, 20*time.Millisecond)
+	info, err := client.Info(t.Context(), "server").Result()
+	require.NoError(t, err)
+	t.Logf("server: %s", serverVersionLine(info))
+
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	exact := slidelog.Policy{Name: "h", Limit: 100, Window: time.Hour}
+	bucketed := slidelog.Policy{Name: "b", Limit: 100, Window: time.Hour, Precision: time.Minute}
+	type variant struct {
+		name   string
+		store  *redisstore.Store
+		before []string // identities with a log from before memory ran out
+	}
+	var variants []*variant
+	for _, name := range []string{"detected", "legacy"} {
+		s, err := redisstore.New(client, redisstore.WithClock(clock), redisstore.WithKeyPrefix("oom-"+name+":"))
+		require.NoError(t, err)
+		if name == "legacy" {
+			redisstore.UseLegacyScript(s)
+		}
+		variants = append(variants, &variant{name: name, store: s})
+	}
+	id := uint64(0)
+	take := func(s *redisstore.Store, key string, cost int, p slidelog.Policy) (slidelog.Result, error) {
+		id++
+		return s.Take(t.Context(), slidelog.Request{Namespace: "oom", Key: key, Cost: cost, Policies: []slidelog.Policy{p}, ID: id})
+	}
+
+	// Logs from before: entries of cost 2 (a log with a state hash and
+	// costs) and buckets, which will have left their windows.
+	for _, v := range variants {
+		for i := range 20 {
+			key := "old-cost" + strconv.Itoa(i)
+			_, err := take(v.store, key, 2, exact)
+			require.NoError(t, err)
+			key2 := "old-bucket" + strconv.Itoa(i)
+			_, err = take(v.store, key2, 1, bucketed)
+			require.NoError(t, err)
+			v.before = append(v.before, key, key2)
+		}
+	}
+	snapshot := func(v *variant) map[string]string {
+		m := map[string]string{}
+		for _, key := range v.before {
+			for _, k := range keysOf(v.store, "oom", key) {
+				dump, err := client.Dump(t.Context(), k).Result()
+				if err == redis.Nil {
+					dump = "<none>"
+				} else {
+					require.NoError(t, err)
+				}
+				m[k] = dump
+			}
+		}
+		return m
+	}
+	before := map[string]map[string]string{}
+	for _, v := range variants {
+		before[v.name] = snapshot(v)
+	}
+
+	// Fill memory until the server refuses a write.
+	filled := 0
+	for ; ; filled++ {
+		err := client.Set(t.Context(), "junk:"+strconv.Itoa(filled), strings.Repeat("x", 4096), 0).Err()
+		if err != nil {
+			require.ErrorContains(t, err, "OOM", "filling memory")
+			break
+		}
+		require.Less(t, filled, 10000, "the server never ran out of memory")
+	}
+	dbsize, err := client.DBSize(t.Context()).Result()
+	require.NoError(t, err)
+	used := func() int64 {
+		info, err := client.Info(t.Context(), "memory").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				require.NoError(t, err)
+				return n
+			}
+		}
+		t.Fatal("INFO memory has no used_memory")
+		return 0
+	}
+	usedBefore := used()
+
+	// Two hours later: every entry and bucket from before has left its
+	// window, so a decision's first write could be an eviction.
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			refused := 0
+			check := func(what string, _ slidelog.Result, err error) {
+				t.Helper()
+				if assert.Error(t, err, "%s: a decision on a server out of memory", what) {
+					assert.ErrorIs(t, err, slidelog.ErrUnavailable, what)
+					assert.ErrorContains(t, err, "OOM command not allowed", what)
+					refused++
+				}
+			}
+			for i := range 200 {
+				res, err := take(v.store, "fresh"+strconv.Itoa(i), 1, exact)
+				check("fresh key, cost 1", res, err)
+			}
+			for i := range 50 {
+				res, err := take(v.store, "fresh-cost"+strconv.Itoa(i), 3, exact)
+				check("fresh key, cost 3", res, err)
+				res, err = take(v.store, "fresh-bucket"+strconv.Itoa(i), 1, bucketed)
+				check("fresh key, bucketed", res, err)
+			}
+			for i := range 20 {
+				res, err := take(v.store, "old-cost"+strconv.Itoa(i), 1, exact)
+				check("log with costs whose entries left", res, err)
+				res, err = take(v.store, "old-bucket"+strconv.Itoa(i), 1, bucketed)
+				check("buckets that stopped counting", res, err)
+			}
+			t.Logf("%s: %d of 340 decisions refused with OOM (store runs the Redis 6.2 variant: %v)", v.name, refused, redisstore.UsesLegacyScript(v.store))
+
+			// Nothing written: no fresh key exists, the old logs are as
+			// they were, the key count has not moved.
+			for prefix, count := range map[string]int{"fresh": 200, "fresh-cost": 50, "fresh-bucket": 50} {
+				for i := range count {
+					n, err := client.Exists(t.Context(), keysOf(v.store, "oom", prefix+strconv.Itoa(i))...).Result()
+					require.NoError(t, err)
+					assert.Zero(t, n, "keys of %s%d written on a server out of memory", prefix, i)
+				}
+			}
+			assert.Equal(t, before[v.name], snapshot(v), "logs from before changed on a server out of memory")
+			n, err := client.DBSize(t.Context()).Result()
+			require.NoError(t, err)
+			assert.Equal(t, dbsize, n, "keys on the server")
+		})
+	}
+	t.Logf("used_memory %d before the decisions, %d after (maxmemory 4 MiB, %d fillers)", usedBefore, used(), filled)
+}
+
+// serverVersionLine names the server from INFO server.
+func serverVersionLine(info string) string {
+	var name, version string
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok && version == "" {
+			name, version = "redis", v
+		}
+		if v, ok := strings.CutPrefix(line, "valkey_version:"); ok {
+			name, version = "valkey", v
+		}
+	}
+	return name + " " + version
+}
