@@ -466,8 +466,8 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 		return Result{}, cause
 	default:
 		if l.fallback == nil {
-			// A LocalStore has no fallback: it fails only when closed,
-			// misconfigured or out of time, and says so.
+			// A Local store (StoreInfo.Local) has no fallback: it fails
+			// only when closed, misconfigured or out of time, and says so.
 			l.metrics.error(errorReason(cause))
 			return Result{}, cause
 		}
