@@ -3,7 +3,9 @@ package slidelog_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,12 +131,15 @@ func TestWaitingRule(t *testing.T) {
 
 // TestWaitingRuleNoLimiterDeadline: a Refund waits as long as the caller's
 // context allows, as a decision does, with no deadline of the limiter's
-// own (it used to end every Refund after 1 s): on a node that answers
-// slowly, here a standalone Redis running a 1.5 s script before it, the
-// Refund completes and its entry is gone.
+// own (it used to end every Refund after 1 s): on a node that answers this
+// client 1.5 s late (a delay on the client's side, so that the shared
+// server stays fast for other tests), the Refund completes and its entry
+// is gone.
 func TestWaitingRuleNoLimiterDeadline(t *testing.T) {
+	slow := &slowNet{}
 	opts := redisstore.ClientOptions(standaloneAddr(t))
 	opts.ReadTimeout = 5 * time.Second
+	opts.Dialer = slow.dial
 	client := redis.NewClient(opts)
 	t.Cleanup(func() { _ = client.Close() })
 	store := newRedisStore(t, client)
@@ -145,29 +150,43 @@ func TestWaitingRuleNoLimiterDeadline(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 
-	// A second connection keeps the server busy for 1.5 s.
-	busy := redis.NewClient(redisstore.ClientOptions(standaloneAddr(t)))
-	t.Cleanup(func() { _ = busy.Close() })
-	started := make(chan struct{})
-	go func() {
-		close(started)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = busy.Eval(ctx, "local t = redis.call('TIME') local s = t[1] + t[2] / 1e6 repeat local n = redis.call('TIME') until n[1] + n[2] / 1e6 - s > 1.5 return 1", nil).Err()
-	}()
-	<-started
-	time.Sleep(100 * time.Millisecond) // the script runs
-
+	slow.delay.Store(int64(1500 * time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
 	defer cancel()
 	start := time.Now()
 	err = l.Refund(ctx, res)
 	took := time.Since(start)
-	require.NoError(t, err, "Refund behind a 1.5 s script, with a 4 s context (took %v)", took)
-	assert.Greater(t, took, time.Second, "the Refund waited for the busy server")
+	slow.delay.Store(0)
+	require.NoError(t, err, "Refund from a node 1.5 s late, with a 4 s context (took %v)", took)
+	assert.Greater(t, took, time.Second, "the Refund waited for the late node")
 	again, err := l.Allow(t.Context(), "k")
 	require.NoError(t, err)
 	assert.True(t, again.Allowed, "the refunded entry is gone: a limit of 1 admits again")
+}
+
+// slowNet delays every read of its connections by delay (nanoseconds)
+// while it is set: a node that answers late, for one client only.
+type slowNet struct{ delay atomic.Int64 }
+
+func (s *slowNet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &slowConn{Conn: c, net: s}, nil
+}
+
+type slowConn struct {
+	net.Conn
+	net *slowNet
+}
+
+func (c *slowConn) Read(b []byte) (int, error) {
+	if d := c.net.delay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+	return c.Conn.Read(b)
 }
 
 // standaloneAddr returns the standalone test Redis's address, failing the
