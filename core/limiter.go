@@ -558,10 +558,14 @@ func (l *Limiter) Refund(ctx context.Context, res Result) error {
 // of req's node, so that an open breaker fails it at once with the error a
 // decision gets under FailError, and its outcome counts as a decision's
 // does. No failure mode applies: a refund, a reset or a read of usage is
-// never invented. It sets req.Route.
+// never invented. When ctx ends first, it fails with ctx's error, as a
+// decision does. It sets req.Route.
 func (l *Limiter) call(ctx context.Context, req *Request, f func(context.Context, Request) error) error {
 	if l.breakers == nil {
-		return f(ctx, *req)
+		if err := f(ctx, *req); err != nil {
+			return cmp.Or(ctx.Err(), err)
+		}
+		return nil
 	}
 	l.route(ctx, req)
 	node := req.Route.Node
@@ -573,9 +577,13 @@ func (l *Limiter) call(ctx context.Context, req *Request, f func(context.Context
 	switch {
 	case err == nil:
 		done(nil)
-	case ctx.Err() != nil || l.closed.Load() || errors.Is(err, ErrDamagedKey):
-		// The caller gave up, the limiter closed, or one key's data is
-		// damaged: no fault of the node.
+	case ctx.Err() != nil:
+		// The caller gave up: no fault of the node.
+		done(errCallerGone)
+		return ctx.Err()
+	case l.closed.Load() || errors.Is(err, ErrDamagedKey):
+		// The limiter closed, or one key's data is damaged: no fault
+		// of the node.
 		done(errCallerGone)
 	default:
 		l.causes.note(node, err) // before done: the breaker may open on it

@@ -80,7 +80,7 @@ func TestWaitingRule(t *testing.T) {
 			err := call(ctx, i)
 			took := time.Since(start)
 			cancel()
-			assert.Error(t, err, "%s on a hung node", name)
+			assert.ErrorIs(t, err, context.DeadlineExceeded, "%s on a hung node", name)
 			assert.Less(t, took, 400*time.Millisecond, "%s on a hung node: got %v, want the caller's 100 ms (the client's read timeout is 500 ms)", name, took)
 		}
 		assert.Equal(t, "closed", slidelog.BreakerStates(l)[victim], "%s: the caller's cancellation does not count against the node", name)
