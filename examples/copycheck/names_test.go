@@ -180,7 +180,7 @@ var foreign = []string{
 	"RateLimit",                                                         // the IETF header field
 	"RetryInfo", "QuotaFailure", "ResourceExhausted", "InvalidArgument", // gRPC
 	"DataLoss", "SetServingStatus",
-	"MaxRedirects", "ContextTimeoutEnabled", "ReadTimeout", "PoolSize", "MasterForKey", // go-redis
+	"MaxRedirects", "ContextTimeoutEnabled", "ReadTimeout", "PoolSize", "MasterForKey", "FailoverClient", // go-redis
 	"TrustedPlatform", "SetTrustedProxies", // gin
 	"RoutePath", "RealIP", // chi
 	"ProxyHeader", "EnableTrustedProxyCheck", "EnableIPValidation", "DisableHeaderNormalizing", // fiber
