@@ -63,14 +63,39 @@
 // node: the limiter gives it a circuit breaker, the local fallback and a
 // deny cache.
 //
-// How long a call may wait is the store's to bound: the limiter gives a
-// call no deadline of its own (a decision waits as long as its node
-// answers, however busy the process), so a store reached over a network
-// ends a call on a node that stopped answering, with an error wrapping
-// ErrStalled (the failure mode then decides, reason "stalled"), and
-// honours the caller's context. An error that concerns one key only
-// (ErrDamagedKey) is not counted against the node's breaker. slidelogtest.RunStoreSuite tests each
-// capability only where the store has it (see Example_thirdPartyStore).
+// How long a call may wait is the store's to bound (see "Waiting"): a
+// store reached over a network ends a call on a node that stopped
+// answering, with an error wrapping ErrStalled, and honours the caller's
+// context. An error that concerns one key only (ErrDamagedKey) is not
+// counted against the node's breaker. slidelogtest.RunStoreSuite tests
+// each capability only where the store has it (see
+// Example_thirdPartyStore).
+//
+// # Waiting
+//
+// Every call a limiter makes to its store, a decision (Allow, AllowN) as
+// well as Refund, Reset and Peek, follows one rule:
+//
+//   - It waits as long as the caller's context allows and the store
+//     answers: the limiter adds no deadline of its own, since a busy
+//     process would misjudge a healthy node by one. Bounding a call on a
+//     node that stopped answering is the store's part (redisstore: its
+//     stall timeout for decisions, its client's timeouts for the other
+//     calls). When the context ends first, the call fails with the
+//     context's error.
+//   - It goes through the circuit breaker of the key's node (WithBreaker).
+//     While the breaker is open, a decision goes to the failure mode at
+//     once, and Refund, Reset and Peek fail at once with an error
+//     wrapping ErrUnavailable: the error a decision gets under
+//     FailError. A store error of any of them counts against the node as
+//     a decision's does; the caller's own cancellation does not.
+//   - Only a decision has a failure mode: a refund, a reset or a read of
+//     usage the store could not make is an error, never invented.
+//
+// A store in this process's memory (StoreInfo.Local, package memstore)
+// has no breaker and answers at once. An HTTP middleware bounds the
+// refund it makes after a 5xx itself (httplimit.RefundTimeout), since the
+// client may be gone.
 //
 // # Policies
 //

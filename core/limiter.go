@@ -493,8 +493,8 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 		return Result{}, cause
 	default:
 		if l.fallback == nil {
-			// A LocalStore has no fallback: it fails only when closed,
-			// misconfigured or out of time, and says so.
+			// A Local store (StoreInfo.Local) has no fallback: it fails
+			// only when closed, misconfigured or out of time, and says so.
 			l.metrics.error(errorReason(cause))
 			return Result{}, cause
 		}
@@ -544,7 +544,10 @@ func (l *Limiter) unchecked(req Request, allowed bool) Result {
 // request the server failed (a 5xx). A fallback admission is refunded to
 // the fallback. It fails with ErrNotRefundable when res recorded nothing
 // or was not admitted by l (a Result of another limiter), and never
-// touches another limiter's store.
+// touches another limiter's store. It waits for the store as the package
+// documentation's "Waiting" says: as long as ctx allows, through the
+// breaker of the key's node (an open one fails it at once with
+// ErrUnavailable).
 func (l *Limiter) Refund(ctx context.Context, res Result) error {
 	t := res.ticket
 	if t.from != l || !res.Allowed {
@@ -574,13 +577,58 @@ func (l *Limiter) Refund(ctx context.Context, res Result) error {
 	if l.deny != nil {
 		l.deny.remove(t.key)
 	}
-	rctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
-	defer cancel()
-	return l.store.Refund(rctx, req)
+	return l.call(ctx, &req, func(ctx context.Context, req Request) error {
+		return l.store.Refund(ctx, req)
+	})
+}
+
+// call makes a store call other than a decision (Refund's, Reset's,
+// Peek's) under the rule a decision follows (the package
+// documentation's "Waiting"): no deadline of the limiter's own, so it
+// waits as long as ctx allows and the store answers; through the breaker
+// of req's node, so that an open breaker fails it at once with the error a
+// decision gets under FailError, and its outcome counts as a decision's
+// does. No failure mode applies: a refund, a reset or a read of usage is
+// never invented. When ctx ends first, it fails with ctx's error, as a
+// decision does. It sets req.Route.
+func (l *Limiter) call(ctx context.Context, req *Request, f func(context.Context, Request) error) error {
+	if l.breakers == nil {
+		if err := f(ctx, *req); err != nil {
+			return cmp.Or(ctx.Err(), err)
+		}
+		return nil
+	}
+	l.route(ctx, req)
+	node := req.Route.Node
+	done, err := l.breakers.get(node).Allow()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	err = f(ctx, *req)
+	switch {
+	case err == nil:
+		done(nil)
+	case ctx.Err() != nil:
+		// The caller gave up: no fault of the node.
+		done(errCallerGone)
+		return ctx.Err()
+	case l.closed.Load() || errors.Is(err, ErrDamagedKey):
+		// The limiter closed, or one key's data is damaged: no fault
+		// of the node.
+		done(errCallerGone)
+	default:
+		l.causes.note(node, err) // before done: the breaker may open on it
+		done(err)
+	}
+	return err
 }
 
 // Reset removes every entry of key, in the store, the deny cache and the
-// fallback, so that its next request sees empty windows.
+// fallback, so that its next request sees empty windows. It waits for the
+// store as the package documentation's "Waiting" says: as long as ctx
+// allows, through the breaker of the key's node (an open one fails the
+// store's part at once with ErrUnavailable; the deny cache and the
+// fallback are reset all the same).
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := l.check(ctx, key); err != nil {
 		return err
@@ -593,7 +641,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 		_ = l.fallback.reset(ctx, req)
 	}
 	l.journal.ForgetKey(journalKey(req.Namespace, req.Key))
-	return l.store.Reset(ctx, req)
+	return l.call(ctx, &req, func(ctx context.Context, req Request) error {
+		return l.store.Reset(ctx, req)
+	})
 }
 
 // Close stops the limiter's fallback and releases its name on the store.

@@ -6,8 +6,8 @@ import (
 )
 
 // Observer receives the events and gauges of the limiters it is given to
-// with WithObserver, to export them as metrics (WithMetrics builds one for
-// Prometheus; package otelmetrics builds one for OpenTelemetry).
+// with WithObserver, to export them as metrics (package prommetrics builds
+// one for Prometheus, package otelmetrics one for OpenTelemetry).
 //
 // New calls Bind once per limiter; the LimiterObserver it returns gets
 // that limiter's events from any goroutine, so it must be safe for
@@ -69,7 +69,7 @@ const (
 	BreakerOpen
 )
 
-// String returns "closed", "half-open" or "open", as BreakerStates does.
+// String returns "closed", "half-open" or "open".
 func (s BreakerState) String() string {
 	switch s {
 	case BreakerClosed:

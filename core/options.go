@@ -136,9 +136,9 @@ func WithBreaker(s BreakerSettings) Option {
 
 // WithDenyCache sets how many denied keys the local deny cache holds
 // (default 10,000); 0 switches the cache off. The cache is on by default,
-// but for a LocalStore (memstore), which answers as fast as the cache
-// would: a limiter on one gets a cache, and pays for its bookkeeping,
-// only when this option asks.
+// but for a Local store (StoreInfo.Local, such as memstore), which
+// answers as fast as the cache would: a limiter on one gets a cache, and
+// pays for its bookkeeping, only when this option asks.
 func WithDenyCache(size int) Option {
 	return limiterOptionFunc(func(c *limiterConfig) error {
 		if size < 0 {

@@ -34,9 +34,10 @@ type Peeker interface {
 // key now.
 //
 // Peek fails with ErrInvalidKey, ErrClosed, ErrPolicyFunc, the context's error,
-// ErrUnavailable when the store cannot answer (no failure mode applies: a
-// usage read is never invented), and ErrInvalidOption when the store does
-// not implement Peeker.
+// ErrUnavailable when the store cannot answer or the breaker of the key's
+// node is open (no failure mode applies: a usage read is never invented),
+// and ErrInvalidOption when the store does not implement Peeker. It waits
+// for the store as the package documentation's "Waiting" says.
 func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
 	if err := l.check(ctx, key); err != nil {
 		return Result{}, err
@@ -49,5 +50,14 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return p.Peek(ctx, Request{Namespace: l.namespace, Key: key, Cost: 1, Policies: policies})
+	req := Request{Namespace: l.namespace, Key: key, Cost: 1, Policies: policies}
+	var res Result
+	err = l.call(ctx, &req, func(ctx context.Context, req Request) error {
+		res, err = p.Peek(ctx, req)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
 }

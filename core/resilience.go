@@ -2,13 +2,10 @@ package slidelog
 
 import (
 	"strings"
-	"time"
 )
 
 // Defaults of a limiter's resilience options.
 const (
-	// storeCallTimeout bounds a Refund's or Reset's store call.
-	storeCallTimeout = time.Second
 	// defaultDenyCacheSize is how many denied keys a limiter remembers.
 	defaultDenyCacheSize = 10_000
 	// defaultFallbackMaxKeys is how many keys the local fallback tracks.

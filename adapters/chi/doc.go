@@ -45,10 +45,10 @@
 // ignores X-Forwarded-For, X-Real-IP and Forwarded. Do not put chi's
 // middleware.RealIP in front of it unless every request comes through a
 // proxy that overwrites those headers: RealIP copies a client-supplied
-// header into r.RemoteAddr. Behind a proxy, list it with httplimit.WithTrustedProxies
-// and name the one header it writes with httplimit.WithClientIPHeader instead: the
-// client is then the rightmost forwarded address that is not a trusted
-// proxy. httplimit.WithAllPeersTrusted trusts the socket peer only (the
-// entry it appended is the client), and httplimit.WithUnixSocketProxy a
-// proxy on a Unix socket.
+// header into r.RemoteAddr. Behind a proxy, list it in httplimit.ClientIP's
+// TrustedProxies and name the one header it writes in Header
+// (httplimit.WithClientIP) instead: the client is then the rightmost
+// forwarded address that is not a trusted proxy. AllPeersTrusted trusts
+// the socket peer only (the entry it appended is the client), and
+// UnixSocketProxy a proxy on a Unix socket.
 package slidechi

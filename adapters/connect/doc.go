@@ -37,7 +37,7 @@
 // ("/package.Service/Method"), its headers the request headers, its remote
 // address the peer's. So httplimit.ByRoute keys by procedure,
 // httplimit.ByHeader("X-Api-Key") by a request header,
-// httplimit.SkipPaths skips procedures, and httplimit.WithTrustedProxies
-// with httplimit.WithClientIPHeader("X-Forwarded-For") believes the one
-// header that trusted proxies write.
+// httplimit.SkipPaths skips procedures, and httplimit.WithClientIP with
+// TrustedProxies and Header "X-Forwarded-For" believes the one header
+// that trusted proxies write.
 package slideconnect

@@ -302,7 +302,7 @@ func TestKeys(t *testing.T) {
 		want   string
 	}{
 		{"peer, forwarding ignored", nil, http.Header{"X-Forwarded-For": {"203.0.113.9"}}, "ip:127.0.0.1"},
-		{"trusted proxy", []httplimit.Option{httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")},
+		{"trusted proxy", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})},
 			http.Header{"X-Forwarded-For": {"203.0.113.9"}}, "ip:203.0.113.9"},
 		{"header", []httplimit.Option{httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key"))}, http.Header{"X-Api-Key": {"k1"}}, "h:x-api-key:k1"},
 		{"procedure", []httplimit.Option{httplimit.WithKeyFunc(httplimit.ByRoute())}, nil, "r:" + checkProcedure},

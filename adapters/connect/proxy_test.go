@@ -39,7 +39,7 @@ func TestBehindHAProxy(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = l.Close() })
-			limit := slideconnect.NewInterceptor(l, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For"))
+			limit := slideconnect.NewInterceptor(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"}))
 			h := connect.NewUnaryHandler(checkProcedure,
 				func(context.Context, *connect.Request[healthpb.HealthCheckRequest]) (*connect.Response[healthpb.HealthCheckResponse], error) {
 					return connect.NewResponse(&healthpb.HealthCheckResponse{}), nil

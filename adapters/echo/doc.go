@@ -40,10 +40,11 @@
 // The middleware never uses c.RealIP(). By default it keys by the socket
 // address (c.Request().RemoteAddr), whatever X-Forwarded-For, X-Real-IP or
 // Forwarded headers say, so it is safe even though echo v4 without an
-// IPExtractor reads the leftmost X-Forwarded-For value. Behind a proxy,
-// list it with httplimit.WithTrustedProxies and name the one header it writes with
-// httplimit.WithClientIPHeader: the client is then the rightmost forwarded address
-// that is not a trusted proxy. Set e.IPExtractor to
+// IPExtractor reads the leftmost X-Forwarded-For value.
+// Behind a proxy, list it in httplimit.ClientIP's TrustedProxies and
+// name the one header it writes in Header (httplimit.WithClientIP): the
+// client is then the rightmost forwarded address that is not a trusted
+// proxy. Set e.IPExtractor to
 // echo.ExtractIPFromXFFHeader(echo.TrustIPRange(...)) with the same ranges
 // so that c.RealIP() in your handlers agrees with the limiter, or to
 // echo.ExtractIPDirect() when there is no proxy.

@@ -50,7 +50,10 @@ func Example_trustedProxy() {
 	_, lb, _ := net.ParseCIDR("10.0.0.0/8")
 	e := echo.New()
 	e.IPExtractor = echo.ExtractIPFromXFFHeader(echo.TrustIPRange(lb))
-	e.Use(slideecho.Middleware(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For")))
+	e.Use(slideecho.Middleware(l, httplimit.WithClientIP(httplimit.ClientIP{
+		TrustedProxies: []string{"10.0.0.0/8"},
+		Header:         "X-Forwarded-For",
+	})))
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
 
 	req := httptest.NewRequest(http.MethodGet, "/hello", nil)

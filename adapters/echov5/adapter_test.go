@@ -85,11 +85,11 @@ func TestKeyByRouteGlobal(t *testing.T) {
 func TestInvalidOptionPanics(t *testing.T) {
 	l := newLimiter(t, memstore.New(), 1)
 	for name, opt := range map[string]httplimit.Option{
-		"cidr":        httplimit.WithTrustedProxies("10.0.0.0/33"),
-		"trust all":   httplimit.WithTrustedProxies("0.0.0.0/0"),
-		"no header":   httplimit.WithTrustedProxies("10.0.0.0/8"),
-		"header name": httplimit.WithClientIPHeader("X Real IP"),
-		"ipv6 prefix": httplimit.WithIPv6Prefix(0),
+		"cidr":        httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/33"}}),
+		"trust all":   httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"0.0.0.0/0"}}),
+		"no header":   httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}}),
+		"header name": httplimit.WithClientIP(httplimit.ClientIP{Header: "X Real IP"}),
+		"ipv6 prefix": httplimit.WithClientIP(httplimit.ClientIP{IPv6Prefix: -1}),
 		"cost":        httplimit.WithCost(0),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -167,8 +167,10 @@ func TestLimitByIP(t *testing.T) {
 // An invalid policy, or an option of another adapter, panics at start-up.
 func TestLimitByIPPanics(t *testing.T) {
 	for name, f := range map[string]func(){
-		"policy":          func() { slideechov5.LimitByIP(slidelog.PerMinute(0)) },
-		"option":          func() { slideechov5.LimitByIP(slidelog.PerMinute(1), httplimit.WithIPv6Prefix(0)) },
+		"policy": func() { slideechov5.LimitByIP(slidelog.PerMinute(0)) },
+		"option": func() {
+			slideechov5.LimitByIP(slidelog.PerMinute(1), httplimit.WithClientIP(httplimit.ClientIP{IPv6Prefix: -1}))
+		},
 		"foreign handler": func() { slideechov5.LimitByIP(slidelog.PerMinute(1), httplimit.WithErrorHandler(func(error) {})) },
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -43,10 +43,11 @@
 // (c.Context().RemoteAddr()) and by default ignores X-Forwarded-For,
 // X-Real-IP and Forwarded, so it is safe even when fiber.Config.ProxyHeader
 // is set without EnableTrustedProxyCheck (then c.IP() returns the raw,
-// client-chosen header: GHSA-3q5p-3558-364f). Behind a proxy, list it with
-// httplimit.WithTrustedProxies and name the one header it writes with
-// httplimit.WithClientIPHeader: the client is then the rightmost forwarded address
-// that is not a trusted proxy. If you also want c.IP() in your handlers to
+// client-chosen header: GHSA-3q5p-3558-364f).
+// Behind a proxy, list it in httplimit.ClientIP's TrustedProxies and
+// name the one header it writes in Header (httplimit.WithClientIP): the
+// client is then the rightmost forwarded address that is not a trusted
+// proxy. If you also want c.IP() in your handlers to
 // agree, set ProxyHeader together with EnableTrustedProxyCheck and the same
 // TrustedProxies.
 //

@@ -20,8 +20,8 @@ import (
 //
 // It is Middleware with a limiter of p on a memory store of its own,
 // which lives as long as the program; opts are Middleware's. The client
-// is the socket peer unless WithTrustedProxies and WithClientIPHeader say
-// otherwise, as for Middleware. For limits shared between instances, use
+// is the socket peer unless httplimit.WithClientIP says otherwise, as
+// for Middleware. For limits shared between instances, use
 // Middleware with a limiter on a Redis store; so too with fiber's
 // Prefork, whose every child process has its own memory store (n
 // children admit up to n times the limit).

@@ -18,7 +18,7 @@ import (
 )
 
 // TestUnixSocketProxyListener: fiber serving on a real Unix socket, with
-// httplimit.WithUnixSocketProxy: the peer's network is "unix", so the
+// httplimit.ClientIP.UnixSocketProxy: the peer's network is "unix", so the
 // proxy's X-Real-IP names the client; without the header the request has
 // no client address (400).
 func TestUnixSocketProxyListener(t *testing.T) {
@@ -26,7 +26,7 @@ func TestUnixSocketProxyListener(t *testing.T) {
 	t.Cleanup(func() { _ = mem.Close() })
 	store := slidelogtest.NewCountingStore(mem)
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(slidefiber.Middleware(newLimiter(t, store, 5), httplimit.WithUnixSocketProxy(), httplimit.WithClientIPHeader("X-Real-IP")))
+	app.Use(slidefiber.Middleware(newLimiter(t, store, 5), httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"})))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello") })
 	dir, err := os.MkdirTemp("", "slidelog-fiber-") // short: a socket path is at most ~100 bytes
 	if err != nil {

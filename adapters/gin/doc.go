@@ -39,10 +39,11 @@
 // The middleware never uses c.ClientIP(). By default it keys by the socket
 // address (c.Request.RemoteAddr), whatever X-Forwarded-For, X-Real-IP or
 // Forwarded headers say, so it is safe even though gin trusts every proxy
-// unless SetTrustedProxies is called (CVE-2020-28483). Behind a proxy, list
-// it with httplimit.WithTrustedProxies and name the one header it writes with
-// httplimit.WithClientIPHeader: the client is then the rightmost forwarded address
-// that is not a trusted proxy. Give gin's SetTrustedProxies the same list
+// unless SetTrustedProxies is called (CVE-2020-28483).
+// Behind a proxy, list it in httplimit.ClientIP's TrustedProxies and
+// name the one header it writes in Header (httplimit.WithClientIP): the
+// client is then the rightmost forwarded address that is not a trusted
+// proxy. Give gin's SetTrustedProxies the same list
 // so that c.ClientIP() in your handlers agrees with the limiter; calling
 // engine.SetTrustedProxies(nil) is a good default when there is no proxy.
 package slidegin

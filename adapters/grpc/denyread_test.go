@@ -127,7 +127,7 @@ func serveOn(t *testing.T, lis net.Listener, target string, opts []grpc.ServerOp
 	return testgrpc.NewTestServiceClient(conn), svc
 }
 
-// TestUnixSocketProxyPeers: with httplimit.WithUnixSocketProxy, a call
+// TestUnixSocketProxyPeers: with httplimit.ClientIP.UnixSocketProxy, a call
 // over a real Unix socket is keyed by the proxy's x-real-ip metadata; the
 // same call over an in-memory listener (bufconn), whose peer has no IP
 // address either, is keyed as without the option: InvalidArgument.
@@ -137,7 +137,7 @@ func TestUnixSocketProxyPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	opts := []grpc.ServerOption{slidegrpc.ServerOption(l, httplimit.WithUnixSocketProxy(), httplimit.WithClientIPHeader("x-real-ip"))}
+	opts := []grpc.ServerOption{slidegrpc.ServerOption(l, httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "x-real-ip"}))}
 	dir, err := os.MkdirTemp("", "slidelog-grpc-") // short: a socket path is at most ~100 bytes
 	if err != nil {
 		t.Fatal(err)

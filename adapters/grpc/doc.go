@@ -45,10 +45,10 @@
 // incoming metadata, its remote address its peer. So httplimit.ByRoute
 // keys by full method, httplimit.ByContextValue by an identity your
 // authentication interceptor verified (chain a per-peer limit before it),
-// httplimit.SkipPaths skips full methods, and httplimit.WithTrustedProxies
-// with httplimit.WithClientIPHeader("x-forwarded-for") believes the one metadata
-// key that trusted proxies write (httplimit.WithAllPeersTrusted: the entry
-// the peer appended). httplimit.ByHeader keys by a metadata value your own
+// httplimit.SkipPaths skips full methods, and httplimit.WithClientIP with
+// TrustedProxies and Header "x-forwarded-for" believes the one metadata
+// key that trusted proxies write (AllPeersTrusted: the entry the peer
+// appended). httplimit.ByHeader keys by a metadata value your own
 // proxy or gateway sets; sent twice, the call fails with InvalidArgument. WithMethodLimiters and WithMethodCosts
 // set per-method policies and costs.
 //

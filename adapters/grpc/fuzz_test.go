@@ -38,7 +38,7 @@ func FuzzMiddleware(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = l.Close() })
-	byIP := slidegrpc.UnaryServerInterceptor(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("x-forwarded-for"))
+	byIP := slidegrpc.UnaryServerInterceptor(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: "x-forwarded-for"}))
 	byKey := slidegrpc.UnaryServerInterceptor(l, httplimit.WithKeyFunc(httplimit.Composite(httplimit.ByRoute(), httplimit.ByHeader("x-api-key"))))
 	handler := func(context.Context, any) (any, error) { return nil, nil }
 

@@ -19,8 +19,8 @@ import (
 // which lives as long as the program; opts are ServerOption's. A call is
 // decided when its headers arrive, before its message is read, so a
 // denied call costs the server nothing of what the client sends. The
-// client is the peer address unless httplimit.WithTrustedProxies and
-// httplimit.WithClientIPHeader say otherwise. For limits shared between
+// client is the peer address unless httplimit.WithClientIP says
+// otherwise. For limits shared between
 // instances, use ServerOption (or the interceptors) with a limiter on a
 // Redis store.
 //

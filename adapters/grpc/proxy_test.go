@@ -68,7 +68,7 @@ func spoofCalls(t *testing.T, client testgrpc.TestServiceClient) map[codes.Code]
 	return got
 }
 
-// TestTrustAllBehindNginx: WithAllPeersTrusted behind nginx's grpc_pass
+// TestTrustAllBehindNginx: ClientIP.AllPeersTrusted behind nginx's grpc_pass
 // appending the peer to x-forwarded-for ($proxy_add_x_forwarded_for): a
 // client on another loopback address spoofing x-forwarded-for metadata is
 // one identity, the address nginx appended: 2 of 5 calls pass at limit 2.
@@ -79,9 +79,9 @@ func TestTrustAllBehindNginx(t *testing.T) {
 		opts  []httplimit.Option
 		nginx bool
 	}{
-		{"trust-all via nginx", []httplimit.Option{httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader("X-Forwarded-For")}, true},
-		{"trusted nginx via nginx", []httplimit.Option{httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")}, true},
-		{"trusted nginx, app reached directly", []httplimit.Option{httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")}, false},
+		{"trust-all via nginx", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: "X-Forwarded-For"})}, true},
+		{"trusted nginx via nginx", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})}, true},
+		{"trusted nginx, app reached directly", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			store := slidelogtest.NewCountingStore(memstore.New())
@@ -116,8 +116,8 @@ func TestTrustAllBehindNginx(t *testing.T) {
 // against, HAProxy passes the client's value on and every spoofed value
 // is an identity of its own.
 func TestBehindHAProxy(t *testing.T) {
-	trusted := []httplimit.Option{httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")}
-	trustAll := []httplimit.Option{httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader("X-Forwarded-For")}
+	trusted := []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})}
+	trustAll := []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: "X-Forwarded-For"})}
 	for _, tt := range []struct {
 		name     string
 		opts     []httplimit.Option
@@ -182,7 +182,7 @@ func TestMintedIPv6Prefixes(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New(memstore.WithMaxKeys(table)))
 	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
 	client, _ := serve(t, interceptors(newLimiter(t, store, "minted", 1),
-		httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("x-forwarded-for"))...)
+		httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "x-forwarded-for"}))...)
 	call := func(xff string) error {
 		_, err := client.EmptyCall(metadata.AppendToOutgoingContext(t.Context(), "x-forwarded-for", xff), &testgrpc.Empty{})
 		return err

@@ -256,13 +256,13 @@ func TestKeyByPeer(t *testing.T) {
 	}{
 		{"default ignores forwarding", nil, "ip:127.0.0.1"},
 		{"trusted peer, named key", []httplimit.Option{
-			httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For"),
+			httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"}),
 		}, "ip:198.51.100.7"},
 		{"trusted peer, other key named", []httplimit.Option{
-			httplimit.WithTrustedProxies("127.0.0.0/8"), httplimit.WithClientIPHeader("cf-connecting-ip"),
+			httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.0/8"}, Header: "cf-connecting-ip"}),
 		}, "ip:127.0.0.1"},
 		{"untrusted peer", []httplimit.Option{
-			httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("x-forwarded-for"),
+			httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: "x-forwarded-for"}),
 		}, "ip:127.0.0.1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -441,10 +441,16 @@ func TestInvalidOptionPanics(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	l := newLimiter(t, store, "opts", 1)
 	for name, opts := range map[string]func() []httplimit.Option{
-		"cidr":             func() []httplimit.Option { return []httplimit.Option{httplimit.WithTrustedProxies("10.0.0.0/33")} },
-		"no header":        func() []httplimit.Option { return []httplimit.Option{httplimit.WithTrustedProxies("10.0.0.0/8")} },
-		"header, no proxy": func() []httplimit.Option { return []httplimit.Option{httplimit.WithClientIPHeader("x-forwarded-for")} },
-		"cost":             func() []httplimit.Option { return []httplimit.Option{httplimit.WithCost(0)} },
+		"cidr": func() []httplimit.Option {
+			return []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/33"}})}
+		},
+		"no header": func() []httplimit.Option {
+			return []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}})}
+		},
+		"header, no proxy": func() []httplimit.Option {
+			return []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{Header: "x-forwarded-for"})}
+		},
+		"cost": func() []httplimit.Option { return []httplimit.Option{httplimit.WithCost(0)} },
 		"method cost": func() []httplimit.Option {
 			return []httplimit.Option{slidegrpc.WithMethodCosts(map[string]int{emptyCall: 0})}
 		},

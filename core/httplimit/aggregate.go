@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// Defaults and bounds of WithIPv6Aggregation.
+// Defaults and bounds of ClientIP's IPv6 aggregation.
 const (
 	// DefaultIPv6Network is the prefix length of the network (a /48, a
 	// usual site allocation) whose client prefixes are counted.
@@ -19,7 +19,7 @@ const (
 	// further prefixes share the network's identity.
 	DefaultIPv6PrefixesPerNetwork = 64
 	// MaxIPv6Identities bounds how many IPv6 identities ByClientIP hands
-	// out while WithIPv6Aggregation is on (the default), whatever the
+	// out while ClientIP.NoIPv6Aggregation is off (the default), whatever the
 	// traffic: at most 32,768 client prefixes, 4,096 networks and 1,024
 	// wider prefixes (a /32 with the default /48 network) with identities
 	// of their own at once, and the /12s beyond them (4,096 in all). It
@@ -29,7 +29,7 @@ const (
 )
 
 const (
-	maxIPv6PrefixesPerNetwork = 4096  // the largest maxPrefixes WithIPv6Aggregation takes
+	maxIPv6PrefixesPerNetwork = 4096  // the largest ClientIP.IPv6PrefixesPerNetwork
 	ipv6ClientGrants          = 32768 // client prefixes (/64s) with identities of their own at once
 	ipv6NetworkGrants         = 4096  // networks (/48s) with identities of their own at once
 	ipv6WideGrants            = 1024  // wider prefixes (/32s) with identities of their own at once

@@ -10,7 +10,7 @@ import (
 
 // TestAggregatorLevels: the prefixes an IPv6 client's identity climbs
 // through, from its client prefix, for the client prefix and network
-// lengths of WithIPv6Prefix and WithIPv6Aggregation.
+// lengths of ClientIP.IPv6Prefix and ClientIP.IPv6Network.
 func TestAggregatorLevels(t *testing.T) {
 	tests := []struct {
 		give [2]int // client prefix, network
@@ -18,7 +18,7 @@ func TestAggregatorLevels(t *testing.T) {
 	}{
 		{[2]int{64, 48}, []int{64, 48, 32, 12}},
 		{[2]int{128, 120}, []int{128, 120, 104, 12}},
-		{[2]int{48, 48}, []int{48, 32, 12}}, // WithIPv6Prefix(48) with the default network
+		{[2]int{48, 48}, []int{48, 32, 12}}, // IPv6Prefix 48 with the default network
 		{[2]int{64, 20}, []int{64, 20, 12}},
 		{[2]int{64, 10}, []int{64, 10}}, // a network shorter than /12 is the top
 		{[2]int{13, 48}, []int{13, 12}},

@@ -118,9 +118,18 @@ func TestIPv6AggregationOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	for _, give := range [][]int{{-1, 1}, {128, 1}, {48, 0}, {64, 4}, {48, 4097}} {
-		if _, err := httplimit.New(l, httplimit.WithIPv6Aggregation(give[0], give[1])); !errors.Is(err, slidelog.ErrInvalidOption) {
-			t.Errorf("WithIPv6Aggregation(%d, %d): got %v, want ErrInvalidOption", give[0], give[1], err)
+	for _, give := range []httplimit.ClientIP{
+		{IPv6Network: -1, IPv6PrefixesPerNetwork: 1},
+		{IPv6Network: 128, IPv6PrefixesPerNetwork: 1},
+		{IPv6Network: 48, IPv6PrefixesPerNetwork: -1},
+		{IPv6Network: 64, IPv6PrefixesPerNetwork: 4},
+		{IPv6Network: 48, IPv6PrefixesPerNetwork: 4097},
+		{IPv6Prefix: 48, IPv6Network: 48},
+		{NoIPv6Aggregation: true, IPv6Network: 48},
+		{NoIPv6Aggregation: true, IPv6PrefixesPerNetwork: 64},
+	} {
+		if _, err := httplimit.New(l, httplimit.WithClientIP(give)); !errors.Is(err, slidelog.ErrInvalidOption) {
+			t.Errorf("%+v: got %v, want ErrInvalidOption", give, err)
 		}
 	}
 	keys := func(opts ...httplimit.Option) map[string]bool {
@@ -139,10 +148,10 @@ func TestIPv6AggregationOption(t *testing.T) {
 		}
 		return got
 	}
-	if got := keys(httplimit.WithIPv6Aggregation(40, 3)); len(got) != 4 || !got["ip:2001:db8::/40"] {
+	if got := keys(httplimit.WithClientIP(httplimit.ClientIP{IPv6Network: 40, IPv6PrefixesPerNetwork: 3})); len(got) != 4 || !got["ip:2001:db8::/40"] {
 		t.Errorf("aggregation /40 after 3: got %v, want 3 /64s and the /40", got)
 	}
-	if got := keys(httplimit.WithIPv6Aggregation(0, 0)); len(got) != 10 {
+	if got := keys(httplimit.WithClientIP(httplimit.ClientIP{NoIPv6Aggregation: true})); len(got) != 10 {
 		t.Errorf("aggregation off: got %d identities, want 10", len(got))
 	}
 }
@@ -310,7 +319,7 @@ func TestIPv6ActiveClientKeepsIdentity(t *testing.T) {
 
 // TestIPv6CraftedPrefixes: 4,000 addresses of one /48, crafted so that
 // the aggregation's former unkeyed hash (hi ^ lo*C) gave all of them one
-// value, with WithIPv6Prefix(128): they get at most 64 identities of
+// value, with ClientIP.IPv6Prefix 128: they get at most 64 identities of
 // their own and the /48's, as any 4,000 addresses would.
 func TestIPv6CraftedPrefixes(t *testing.T) {
 	l, err := slidelog.New(memstore.New(), slidelog.PerMinute(1000), slidelog.WithDenyCache(0))
@@ -319,7 +328,7 @@ func TestIPv6CraftedPrefixes(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	got, last := map[string]int{}, ""
-	e, err := httplimit.New(l, httplimit.WithIPv6Prefix(128), keyRecorder(got, &last))
+	e, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{IPv6Prefix: 128}), keyRecorder(got, &last))
 	if err != nil {
 		t.Fatal(err)
 	}

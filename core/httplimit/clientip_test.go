@@ -64,7 +64,7 @@ func FuzzClientIP(f *testing.F) {
 	}
 	var got netip.Addr
 	var gotErr error
-	h, err := httplimit.New(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For"),
+	h, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}),
 		httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
 			got, gotErr = r.ClientIP()
 			return "", httplimit.ErrNoKey // stop before the store
@@ -96,7 +96,7 @@ func BenchmarkClientIPMiBOfCommas(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := httplimit.New(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For"),
+	h, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}),
 		httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
 			_, _ = r.ClientIP()
 			return "", httplimit.ErrNoKey // stop before the store
@@ -129,7 +129,7 @@ func TestClientIPReadsOnlyTheNamedHeader(t *testing.T) {
 		}
 		var asked []string
 		var got netip.Addr
-		h, err := httplimit.New(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader(name),
+		h, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: name}),
 			httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
 				got, _ = r.ClientIP()
 				return "", httplimit.ErrNoKey
@@ -161,7 +161,7 @@ func (s *askedSource) Header(name string) []string {
 	return s.source.Header(name)
 }
 
-// WithAllPeersTrusted believes the named header from any peer, and still
+// ClientIP.AllPeersTrusted believes the named header from any peer, and still
 // only that header.
 func TestAllPeersTrusted(t *testing.T) {
 	store := memstore.New()
@@ -171,7 +171,7 @@ func TestAllPeersTrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got netip.Addr
-	h, err := httplimit.New(l, httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader("X-Real-IP"),
+	h, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: "X-Real-IP"}),
 		httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
 			got, _ = r.ClientIP()
 			return "", httplimit.ErrNoKey
@@ -182,5 +182,47 @@ func TestAllPeersTrusted(t *testing.T) {
 	h.Check(newSource("198.51.100.7:1", "X-Real-IP", "203.0.113.4", "X-Forwarded-For", "192.0.2.66"))
 	if got.String() != "203.0.113.4" {
 		t.Errorf("client: got %v, want 203.0.113.4 from X-Real-IP", got)
+	}
+}
+
+// TestClientIPErrors: ClientIP is checked as one, and each refusal is an
+// ErrInvalidOption whose message names the field to fix.
+func TestClientIPErrors(t *testing.T) {
+	l, err := slidelog.New(memstore.New(), slidelog.PerSecond(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	tests := []struct {
+		give httplimit.ClientIP
+		want string
+	}{
+		{httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/40"}, Header: "X-Real-IP"}, "TrustedProxies"},
+		{httplimit.ClientIP{TrustedProxies: []string{"::/0"}, Header: "X-Real-IP"}, "AllPeersTrusted"},
+		{httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}}, "no Header"},
+		{httplimit.ClientIP{AllPeersTrusted: true}, "no Header"},
+		{httplimit.ClientIP{UnixSocketProxy: true}, "no Header"},
+		{httplimit.ClientIP{Header: "X-Real-IP"}, "set TrustedProxies"},
+		{httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: "X Real IP"}, "Header"},
+		{httplimit.ClientIP{IPv6Prefix: 129}, "IPv6Prefix"},
+		{httplimit.ClientIP{IPv6Prefix: 48, IPv6Network: 56}, "IPv6Network"},
+		{httplimit.ClientIP{IPv6PrefixesPerNetwork: 5000}, "IPv6PrefixesPerNetwork"},
+		{httplimit.ClientIP{NoIPv6Aggregation: true, IPv6Network: 40}, "NoIPv6Aggregation"},
+	}
+	for _, tt := range tests {
+		_, err := httplimit.New(l, httplimit.WithClientIP(tt.give))
+		if !errors.Is(err, slidelog.ErrInvalidOption) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: got %v, want ErrInvalidOption naming %q", tt.give, err, tt.want)
+		}
+	}
+	for _, give := range []httplimit.ClientIP{
+		{},
+		{TrustedProxies: []string{"10.0.0.0/8", "2001:db8::1"}, Header: "x-forwarded-for", IPv6Prefix: 56, IPv6Network: 40, IPv6PrefixesPerNetwork: 4096},
+		{AllPeersTrusted: true, UnixSocketProxy: true, Header: "Forwarded", NoIPv6Aggregation: true},
+		{IPv6Prefix: 48}, // the default network /48 is then aggregated per /32, as before
+	} {
+		if _, err := httplimit.New(l, httplimit.WithClientIP(give)); err != nil {
+			t.Errorf("%+v: got %v, want no error", give, err)
+		}
 	}
 }

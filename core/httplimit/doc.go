@@ -36,17 +36,23 @@
 // # Client IP
 //
 // The client is the socket peer, whatever headers it sends. Behind a
-// proxy, list the proxy with WithTrustedProxies and name the one header
-// it writes with WithClientIPHeader: the client is then the rightmost
-// address of that header that is not a trusted proxy.
-// WithAllPeersTrusted makes every socket peer a trusted proxy, and only
-// the peer: the entry it appended is the client. WithUnixSocketProxy
-// says a Unix-socket peer is the proxy. IPv6 clients are grouped by /64
-// (WithIPv6Prefix), since one host usually owns a whole /64, and a /48
-// that has 64 active /64s with identities of their own shares one
-// identity for its further ones, a /32 past 64 such /48s likewise
-// (WithIPv6Aggregation): at most MaxIPv6Identities IPv6 identities in
-// all, so minted prefixes cannot fill the store and lock new clients out.
+// proxy, one option says who the client is, with every setting that
+// belongs to it (ClientIP documents them all):
+//
+//	httplimit.WithClientIP(httplimit.ClientIP{
+//		TrustedProxies: []string{"10.0.0.0/8"}, // your proxies, nothing wider
+//		Header:         "X-Forwarded-For",      // the one header they write
+//	})
+//
+// The client is then the rightmost address of that header that is not a
+// trusted proxy. AllPeersTrusted makes every socket peer a trusted proxy,
+// and only the peer: the entry it appended is the client.
+// UnixSocketProxy says a Unix-socket peer is the proxy. IPv6 clients are
+// grouped by /64 (IPv6Prefix), since one host usually owns a whole /64,
+// and a /48 that has 64 active /64s with identities of their own shares
+// one identity for its further ones, a /32 past 64 such /48s likewise:
+// at most MaxIPv6Identities IPv6 identities in all, so minted prefixes
+// cannot fill the store and lock new clients out.
 //
 // # Answers
 //

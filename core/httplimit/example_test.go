@@ -25,7 +25,10 @@ func ExampleEngine() {
 	l, _ := slidelog.New(store, slidelog.Policy{Name: "api", Limit: 1, Window: time.Minute})
 	e, err := httplimit.New(l,
 		httplimit.WithKeyFunc(httplimit.Composite(httplimit.ByRoute(), httplimit.ByClientIP())),
-		httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For"))
+		httplimit.WithClientIP(httplimit.ClientIP{
+			TrustedProxies: []string{"10.0.0.0/8"}, // the proxies
+			Header:         "X-Forwarded-For",      // the one header they write
+		}))
 	if err != nil {
 		panic(err)
 	}
@@ -111,4 +114,40 @@ func ExampleWriteDenied() {
 	// ADA 429 RateLimit: "logins";r=0;t=900 Retry-After: "900"
 	// application/problem+json {"type":"https://github.com/slidelog/slidelog/blob/main/docs/problems.md#rate-limited","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded; retry after 900 seconds.","violated-policies":["logins"]}
 	// bob 401 RateLimit: "logins";r=1;t=900 Retry-After: ""
+}
+
+// Behind proxies, one ClientIP says who the client is: here an nginx at
+// 10.0.0.5 that appends the address it saw to X-Forwarded-For. The client
+// is the rightmost address of that header that is not a trusted proxy,
+// whatever the client wrote before it; a peer that is not a trusted proxy
+// is keyed by its own address, whatever headers it sends.
+func ExampleClientIP() {
+	store := memstore.New()
+	defer store.Close()
+	l, _ := slidelog.New(store, slidelog.PerMinute(100))
+	e, err := httplimit.New(l,
+		httplimit.WithClientIP(httplimit.ClientIP{
+			TrustedProxies: []string{"10.0.0.5"},
+			Header:         "X-Forwarded-For",
+		}),
+		httplimit.WithKeyFunc(func(r *httplimit.Request) (string, error) {
+			k, err := httplimit.ByClientIP()(r)
+			fmt.Println(r.RemoteAddr(), r.HeaderValue("X-Forwarded-For"), "->", k)
+			return k, err
+		}))
+	if err != nil {
+		panic(err)
+	}
+	for _, peer := range []string{"10.0.0.5:40000", "198.51.100.7:40000"} {
+		req := httptest.NewRequest(http.MethodGet, "/users/7", nil)
+		req.RemoteAddr = peer
+		req.Header.Set("X-Forwarded-For", "192.0.2.66, 203.0.113.9") // the client wrote 192.0.2.66
+		e.Check(exampleSource{req})
+	}
+	_, err = httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.5"}}))
+	fmt.Println(err)
+	// Output:
+	// 10.0.0.5:40000 192.0.2.66, 203.0.113.9 -> ip:203.0.113.9
+	// 198.51.100.7:40000 192.0.2.66, 203.0.113.9 -> ip:198.51.100.7
+	// slidelog: invalid option: ClientIP: a trusted proxy but no Header: name the one header your proxy writes
 }

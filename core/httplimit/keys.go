@@ -15,10 +15,9 @@ import (
 // a route when several kinds share one limiter.
 
 // ByClientIP keys requests by client address: the socket peer unless it
-// is a trusted proxy (WithTrustedProxies), IPv6 grouped by prefix
-// (WithIPv6Prefix, /64 by default), and a network's further prefixes by
-// the network while it has too many active ones (WithIPv6Aggregation: a
-// /48 past 64 /64s, a /32 past 64 such /48s). The identity is "ip:"
+// is a trusted proxy, IPv6 grouped by prefix (/64 by default), and a
+// network's further prefixes by the network while it has too many active
+// ones (a /48 past 64 /64s, a /32 past 64 such /48s): see ClientIP. The identity is "ip:"
 // followed by the IPv4 address or the IPv6 prefix, such as
 // "ip:192.0.2.1", "ip:2001:db8:1:2::/64" or "ip:2001:db8:1::/48". It is
 // the default key function.

@@ -46,20 +46,13 @@ func New(l *slidelog.Limiter, opts ...Option) (*Engine, error) {
 	if cfg.costSet && cfg.costFunc != nil {
 		return nil, fmt.Errorf("%w: WithCost and a cost function both set the cost: use one", slidelog.ErrInvalidOption)
 	}
-	trusts := len(cfg.ip.Trusted) > 0 || cfg.ip.TrustAll || cfg.ip.SocketProxy
-	if trusts && cfg.ip.Header == "" {
-		return nil, fmt.Errorf("%w: trusted proxies but no client IP header: name the one header your proxy writes with WithClientIPHeader", slidelog.ErrInvalidOption)
-	}
-	if !trusts && cfg.ip.Header != "" {
-		return nil, fmt.Errorf("%w: client IP header %q but no trusted proxy: add WithTrustedProxies (or WithAllPeersTrusted, WithUnixSocketProxy)", slidelog.ErrInvalidOption, cfg.ip.Header)
-	}
 	if cfg.ip.netBits >= 0 {
 		netBits, maxPer := DefaultIPv6Network, DefaultIPv6PrefixesPerNetwork
 		if cfg.ip.netBits > 0 {
-			if cfg.ip.netBits >= cfg.ip.ipv6Prefix {
-				return nil, fmt.Errorf("%w: IPv6 aggregation /%d is not shorter than the client prefix /%d", slidelog.ErrInvalidOption, cfg.ip.netBits, cfg.ip.ipv6Prefix)
-			}
-			netBits, maxPer = cfg.ip.netBits, cfg.ip.netMax
+			netBits = cfg.ip.netBits
+		}
+		if cfg.ip.netMax > 0 {
+			maxPer = cfg.ip.netMax
 		}
 		idle := time.Duration(0)
 		if l != nil {

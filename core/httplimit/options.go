@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -35,7 +36,7 @@ type LimiterFunc func(r *Request) *slidelog.Limiter
 type ShadowFunc func(r *Request, res slidelog.Result, err error)
 
 // DefaultIPv6Prefix is the prefix length by which client IPv6 addresses
-// are grouped unless WithIPv6Prefix says otherwise: one host usually owns
+// are grouped unless ClientIP.IPv6Prefix says otherwise: one host usually owns
 // a whole /64, so keying by single IPv6 addresses would let it rotate
 // through 2^64 identities.
 const DefaultIPv6Prefix = 64
@@ -62,6 +63,7 @@ type config struct {
 	refund      bool
 	headers     HeaderStyle
 	ip          ipConfig
+	ipSet       bool
 	denied      any
 	onError     any
 }
@@ -177,107 +179,36 @@ func WithHeaders(s HeaderStyle) Option {
 	})
 }
 
-// WithTrustedProxies sets the proxies whose forwarding header is
-// believed, as CIDRs ("10.0.0.0/8") or single addresses. It needs
-// WithClientIPHeader, which names the one header those proxies write. The
-// client is then the rightmost address of that header that is not a
-// trusted proxy. By default no proxy is trusted and the client is always
-// the socket peer, whatever headers it sends. It is independent of any
-// trusted-proxy setting of the framework (such as gin's
-// SetTrustedProxies). A malformed CIDR, or one that holds every address
-// ("0.0.0.0/0", "::/0"), is an ErrInvalidOption.
-func WithTrustedProxies(cidrs ...string) Option {
-	return optionFunc(func(c *config) error {
-		ps, err := clientip.ParseTrustedProxies(cidrs...)
-		if err != nil {
-			return fmt.Errorf("%w: %w", slidelog.ErrInvalidOption, err)
-		}
-		c.ip.Trusted = append(c.ip.Trusted, ps...)
-		return nil
-	})
-}
-
-// WithAllPeersTrusted makes every socket peer a trusted proxy, and only
-// the socket peer: an address written in the header is never trusted for
-// it, so from an appending header (X-Forwarded-For, Forwarded) the client
-// is the rightmost entry, the one the peer appended, whatever the client
-// wrote before it. Addresses listed with WithTrustedProxies are still
-// walked past, for inner hops. Use it only when no client can reach the
-// application except through your proxies (a private network behind a
-// load balancer whose addresses you cannot list); otherwise any client
-// can send the header and choose its identity. It needs
-// WithClientIPHeader.
-func WithAllPeersTrusted() Option {
-	return optionFunc(func(c *config) error {
-		c.ip.TrustAll = true
-		return nil
-	})
-}
-
-// WithUnixSocketProxy says that a peer on a Unix socket is your proxy,
-// such as nginx with proxy_pass http://unix:/run/app.sock: the client is
-// then read from the header named by WithClientIPHeader, and a request
-// whose header holds no address is answered 400. Without it such a
-// request has no client address, and ByClientIP answers every one 400.
-// It trusts Unix-socket peers only (the Source's network is "unix", see
-// NetworkSource): a TCP peer, and a peer whose address is not an IP
-// address on any other connection (a net.Pipe, an in-memory listener, a
-// gRPC call without a peer), is keyed as without it. It needs
-// WithClientIPHeader. Give the socket file permissions that let only the
-// proxy connect.
-func WithUnixSocketProxy() Option {
-	return optionFunc(func(c *config) error {
-		c.ip.SocketProxy = true
-		return nil
-	})
-}
-
-// WithClientIPHeader names the one forwarding header the trusted proxies
-// (WithTrustedProxies) write the client's address into, such as
-// "X-Forwarded-For" (AWS ALB, Envoy, nginx with
-// $proxy_add_x_forwarded_for), "X-Real-IP" (nginx with $remote_addr),
-// "Forwarded" (RFC 7239, its for= parameters) or "CF-Connecting-IP"
-// (Cloudflare). Every other forwarding header is ignored, so a client
-// cannot override the proxy's header with one of its own. The name's case
-// does not matter. Its values are read as comma-separated addresses, from
-// the right. It needs WithTrustedProxies, WithAllPeersTrusted or
-// WithUnixSocketProxy.
-func WithClientIPHeader(name string) Option {
-	return optionFunc(func(c *config) error {
-		if !validHeaderName(name) {
-			return fmt.Errorf("%w: client IP header %q is not a header field name", slidelog.ErrInvalidOption, name)
-		}
-		c.ip.Header = name
-		c.ip.Forwarded = strings.EqualFold(name, "Forwarded")
-		return nil
-	})
-}
-
-// WithIPv6Prefix sets the prefix length (1 to 128) by which client IPv6
-// addresses are grouped into one identity. The default is
-// DefaultIPv6Prefix (/64).
-func WithIPv6Prefix(bits int) Option {
-	return optionFunc(func(c *config) error {
-		if bits < 1 || bits > 128 {
-			return fmt.Errorf("%w: IPv6 prefix /%d, want 1..128", slidelog.ErrInvalidOption, bits)
-		}
-		c.ip.ipv6Prefix = bits
-		return nil
-	})
-}
-
-// WithIPv6Aggregation bounds how many identities IPv6 clients can mint
-// by rotating prefixes, in each network and in total. A client prefix
-// (the /64 of WithIPv6Prefix) keeps an identity of its own while its
-// /network prefix (such as a /48, a site's allocation) has fewer than
-// maxPrefixes client prefixes with identities of their own; the network's
-// further prefixes share the network's identity ("ip:2001:db8:1::/48").
-// Networks aggregate upward in turn: past maxPrefixes networks with
-// identities of their own in one /(network-16) prefix (a /32), the
-// further ones share that prefix's identity, and past those a /12's. One
-// /32 holds at most an eighth of the client prefixes with identities of
-// their own (4,096 of 32,768), so that its minted /64s leave the other
-// /32s' clients identities of their own.
+// ClientIP says who the client of a request is, for ByClientIP (the
+// default key) and Request.ClientIP, and how IPv6 clients are grouped.
+// Give it with WithClientIP. Every field's zero value is the default, so
+// the zero ClientIP keys every request by its socket peer, IPv6 by /64,
+// aggregated per /48.
+//
+// The client is the socket peer, whatever headers it sends, unless the
+// peer is a proxy you trust: listed in TrustedProxies, any peer with
+// AllPeersTrusted, a Unix-socket peer with UnixSocketProxy. The client is
+// then read from the one header those proxies write, named by Header: the
+// rightmost address in it that is not listed in TrustedProxies. Every
+// other forwarding header is ignored, so a client cannot override the
+// proxy's header with one of its own. Header and a way to trust a proxy
+// go together: one without the other is refused. This is independent of
+// any trusted-proxy setting of the framework (such as gin's
+// SetTrustedProxies).
+//
+// IPv6 addresses are grouped by IPv6Prefix (/64), since one host usually
+// owns a whole /64. So that minted prefixes cannot fill the store and
+// lock new clients out, a client prefix keeps an identity of its own
+// only while its network (IPv6Network, a /48) has fewer than
+// IPv6PrefixesPerNetwork (64) client prefixes with identities of their
+// own; the network's further prefixes share the network's identity
+// ("ip:2001:db8:1::/48"). Networks aggregate upward in turn: past
+// IPv6PrefixesPerNetwork networks with identities of their own in one
+// /(network-16) prefix (a /32), the further ones share that prefix's
+// identity, and past those a /12's. One /32 holds at most an eighth of
+// the client prefixes with identities of their own (4,096 of 32,768), so
+// that its minted /64s leave the other /32s' clients identities of their
+// own.
 //
 // A prefix keeps its identity as long as it stays active: it ends only
 // after the prefix has not been seen for an hour, or for the longest
@@ -288,35 +219,135 @@ func WithIPv6Prefix(bits int) Option {
 // network's. In all, at most MaxIPv6Identities IPv6 identities (41,984)
 // exist at once, below the 100,000 keys of the memory store and of the
 // limiter's fallback, whatever the number of /48s or /32s and however
-// often they rotate, so minted prefixes cannot fill the store and lock
-// new clients out: an IPv4 client, and an IPv6 client of a /32 the
+// often they rotate: an IPv4 client, and an IPv6 client of a /32 the
 // attacker does not hold, still get identities of their own. Prefixes
 // are remembered by a keyed hash with a random key per process, so no
 // client can craft prefixes that count as one; memory is about 6 MB when
 // every table is full. The bound holds per middleware: layers that each
 // key by client address on one store (per network, per host) each make
 // up to MaxIPv6Identities identities of their own policy, so size the
-// memory store's WithMaxKeys above their sum.
+// memory store's WithMaxKeys above their sum. The aggregation applies
+// also when IPv6Prefix groups by /48 or a shorter prefix.
 //
-// The default is DefaultIPv6Network (/48) and
-// DefaultIPv6PrefixesPerNetwork (64). Raise maxPrefixes when many real
-// clients share one /48 (a large site). It applies to ByClientIP, the
-// default key, also when WithIPv6Prefix groups by /48 or a shorter
-// prefix. network must be 1..127 and shorter than WithIPv6Prefix's
-// length, maxPrefixes 1..4,096; network 0
-// turns the aggregation off, and with it the bound.
-func WithIPv6Aggregation(network, maxPrefixes int) Option {
-	return optionFunc(func(c *config) error {
-		if network == 0 {
-			c.ip.netBits = -1
-			return nil
+// Ports and zones are dropped and IPv4-mapped IPv6 addresses become IPv4
+// before any of this.
+type ClientIP struct {
+	// TrustedProxies are the proxies whose Header is believed, as CIDRs
+	// ("10.0.0.0/8") or single addresses. A malformed CIDR, or one that
+	// holds every address ("0.0.0.0/0", "::/0", "::ffff:0:0/96"), is
+	// refused. Default: none, and the client is the socket peer.
+	TrustedProxies []string
+	// AllPeersTrusted makes every socket peer a trusted proxy, and only
+	// the socket peer: an address written in Header is never trusted for
+	// it, so from an appending header (X-Forwarded-For, Forwarded) the
+	// client is the rightmost entry, the one the peer appended, whatever
+	// the client wrote before it. Addresses in TrustedProxies are still
+	// walked past, for inner hops. Set it only when no client can reach
+	// the application except through your proxies (a private network
+	// behind a load balancer whose addresses you cannot list); otherwise
+	// any client can send the header and choose its identity. Default:
+	// off.
+	AllPeersTrusted bool
+	// UnixSocketProxy says that a peer on a Unix socket is your proxy,
+	// such as nginx with proxy_pass http://unix:/run/app.sock: the client
+	// is then read from Header, and a request whose header holds no
+	// address is answered 400. Without it such a request has no client
+	// address, and ByClientIP answers every one 400. It trusts
+	// Unix-socket peers only (the Source's network is "unix", see
+	// NetworkSource): a TCP peer, and a peer whose address is not an IP
+	// address on any other connection (a net.Pipe, an in-memory listener,
+	// a gRPC call without a peer), is keyed as without it. Give the
+	// socket file permissions that let only the proxy connect. Default:
+	// off.
+	UnixSocketProxy bool
+	// Header names the one forwarding header the trusted proxies write
+	// the client's address into, such as "X-Forwarded-For" (AWS ALB,
+	// Envoy, nginx with $proxy_add_x_forwarded_for), "X-Real-IP" (nginx
+	// with $remote_addr), "Forwarded" (RFC 7239, its for= parameters) or
+	// "CF-Connecting-IP" (Cloudflare). The name's case does not matter.
+	// Its values are read as comma-separated addresses, from the right.
+	// It is required with TrustedProxies, AllPeersTrusted or
+	// UnixSocketProxy, and refused without them. Default: none.
+	Header string
+	// IPv6Prefix is the prefix length (1 to 128) by which client IPv6
+	// addresses are grouped into one identity. Default (0):
+	// DefaultIPv6Prefix, /64.
+	IPv6Prefix int
+	// IPv6Network is the prefix length (1 to 127, shorter than
+	// IPv6Prefix) of the network whose client prefixes are counted.
+	// Default (0): DefaultIPv6Network, /48.
+	IPv6Network int
+	// IPv6PrefixesPerNetwork is how many client prefixes of one network
+	// (1 to 4,096) keep identities of their own at once. Raise it when
+	// many real clients share one /48 (a large site). Default (0):
+	// DefaultIPv6PrefixesPerNetwork, 64.
+	IPv6PrefixesPerNetwork int
+	// NoIPv6Aggregation turns the aggregation off, and with it the bound
+	// of MaxIPv6Identities: every client prefix is an identity of its
+	// own. IPv6Network and IPv6PrefixesPerNetwork must then be 0.
+	// Default: off (aggregation on).
+	NoIPv6Aggregation bool
+}
+
+// WithClientIP sets who the client of a request is and how IPv6 clients
+// are grouped (see ClientIP). The default is the zero ClientIP: the
+// socket peer, whatever headers it sends. Its fields are checked
+// together: an invalid or contradictory setting, or a second WithClientIP,
+// makes New fail with slidelog.ErrInvalidOption and a message that names
+// the field.
+func WithClientIP(c ClientIP) Option {
+	return optionFunc(func(cfg *config) error {
+		if cfg.ipSet {
+			return fmt.Errorf("%w: two WithClientIP options: give one", slidelog.ErrInvalidOption)
 		}
-		if network < 1 || network > 127 || maxPrefixes < 1 || maxPrefixes > maxIPv6PrefixesPerNetwork {
-			return fmt.Errorf("%w: IPv6 aggregation /%d with %d prefixes, want /1../127 and 1..%d", slidelog.ErrInvalidOption, network, maxPrefixes, maxIPv6PrefixesPerNetwork)
+		ip, err := c.config()
+		if err != nil {
+			return fmt.Errorf("%w: ClientIP: %w", slidelog.ErrInvalidOption, err)
 		}
-		c.ip.netBits, c.ip.netMax = network, maxPrefixes
+		cfg.ip, cfg.ipSet = ip, true
 		return nil
 	})
+}
+
+// config validates c as a whole and returns what it sets.
+func (c ClientIP) config() (ipConfig, error) {
+	ip := ipConfig{ipv6Prefix: DefaultIPv6Prefix}
+	ps, err := clientip.ParseTrustedProxies(c.TrustedProxies...)
+	if err != nil {
+		return ip, fmt.Errorf("TrustedProxies: %w", err)
+	}
+	ip.Trusted, ip.TrustAll, ip.SocketProxy = ps, c.AllPeersTrusted, c.UnixSocketProxy
+	trusts := len(ps) > 0 || c.AllPeersTrusted || c.UnixSocketProxy
+	switch {
+	case c.Header != "" && !validHeaderName(c.Header):
+		return ip, fmt.Errorf("Header %q is not a header field name", c.Header)
+	case trusts && c.Header == "":
+		return ip, errors.New("a trusted proxy but no Header: name the one header your proxy writes")
+	case !trusts && c.Header != "":
+		return ip, fmt.Errorf("Header %q but no trusted proxy: set TrustedProxies (or AllPeersTrusted, UnixSocketProxy)", c.Header)
+	}
+	ip.Header, ip.Forwarded = c.Header, strings.EqualFold(c.Header, "Forwarded")
+	if c.IPv6Prefix != 0 {
+		if c.IPv6Prefix < 1 || c.IPv6Prefix > 128 {
+			return ip, fmt.Errorf("IPv6Prefix /%d, want 1..128", c.IPv6Prefix)
+		}
+		ip.ipv6Prefix = c.IPv6Prefix
+	}
+	if c.NoIPv6Aggregation {
+		if c.IPv6Network != 0 || c.IPv6PrefixesPerNetwork != 0 {
+			return ip, errors.New("NoIPv6Aggregation with IPv6Network or IPv6PrefixesPerNetwork: the aggregation is either off or set")
+		}
+		ip.netBits = -1
+		return ip, nil
+	}
+	if c.IPv6Network != 0 && (c.IPv6Network < 1 || c.IPv6Network > 127 || c.IPv6Network >= ip.ipv6Prefix) {
+		return ip, fmt.Errorf("IPv6Network /%d, want 1..127 and shorter than the client prefix /%d", c.IPv6Network, ip.ipv6Prefix)
+	}
+	if c.IPv6PrefixesPerNetwork < 0 || c.IPv6PrefixesPerNetwork > maxIPv6PrefixesPerNetwork {
+		return ip, fmt.Errorf("IPv6PrefixesPerNetwork %d, want 1..%d", c.IPv6PrefixesPerNetwork, maxIPv6PrefixesPerNetwork)
+	}
+	ip.netBits, ip.netMax = c.IPv6Network, c.IPv6PrefixesPerNetwork
+	return ip, nil
 }
 
 // WithDeniedHandler sets the function that answers a denied request, of

@@ -46,7 +46,7 @@ type Source interface {
 
 // NetworkSource is a Source that knows the network of the connection a
 // request came on, as net.Addr's Network method names it: "tcp", or
-// "unix" for a Unix socket. WithUnixSocketProxy trusts a peer only when
+// "unix" for a Unix socket. ClientIP.UnixSocketProxy trusts a peer only when
 // its network is "unix". slidegrpc and slidefiber implement it; for a
 // Source that does not, the network is that of the local address net/http
 // stores in the request's context (http.LocalAddrContextKey), which serves
@@ -90,8 +90,8 @@ func HeaderValues(h http.Header, name string) []string {
 type ipConfig struct {
 	clientip.Config
 	ipv6Prefix int
-	// networks chooses an IPv6 client's identity prefix
-	// (WithIPv6Aggregation); nil keeps the client prefix.
+	// networks chooses an IPv6 client's identity prefix (ClientIP's
+	// aggregation); nil keeps the client prefix.
 	networks *aggregator
 	netBits  int
 	netMax   int
@@ -100,8 +100,8 @@ type ipConfig struct {
 var defaultIP = &ipConfig{ipv6Prefix: DefaultIPv6Prefix}
 
 // Request is what key, skip, cost, limiter and shadow functions receive:
-// the request, and its client address as the Engine's client-IP options
-// determine it.
+// the request, and its client address as the Engine's ClientIP
+// determines it.
 type Request struct {
 	Source
 	ip     *ipConfig
@@ -192,12 +192,11 @@ func (r *Request) HeaderValue(name string) string {
 }
 
 // ClientIP returns the client's address: the socket peer's, or, when the
-// peer is a trusted proxy (WithTrustedProxies, WithAllPeersTrusted,
-// WithUnixSocketProxy), the rightmost address of the header named by
-// WithClientIPHeader that is not listed by WithTrustedProxies.
-// Ports and zones are dropped and IPv4-mapped IPv6 addresses become IPv4.
-// The error wraps slidelog.ErrInvalidKey when the socket address is not
-// an IP address (and, with WithUnixSocketProxy and a peer on a Unix
+// peer is a trusted proxy (see ClientIP), the rightmost address of
+// ClientIP.Header that is not listed in ClientIP.TrustedProxies. Ports
+// and zones are dropped and IPv4-mapped IPv6 addresses become IPv4. The
+// error wraps slidelog.ErrInvalidKey when the socket address is not an IP
+// address (and, with ClientIP.UnixSocketProxy and a peer on a Unix
 // socket, the header names none).
 func (r *Request) ClientIP() (netip.Addr, error) {
 	if r == nil {
@@ -221,10 +220,10 @@ func (r *Request) ClientIP() (netip.Addr, error) {
 }
 
 // ClientPrefix returns the group the client is limited as: its IPv4
-// address, or the prefix of its IPv6 address (/64 unless WithIPv6Prefix);
-// or, when that prefix's network already has as many active prefixes with
-// identities of their own as WithIPv6Aggregation allows, the network
-// (such as the /48), or a wider prefix (see WithIPv6Aggregation).
+// address, or the prefix of its IPv6 address (/64 unless
+// ClientIP.IPv6Prefix); or, when that prefix's network already has as
+// many active prefixes with identities of their own as ClientIP allows,
+// the network (such as the /48), or a wider prefix (see ClientIP).
 func (r *Request) ClientPrefix() (netip.Prefix, error) {
 	a, err := r.ClientIP()
 	if err != nil {

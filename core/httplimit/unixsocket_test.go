@@ -58,7 +58,7 @@ func (l pipeListener) Accept() (net.Conn, error) {
 func (l pipeListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
 func (l pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "pipe"} }
 
-// TestUnixSocketProxyTrustsUnixPeersOnly: with WithUnixSocketProxy, a
+// TestUnixSocketProxyTrustsUnixPeersOnly: with ClientIP.UnixSocketProxy, a
 // request over a real Unix socket is keyed by the proxy's X-Real-IP; the
 // same request over an in-memory listener (net.Pipe), with no socket
 // address at all, or from a Source whose network is not "unix", is keyed
@@ -69,7 +69,7 @@ func TestUnixSocketProxyTrustsUnixPeersOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	e, err := httplimit.New(l, httplimit.WithUnixSocketProxy(), httplimit.WithClientIPHeader("X-Real-IP"))
+	e, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,10 @@ const DefaultPipelinesPerNode = 2
 // round trip for all of them: no timer, so a lone caller goes out at once.
 // When off, every decision is its own EVALSHA, with as many in flight per
 // node as the client's pool has connections. Either way a caller waits for
-// its reply as long as its node makes progress (see
-// slidelog.WithStallTimeout) and its context allows.
+// its reply as long as its context allows and its node is not found
+// stalled: when the node has sent nothing for the stall timeout
+// (WithStallTimeout), the store itself ends the call with an error
+// wrapping slidelog.ErrStalled; nothing cancels the caller's context.
 func WithAutoPipelining(pipelinesPerNode int) Option {
 	return optionFunc(func(c *config) error {
 		c.pipelinesPerNode = max(0, pipelinesPerNode)

@@ -179,9 +179,13 @@ const keyTagBytes = 16
 
 // Store keeps each identity's log in one Redis sorted set, one entry
 // per admitted request carrying its cost, with a running sum per window
-// beside it, and decides with one Lua script run per call, so decisions
-// are atomic and exact on a single Redis and on a Redis Cluster alike, and
-// a request of cost 200,000 costs Redis what one of cost 1 does.
+// beside it. It decides a request with one run of a Lua script, or two
+// when the short script of the common case (a cost of 1 on exact
+// policies) hands the request over to the full one, which it does having
+// written nothing; each run is atomic, so decisions are exact on a single
+// Redis and on a Redis Cluster alike, and a request of cost 200,000 costs
+// Redis what one of cost 1 does. A key whose data holds another type
+// costs a repair and a run more.
 //
 // It runs on Redis 6.2, 7.x and 8.x and on Valkey 7.2 and later. New
 // reads the server version of every master: on Redis 6.2, which cannot

@@ -81,10 +81,12 @@ func FuzzHTTP(f *testing.F, factory HTTPFactory) {
 			Global: mw(global,
 				httplimit.WithKeyFunc(key),
 				httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz")),
-				httplimit.WithTrustedProxies("10.0.0.0/8", "2001:db8::/32"),
-				httplimit.WithClientIPHeader(fuzzHeaders[int(via)%len(fuzzHeaders)]),
-				httplimit.WithRefundOnServerError(),
-				httplimit.WithIPv6Prefix(48)),
+				httplimit.WithClientIP(httplimit.ClientIP{
+					TrustedProxies: []string{"10.0.0.0/8", "2001:db8::/32"},
+					Header:         fuzzHeaders[int(via)%len(fuzzHeaders)],
+					IPv6Prefix:     48,
+				}),
+				httplimit.WithRefundOnServerError()),
 			Routes: []HTTPRoute{
 				{Pattern: "/healthz"},
 				{Pattern: "/users/:id", Middleware: mw(route, httplimit.WithCostFunc(cost), httplimit.WithHeaders(httplimit.HeadersLegacy))},

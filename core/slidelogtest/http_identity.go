@@ -27,7 +27,7 @@ func countStatuses(t *testing.T, serve HTTPServe, n int, remote string, header f
 	return allowed
 }
 
-// testTrustAllTakesAppended: with WithAllPeersTrusted, a load balancer
+// testTrustAllTakesAppended: with ClientIP.AllPeersTrusted, a load balancer
 // that appends its peer to X-Forwarded-For (or Forwarded) makes the
 // appended entry the client, never the client's own leftmost entries:
 // 5 spoofed values are one identity, 2 of 5 admitted at limit 2, on one
@@ -54,7 +54,7 @@ func testTrustAllTakesAppended(t *testing.T, e *httpEnv) {
 			store := NewCountingStore(e.inner)
 			l := newLimiter(t, store, slidelog.Policy{Name: "ip-" + tt.name, Limit: 2, Window: time.Minute})
 			serve := e.serve(t, HTTPApp{
-				Global: mw(l, httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader(tt.via)),
+				Global: mw(l, httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: tt.via})),
 				Routes: []HTTPRoute{{Pattern: "/hello"}},
 			})
 			allowed := countStatuses(t, serve, 5, "10.1.2.3:5000", func(i int) []string {
@@ -139,7 +139,7 @@ func testMintedIPv6Prefixes(t *testing.T, e *httpEnv) {
 		store := NewCountingStore(mem)
 		l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute})
 		serve := e.serve(t, HTTPApp{
-			Global: mw(l, httplimit.WithTrustedProxies("10.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")),
+			Global: mw(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.1"}, Header: "X-Forwarded-For"})),
 			Routes: []HTTPRoute{{Pattern: "/hello"}},
 		})
 		for i := range minted {
@@ -164,7 +164,7 @@ func testMintedIPv6Prefixes(t *testing.T, e *httpEnv) {
 // testUnixSocketProxy: a peer without an IP address that did not come
 // over a Unix socket (here the suite's in-process requests, with
 // RemoteAddr "@" or "") has no client address, 400 with no store call,
-// with WithUnixSocketProxy as without it: the option trusts Unix-socket
+// with ClientIP.UnixSocketProxy as without it: the option trusts Unix-socket
 // peers only (a real one is RunProxySuite's UnixSocket case, behind
 // nginx).
 func testUnixSocketProxy(t *testing.T, e *httpEnv) {
@@ -174,7 +174,7 @@ func testUnixSocketProxy(t *testing.T, e *httpEnv) {
 		plain := e.serve(t, HTTPApp{Global: mw(l), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 		get(t, plain, "/hello", remote, "X-Real-IP", "203.0.113.8").wantStatus(t, http.StatusBadRequest)
 		serve := e.serve(t, HTTPApp{
-			Global: mw(l, httplimit.WithUnixSocketProxy(), httplimit.WithClientIPHeader("X-Real-IP")),
+			Global: mw(l, httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"})),
 			Routes: []HTTPRoute{{Pattern: "/hello"}},
 		})
 		get(t, serve, "/hello", remote, "X-Real-IP", "203.0.113.8").wantStatus(t, http.StatusBadRequest)

@@ -564,7 +564,7 @@ func testTrustedProxies(t *testing.T, e *httpEnv) {
 			store := NewCountingStore(e.inner)
 			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 100, Window: time.Minute})
 			serve := e.serve(t, HTTPApp{
-				Global: mw(l, httplimit.WithTrustedProxies(trusted...), httplimit.WithClientIPHeader(tt.via)),
+				Global: mw(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: trusted, Header: tt.via})),
 				Routes: []HTTPRoute{{Pattern: "/hello"}},
 			})
 			get(t, serve, "/hello", tt.remote, tt.header...).wantStatus(t, http.StatusOK)
@@ -587,7 +587,7 @@ func testOnlyTheProxysHeader(t *testing.T, e *httpEnv) {
 			store := NewCountingStore(e.inner)
 			l := newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 3, Window: time.Minute})
 			serve := e.serve(t, HTTPApp{
-				Global: mw(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader(via)),
+				Global: mw(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: via})),
 				Routes: []HTTPRoute{{Pattern: "/hello"}},
 			})
 			allowed := 0
@@ -663,7 +663,7 @@ func testIPv6Prefix(t *testing.T, e *httpEnv) {
 
 	// A configured prefix groups more widely.
 	wide := e.limiter(t, slidelog.Policy{Name: "wide", Limit: 2, Window: time.Minute})
-	serve = e.serve(t, HTTPApp{Global: mw(wide, httplimit.WithIPv6Prefix(48)), Routes: []HTTPRoute{{Pattern: "/hello"}}})
+	serve = e.serve(t, HTTPApp{Global: mw(wide, httplimit.WithClientIP(httplimit.ClientIP{IPv6Prefix: 48})), Routes: []HTTPRoute{{Pattern: "/hello"}}})
 	get(t, serve, "/hello", "[2001:db8:cc:1::1]:1000").wantStatus(t, http.StatusOK)
 	get(t, serve, "/hello", "[2001:db8:cc:ffff::2]:1000").wantStatus(t, http.StatusOK)
 	get(t, serve, "/hello", "[2001:db8:cc:1234:5678::3]:1000").wantStatus(t, http.StatusTooManyRequests)
@@ -866,7 +866,7 @@ func testHeaderNameCase(t *testing.T, e *httpEnv) {
 	l := e.limiter(t, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
 		RawHeaderNames: true,
-		Global:         mw(l, httplimit.WithTrustedProxies("10.0.0.0/8"), httplimit.WithClientIPHeader("X-Forwarded-For")),
+		Global:         mw(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})),
 		Routes:         []HTTPRoute{{Pattern: "/hello"}},
 	})
 	raw := func(path string, header ...string) *http.Request {
@@ -981,7 +981,7 @@ func testIPv6TwoLevels(t *testing.T, e *httpEnv) {
 	network := e.limiter(t, slidelog.Policy{Name: "per-48", Limit: 50, Window: time.Minute})
 	host := e.limiter(t, slidelog.Policy{Name: "per-64", Limit: 2, Window: time.Minute})
 	serve := e.serve(t, HTTPApp{
-		Global: mw(network, httplimit.WithIPv6Prefix(48)),
+		Global: mw(network, httplimit.WithClientIP(httplimit.ClientIP{IPv6Prefix: 48})),
 		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: mw(host)}},
 	})
 	allowed := 0

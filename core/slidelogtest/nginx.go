@@ -361,12 +361,12 @@ func wantOneKey(t *testing.T, got map[int]int, store *CountingStore, want string
 	}
 }
 
-// testNginxTrustAllXFF: WithAllPeersTrusted behind nginx appending with
+// testNginxTrustAllXFF: ClientIP.AllPeersTrusted behind nginx appending with
 // $proxy_add_x_forwarded_for: 5 spoofed X-Forwarded-For values are one
 // identity, the attacker's address nginx appended.
 func testNginxTrustAllXFF(t *testing.T, factory HTTPFactory) {
 	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader("X-Forwarded-For")), "tcp", "127.0.0.1:0")
+	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: "X-Forwarded-For"})), "tcp", "127.0.0.1:0")
 	port := startNginx(t, fmt.Sprintf(`		location / {
 			proxy_pass http://%s;
 			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
@@ -380,7 +380,7 @@ func testNginxTrustAllXFF(t *testing.T, factory HTTPFactory) {
 // one identity, and so is spoofing the app directly from another host.
 func testNginxTrustedXFF(t *testing.T, factory HTTPFactory) {
 	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")), "tcp", "127.0.0.1:0")
+	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})), "tcp", "127.0.0.1:0")
 	port := startNginx(t, fmt.Sprintf(`		location / {
 			proxy_pass http://%s;
 			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
@@ -389,7 +389,7 @@ func testNginxTrustedXFF(t *testing.T, factory HTTPFactory) {
 	wantOneKey(t, got, store, "ip:"+AttackerAddr)
 
 	l2, direct := proxyLimiter(t)
-	app2 := backend(t, factory, proxyApp(l2, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")), "tcp", "127.0.0.1:0")
+	app2 := backend(t, factory, proxyApp(l2, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})), "tcp", "127.0.0.1:0")
 	got = spoofRun(t, "http://"+app2+"/hello", 5, "X-Forwarded-For", "X-Real-IP", "Forwarded")
 	wantOneKey(t, got, direct, "ip:"+AttackerAddr)
 }
@@ -398,7 +398,7 @@ func testNginxTrustedXFF(t *testing.T, factory HTTPFactory) {
 // $remote_addr): nginx replaces the client's own X-Real-IP.
 func testNginxRealIP(t *testing.T, factory HTTPFactory) {
 	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Real-IP")), "tcp", "127.0.0.1:0")
+	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Real-IP"})), "tcp", "127.0.0.1:0")
 	port := startNginx(t, fmt.Sprintf(`		location / {
 			proxy_pass http://%s;
 			proxy_set_header X-Real-IP $remote_addr;
@@ -412,7 +412,7 @@ func testNginxRealIP(t *testing.T, factory HTTPFactory) {
 // client's own Forwarded makes 5 spoofed values one identity.
 func testNginxForwarded(t *testing.T, factory HTTPFactory) {
 	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("Forwarded")), "tcp", "127.0.0.1:0")
+	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "Forwarded"})), "tcp", "127.0.0.1:0")
 	port := startNginx(t, fmt.Sprintf(`		location / {
 			proxy_pass http://%s;
 			proxy_set_header Forwarded "$http_forwarded, for=$remote_addr";
@@ -423,7 +423,7 @@ func testNginxForwarded(t *testing.T, factory HTTPFactory) {
 
 // testNginxUnixSocket: nginx in front of the app over a Unix socket.
 // ByClientIP has no address for such a peer (400) unless
-// WithUnixSocketProxy says the socket is the proxy; then nginx's
+// ClientIP.UnixSocketProxy says the socket is the proxy; then nginx's
 // X-Real-IP names the client and spoofing is one identity.
 func testNginxUnixSocket(t *testing.T, factory HTTPFactory) {
 	dir, err := os.MkdirTemp("", "slidelog-sock-") // short: a socket path is at most ~100 bytes
@@ -442,11 +442,11 @@ func testNginxUnixSocket(t *testing.T, factory HTTPFactory) {
 	l0, _ := proxyLimiter(t)
 	plain := backend(t, factory, proxyApp(l0), "unix", filepath.Join(dir, "plain.sock"))
 	if got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", nginx(plain)), 1, "X-Real-IP"); got[http.StatusBadRequest] != 1 {
-		t.Errorf("without WithUnixSocketProxy: got %v, want 400 (no client address)", got)
+		t.Errorf("without UnixSocketProxy: got %v, want 400 (no client address)", got)
 	}
 
 	l, store := proxyLimiter(t)
-	sock := backend(t, factory, proxyApp(l, httplimit.WithUnixSocketProxy(), httplimit.WithClientIPHeader("X-Real-IP")), "unix", filepath.Join(dir, "app.sock"))
+	sock := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"})), "unix", filepath.Join(dir, "app.sock"))
 	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", nginx(sock)), 5, "X-Real-IP", "X-Forwarded-For")
 	wantOneKey(t, got, store, "ip:"+AttackerAddr)
 }
@@ -459,7 +459,7 @@ func testNginxUnixSocket(t *testing.T, factory HTTPFactory) {
 func testNginxOuterHop(t *testing.T, factory HTTPFactory) {
 	const cdn = "127.0.0.3" // the outer hop's address
 	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("CF-Connecting-IP")), "tcp", "127.0.0.1:0")
+	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "CF-Connecting-IP"})), "tcp", "127.0.0.1:0")
 	port := startNginx(t, fmt.Sprintf(`		allow %s;
 		deny all;
 		location / {
@@ -518,8 +518,8 @@ func testHAProxyForwardFor(t *testing.T, factory HTTPFactory) {
 		name string
 		opts []httplimit.Option
 	}{
-		{"trusted", []httplimit.Option{httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")}},
-		{"trust-all", []httplimit.Option{httplimit.WithAllPeersTrusted(), httplimit.WithClientIPHeader("X-Forwarded-For")}},
+		{"trusted", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})}},
+		{"trust-all", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: "X-Forwarded-For"})}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l, store := proxyLimiter(t)
@@ -537,7 +537,7 @@ func testHAProxyForwardFor(t *testing.T, factory HTTPFactory) {
 // value is an identity of its own (5 values, 5 identities, none denied).
 func testHAProxyForwardForIfNone(t *testing.T, factory HTTPFactory) {
 	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithTrustedProxies("127.0.0.1"), httplimit.WithClientIPHeader("X-Forwarded-For")), "tcp", "127.0.0.1:0")
+	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})), "tcp", "127.0.0.1:0")
 	port := startHAProxy(t, "\toption forwardfor if-none", "\tserver app "+app)
 	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Forwarded-For")
 	if got[http.StatusOK] != 5 || len(store.Identities()) != 5 {

@@ -5,6 +5,9 @@
 //
 //	cd examples && go test ./copycheck
 //
+// A test beside them checks that the doc comments, README.md and the
+// pages of docs/ name only identifiers that exist (TestDocsNameWhatExists).
+//
 // The modules' third-party requirements are the examples module's and the
 // adapters' (so the builds need no module lookups beyond the module cache).
 package copycheck

@@ -104,7 +104,7 @@ func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 				p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 			}
 			if p.Bits() == 0 {
-				return nil, fmt.Errorf("trusted proxy %q holds every address, so any client could choose its identity; use WithAllPeersTrusted if every peer really is your proxy", s)
+				return nil, fmt.Errorf("trusted proxy %q holds every address, so any client could choose its identity; use AllPeersTrusted if every peer really is your proxy", s)
 			}
 		} else {
 			a, err := netip.ParseAddr(s)
