@@ -40,6 +40,9 @@ func New(l *slidelog.Limiter, opts ...Option) (*Engine, error) {
 			return nil, err
 		}
 	}
+	if err := cfg.applyOldIP(); err != nil {
+		return nil, err
+	}
 	if l == nil && cfg.limiterFunc == nil {
 		return nil, fmt.Errorf("%w: nil limiter and no limiter func", slidelog.ErrInvalidOption)
 	}

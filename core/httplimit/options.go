@@ -64,6 +64,10 @@ type config struct {
 	headers     HeaderStyle
 	ip          ipConfig
 	ipSet       bool
+	// oldIP gathers the deprecated client-IP options (oldIPSet: one was
+	// given), checked as one ClientIP once every option is applied.
+	oldIP    ClientIP
+	oldIPSet bool
 	denied      any
 	onError     any
 }
@@ -307,6 +311,114 @@ func WithClientIP(c ClientIP) Option {
 		cfg.ip, cfg.ipSet = ip, true
 		return nil
 	})
+}
+
+// The options below are the client-IP settings as they were before
+// ClientIP gathered them. They still work, for code written against
+// them: each sets its field of one ClientIP, which New checks as a whole
+// once every option is applied, exactly as WithClientIP would. They
+// cannot be mixed with WithClientIP.
+
+// WithTrustedProxies adds proxies to ClientIP.TrustedProxies.
+//
+// Deprecated: use WithClientIP(ClientIP{TrustedProxies: cidrs, Header: ...}).
+func WithTrustedProxies(cidrs ...string) Option {
+	return oldIPOption(func(c *ClientIP) error {
+		c.TrustedProxies = append(c.TrustedProxies, cidrs...)
+		return nil
+	})
+}
+
+// WithAllPeersTrusted sets ClientIP.AllPeersTrusted.
+//
+// Deprecated: use WithClientIP(ClientIP{AllPeersTrusted: true, Header: ...}).
+func WithAllPeersTrusted() Option {
+	return oldIPOption(func(c *ClientIP) error {
+		c.AllPeersTrusted = true
+		return nil
+	})
+}
+
+// WithUnixSocketProxy sets ClientIP.UnixSocketProxy: Unix-socket peers,
+// and only they, are trusted proxies.
+//
+// Deprecated: use WithClientIP(ClientIP{UnixSocketProxy: true, Header: ...}).
+func WithUnixSocketProxy() Option {
+	return oldIPOption(func(c *ClientIP) error {
+		c.UnixSocketProxy = true
+		return nil
+	})
+}
+
+// WithClientIPHeader sets ClientIP.Header.
+//
+// Deprecated: use WithClientIP(ClientIP{Header: name, TrustedProxies: ...}).
+func WithClientIPHeader(name string) Option {
+	return oldIPOption(func(c *ClientIP) error {
+		if !validHeaderName(name) {
+			return fmt.Errorf("%w: client IP header %q is not a header field name", slidelog.ErrInvalidOption, name)
+		}
+		c.Header = name
+		return nil
+	})
+}
+
+// WithIPv6Prefix sets ClientIP.IPv6Prefix, from 1 to 128.
+//
+// Deprecated: use WithClientIP(ClientIP{IPv6Prefix: bits}).
+func WithIPv6Prefix(bits int) Option {
+	return oldIPOption(func(c *ClientIP) error {
+		if bits < 1 || bits > 128 {
+			return fmt.Errorf("%w: IPv6 prefix /%d, want 1..128", slidelog.ErrInvalidOption, bits)
+		}
+		c.IPv6Prefix = bits
+		return nil
+	})
+}
+
+// WithIPv6Aggregation sets ClientIP.IPv6Network and
+// IPv6PrefixesPerNetwork; network 0 sets NoIPv6Aggregation.
+//
+// Deprecated: use WithClientIP(ClientIP{IPv6Network: network,
+// IPv6PrefixesPerNetwork: maxPrefixes}).
+func WithIPv6Aggregation(network, maxPrefixes int) Option {
+	return oldIPOption(func(c *ClientIP) error {
+		if network == 0 {
+			c.NoIPv6Aggregation, c.IPv6Network, c.IPv6PrefixesPerNetwork = true, 0, 0
+			return nil
+		}
+		if network < 1 || network > 127 || maxPrefixes < 1 || maxPrefixes > maxIPv6PrefixesPerNetwork {
+			return fmt.Errorf("%w: IPv6 aggregation /%d with %d prefixes, want /1../127 and 1..%d", slidelog.ErrInvalidOption, network, maxPrefixes, maxIPv6PrefixesPerNetwork)
+		}
+		c.NoIPv6Aggregation, c.IPv6Network, c.IPv6PrefixesPerNetwork = false, network, maxPrefixes
+		return nil
+	})
+}
+
+// oldIPOption is a deprecated client-IP option: set changes the ClientIP
+// they gather.
+func oldIPOption(set func(*ClientIP) error) Option {
+	return optionFunc(func(cfg *config) error {
+		cfg.oldIPSet = true
+		return set(&cfg.oldIP)
+	})
+}
+
+// applyOldIP checks the ClientIP the deprecated options gathered, as
+// WithClientIP checks its own.
+func (cfg *config) applyOldIP() error {
+	if !cfg.oldIPSet {
+		return nil
+	}
+	if cfg.ipSet {
+		return fmt.Errorf("%w: WithClientIP and the deprecated client-IP options (WithTrustedProxies, WithClientIPHeader, ...): give WithClientIP alone", slidelog.ErrInvalidOption)
+	}
+	ip, err := cfg.oldIP.config()
+	if err != nil {
+		return fmt.Errorf("%w: client IP options: %w", slidelog.ErrInvalidOption, err)
+	}
+	cfg.ip, cfg.ipSet = ip, true
+	return nil
 }
 
 // config validates c as a whole and returns what it sets.
