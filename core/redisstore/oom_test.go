@@ -28,6 +28,16 @@ import (
 // starts with a write that needs memory and changes nothing. Both
 // variants run here, on a redis-server of the test's own (the one on
 // PATH: make test-servers puts Redis 6.2 and Valkey on it).
+//
+// The server is out of memory by a margin no client buffer can undo.
+// Filled only until its first refusal, it is a few KiB past maxmemory at
+// most, and falls back below as it frees the refused command's buffers
+// and shrinks its clients' reply and query buffers in its cron (a new
+// connection's 16 KiB reply buffer to what it used, within 100 ms): Redis
+// 7.0 went 8 KiB under in the middle of the decisions, Redis 6.2 started
+// them 5 KiB under, and a server under maxmemory runs a decision, rightly.
+// So maxmemory is then set 1 MiB below what the server holds, and the
+// test checks that it stayed past it to the end.
 func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
 	bin, err := exec.LookPath("redis-server")
 	require.NoError(t, err, "redis-server is needed for this test")
@@ -113,22 +123,36 @@ func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
 		}
 		require.Less(t, filled, 10000, "the server never ran out of memory")
 	}
-	dbsize, err := client.DBSize(t.Context()).Result()
-	require.NoError(t, err)
-	used := func() int64 {
+	// Then take maxmemory a margin below what the server holds, far more
+	// than its clients' buffers and every decision's writes.
+	memory := func() (used, maxmemory int64) {
 		info, err := client.Info(t.Context(), "memory").Result()
 		require.NoError(t, err)
 		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			if name == "used_memory" || name == "maxmemory" {
 				n, err := strconv.ParseInt(v, 10, 64)
 				require.NoError(t, err)
-				return n
+				if name == "used_memory" {
+					used = n
+				} else {
+					maxmemory = n
+				}
 			}
 		}
-		t.Fatal("INFO memory has no used_memory")
-		return 0
+		require.NotZero(t, used, "INFO memory has no used_memory")
+		require.NotZero(t, maxmemory, "INFO memory has no maxmemory")
+		return used, maxmemory
 	}
-	usedBefore := used()
+	const margin = 1 << 20
+	used, _ := memory()
+	require.NoError(t, client.ConfigSet(t.Context(), "maxmemory", strconv.FormatInt(used-margin, 10)).Err())
+	usedBefore, maxmemory := memory()
+	require.Greater(t, usedBefore-maxmemory, int64(margin/2), "used_memory %d, maxmemory %d: not out of memory by the margin", usedBefore, maxmemory)
+	err = client.Set(t.Context(), "junk:after", "x", 0).Err()
+	require.ErrorContains(t, err, "OOM", "a write on the server out of memory")
+	dbsize, err := client.DBSize(t.Context()).Result()
+	require.NoError(t, err)
 
 	// Two hours later: every entry and bucket from before has left its
 	// window, so a decision's first write could be an eviction.
@@ -179,7 +203,9 @@ func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
 			assert.Equal(t, dbsize, n, "keys on the server")
 		})
 	}
-	t.Logf("used_memory %d before the decisions, %d after (maxmemory 4 MiB, %d fillers)", usedBefore, used(), filled)
+	usedAfter, _ := memory()
+	t.Logf("used_memory %d before the decisions, %d after, maxmemory %d (%d fillers)", usedBefore, usedAfter, maxmemory, filled)
+	assert.Greater(t, usedAfter, maxmemory, "the server was out of memory until the last decision")
 }
 
 // serverVersionLine names the server from INFO server.
