@@ -68,8 +68,8 @@ type config struct {
 	// given), checked as one ClientIP once every option is applied.
 	oldIP    ClientIP
 	oldIPSet bool
-	denied      any
-	onError     any
+	denied   any
+	onError  any
 }
 
 type optionFunc func(*config) error
