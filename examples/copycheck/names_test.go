@@ -334,9 +334,9 @@ func TestDocsNameWhatExistsCatches(t *testing.T) {
 	for _, give := range []string{
 		"(WithMetrics builds one for Prometheus)",
 		"as slidelog.BreakerStates does",
-		"httplimit.WithTrustedProxies and httplimit.WithClientIPHeader",
+		"httplimit.WithTrustedProxy and httplimit.WithClientHeader",
 		"httplimit.ClientIP.TrustedProxy",
-		"WithIPv6Aggregation(48, 64)",
+		"WithIPv6Grouping(48, 64)",
 	} {
 		if len(names.check(give)) == 0 {
 			t.Errorf("%q: got no problem, want one", give)
