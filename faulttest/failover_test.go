@@ -273,7 +273,7 @@ func failoverRows(t *testing.T, c *cluster, name string, storeOpts ...redisstore
 			how = "SIGSTOP of the master past the node timeout"
 		}
 		faultReport.mu.Lock()
-		faultReport.failover = append(faultReport.failover, fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d (limit %d) | %d | replica promoted %v after the gap |",
+		faultReport.failover = append(faultReport.failover, fmt.Sprintf("| Cluster, %s | %s | %d | %d | %d | %d | %d | %d (limit %d) | %d | replica promoted %v after the gap |",
 			name, how, runs, sum.admitted, sum.gapAdmits, sum.lost, sum.overKeys, sum.overPeak, failLimit, sum.errors, promotions))
 		faultReport.mu.Unlock()
 	}
