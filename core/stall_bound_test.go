@@ -206,8 +206,13 @@ func stoppedNodeBound(t *testing.T, load func(), bound time.Duration) {
 	t.Logf("%d decisions, %d by the fallback, slowest %v, started %v after the stop, decided by %v; latest wake-up of a sleeping goroutine %v", decisions, fallback, slowest, slowestAt.Sub(stopped), slowestSrc, late)
 	require.Positive(t, fallback, "no decision went to the failure mode while Redis was stopped")
 	tick := redisstore.DefaultStallTimeout / 10
-	require.LessOrEqual(t, slowest, redisstore.DefaultStallTimeout+tick+wakeUps*late, "slowest decision, against the stall timeout, a tick and %d wake-ups of %v", wakeUps, late)
 	if bound > 0 {
+		// Other processes take the CPU: the node's silence is counted in
+		// time this process could run, so the wait grows with their share
+		// of the CPU (four hogs beside the process give it a third), not
+		// with how late a sleeping goroutine wakes; the stated bound holds.
 		require.LessOrEqual(t, slowest, bound, "slowest decision")
+		return
 	}
+	require.LessOrEqual(t, slowest, redisstore.DefaultStallTimeout+tick+wakeUps*late, "slowest decision, against the stall timeout, a tick and %d wake-ups of %v", wakeUps, late)
 }
