@@ -271,7 +271,7 @@ func serverRole(ctx context.Context, c *redis.Client) (role, error) {
 		switch k {
 		case "cluster_enabled":
 			r.cluster = v == "1"
-		case "redis_mode":
+		case "redis_mode", "server_mode": // Valkey 8 names it server_mode
 			r.sentinel = v == "sentinel"
 		case "role":
 			r.replica = v == "slave"
