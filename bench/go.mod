@@ -4,12 +4,14 @@ go 1.26.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.35.1
 	github.com/sethvargo/go-limiter v0.7.1
+	github.com/slidelog/slidelog/adapters/chi v0.0.0-00010101000000-000000000000
 	github.com/slidelog/slidelog/core v0.0.0
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2
@@ -47,4 +49,7 @@ require (
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
 
-replace github.com/slidelog/slidelog/core => ../core
+replace (
+	github.com/slidelog/slidelog/adapters/chi => ../adapters/chi
+	github.com/slidelog/slidelog/core => ../core
+)
