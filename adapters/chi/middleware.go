@@ -54,6 +54,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 	if onError == nil {
 		onError = defaultError
 	}
+	refund := e.RefundsOnServerError()
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			panic("slidechi: Middleware(...)(nil): nil next handler")
@@ -69,8 +70,9 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 				onError(w, r, d.Err)
 				return
 			}
-			if !d.Result.Allowed {
-				// Skipped or let through by shadow mode: nothing to refund.
+			if !refund || !d.Result.Allowed {
+				// No refunds, or skipped or let through by shadow mode:
+				// nothing to refund, so no status to watch.
 				next.ServeHTTP(w, r)
 				return
 			}

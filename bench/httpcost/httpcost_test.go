@@ -152,6 +152,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 					}
 				}
 				b.ReportAllocs()
+				cpu := cpuTime()
 				b.ResetTimer()
 				if mode == "serial" {
 					i := 0
@@ -159,16 +160,18 @@ func BenchmarkServeHTTP(b *testing.B) {
 						serve(b, h, reqs[i%clients])
 						i++
 					}
-					return
+				} else {
+					var next atomic.Int64
+					b.RunParallel(func(pb *testing.PB) {
+						i := int(next.Add(clients / 8))
+						for pb.Next() {
+							serve(b, h, reqs[i%clients])
+							i++
+						}
+					})
 				}
-				var next atomic.Int64
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(next.Add(clients / 8))
-					for pb.Next() {
-						serve(b, h, reqs[i%clients])
-						i++
-					}
-				})
+				b.StopTimer()
+				reportCPU(b, cpuTime()-cpu)
 			})
 		}
 	}
@@ -201,6 +204,7 @@ func BenchmarkAllow(b *testing.B) {
 				allow(k)
 			}
 			b.ReportAllocs()
+			cpu := cpuTime()
 			b.ResetTimer()
 			if mode == "serial" {
 				i := 0
@@ -208,16 +212,18 @@ func BenchmarkAllow(b *testing.B) {
 					allow(keys[i%clients])
 					i++
 				}
-				return
+			} else {
+				var next atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(next.Add(clients / 8))
+					for pb.Next() {
+						allow(keys[i%clients])
+						i++
+					}
+				})
 			}
-			var next atomic.Int64
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(clients / 8))
-				for pb.Next() {
-					allow(keys[i%clients])
-					i++
-				}
-			})
+			b.StopTimer()
+			reportCPU(b, cpuTime()-cpu)
 		})
 	}
 }
@@ -243,7 +249,8 @@ const connections = 64
 // client and server sharing the machine. With wrk installed (the wrk
 // rows) wrk is the client for 3 s per run and the server's CPU per
 // request is reported too (server-cpu-ns/req: getrusage of this process,
-// user + system); the go rows use a Go client in this process. Every
+// user + system); the go rows use a Go client in this process, and their
+// cpu-ns/op is client and server together. Every
 // request is from 127.0.0.1, one client, as with wrk in the issue.
 func BenchmarkLoopback(b *testing.B) {
 	for _, limiter := range limiters {
@@ -268,12 +275,15 @@ func BenchmarkLoopback(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.SetParallelism((connections + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			cpu := cpuTime()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					get()
 				}
 			})
+			b.StopTimer()
+			reportCPU(b, cpuTime()-cpu)
 		})
 	}
 	wrk, err := exec.LookPath("wrk")
@@ -305,6 +315,13 @@ func BenchmarkLoopback(b *testing.B) {
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "server-cpu-ns/req")
 		})
 	}
+}
+
+// reportCPU reports cpu, the process's CPU time over b's run, per
+// operation: on a machine shared with other work, wall time per operation
+// grows with their load, CPU time much less.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // cpuTime is this process's user and system CPU time so far.

@@ -27,10 +27,15 @@ func ByClientIP() KeyFunc {
 		if err != nil {
 			return "", err
 		}
+		// Built in a buffer on the stack: one allocation, the identity.
+		var buf [len("ip:") + len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte
+		b := append(buf[:0], "ip:"...)
 		if p.Addr().Is4() {
-			return "ip:" + p.Addr().String(), nil
+			b = p.Addr().AppendTo(b)
+		} else {
+			b = p.AppendTo(b)
 		}
-		return "ip:" + p.String(), nil
+		return string(b), nil
 	}
 }
 

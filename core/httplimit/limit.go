@@ -25,6 +25,8 @@ import (
 type Engine struct {
 	limiter *slidelog.Limiter
 	cfg     config
+	// texts renders the RateLimit-Policy value once per set of policies.
+	texts policyTexts
 }
 
 // New returns an Engine that asks l, or the limiter chosen by
@@ -147,6 +149,17 @@ type Decision struct {
 
 	limiter *slidelog.Limiter
 	refund  bool
+	// fields holds Header in the Decision's allocation: the IETF fields
+	// and Retry-After (the legacy fields of a denial, one more, take an
+	// allocation of their own).
+	fields [3]HeaderField
+}
+
+// checked is what Check allocates for a request: its Decision and
+// Request, in one allocation.
+type checked struct {
+	d Decision
+	r Request
 }
 
 // Check decides one request. It never blocks on anything but the store,
@@ -166,8 +179,10 @@ func (e *Engine) Check(src Source) (d *Decision) {
 		return &Decision{Request: &Request{Source: src}, Outcome: OutcomeError,
 			Err: fmt.Errorf("%w: httplimit.Engine not made by httplimit.New", ErrMisconfigured)}
 	}
-	r := &Request{Source: src, ip: &e.cfg.ip}
-	d = &Decision{Request: r}
+	c := &checked{r: Request{Source: src, ip: &e.cfg.ip}}
+	r := &c.r
+	d = &c.d
+	d.Request = r
 	defer func() {
 		if p := recover(); p != nil {
 			*d = Decision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", ErrMisconfigured, p)}
@@ -186,9 +201,9 @@ func (e *Engine) Check(src Source) (d *Decision) {
 		d.Outcome = OutcomeError
 	case !d.Result.Allowed:
 		d.Outcome = OutcomeDenied
-		d.Header = HeaderFields(e.cfg.headers, d.Result) // Retry-After last
+		d.Header = appendHeaderFields(d.fields[:0], e.cfg.headers, d.Result, &e.texts) // Retry-After last
 	default:
-		d.Header = HeaderFields(e.cfg.headers, d.Result)
+		d.Header = appendHeaderFields(d.fields[:0], e.cfg.headers, d.Result, &e.texts)
 		d.refund = e.cfg.refund
 	}
 	if e.cfg.shadow && d.Outcome != OutcomeNext {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -81,7 +82,14 @@ type HeaderField struct {
 //		return
 //	}
 func HeaderFields(style HeaderStyle, res slidelog.Result) []HeaderField {
-	h := appendRateLimitHeaders(nil, style, res)
+	return appendHeaderFields(nil, style, res, nil)
+}
+
+// appendHeaderFields appends HeaderFields(style, res) to h, with the
+// RateLimit-Policy value of res's policies taken from texts when it holds
+// them (texts may be nil).
+func appendHeaderFields(h []HeaderField, style HeaderStyle, res slidelog.Result, texts *policyTexts) []HeaderField {
+	h = appendRateLimitHeaders(h, style, res, texts)
 	if !res.Allowed {
 		h = append(h, HeaderField{Name: "Retry-After", Value: retryAfterSeconds(res.RetryAfter)})
 	}
@@ -111,36 +119,32 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	_, _ = w.Write(p.JSON())
 }
 
-func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Result) []HeaderField {
+func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Result, texts *policyTexts) []HeaderField {
 	switch style {
 	case HeadersIETF:
 		states := res.States()
 		if len(states) == 0 {
 			return h
 		}
-		var policy, state strings.Builder
-		for i, p := range states {
-			if i > 0 {
-				policy.WriteString(", ")
-				state.WriteString(", ")
-			}
-			name := sfString(p.Policy.String())
-			policy.WriteString(name)
-			policy.WriteString(";q=")
-			policy.WriteString(strconv.Itoa(p.Policy.Limit))
-			policy.WriteString(";w=")
-			policy.WriteString(strconv.FormatInt(ceilSeconds(p.Policy.Window), 10))
-			state.WriteString(name)
-			state.WriteString(";r=")
-			state.WriteString(strconv.Itoa(max(p.Remaining, 0)))
-			state.WriteString(";t=")
-			state.WriteString(strconv.FormatInt(ceilSeconds(p.ResetAfter), 10))
-		}
-		h = append(h, HeaderField{Name: "RateLimit-Policy", Value: policy.String(), Append: true})
+		t := texts.of(states)
+		h = append(h, HeaderField{Name: "RateLimit-Policy", Value: t.value, Append: true})
 		if res.Unchecked() {
 			return h // nothing was checked: the state is unknown, not "none left"
 		}
-		return append(h, HeaderField{Name: "RateLimit", Value: state.String(), Append: true})
+		// Built on the stack: one allocation, the value.
+		var buf [128]byte
+		b := buf[:0]
+		for i, p := range states {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, t.names[i]...)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, int64(max(p.Remaining, 0)), 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, ceilSeconds(p.ResetAfter), 10)
+		}
+		return append(h, HeaderField{Name: "RateLimit", Value: string(b), Append: true})
 	case HeadersLegacy:
 		if res.Unchecked() {
 			return append(h, HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)})
@@ -151,6 +155,67 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 			HeaderField{Name: "X-RateLimit-Reset", Value: strconv.FormatInt(ceilSeconds(res.ResetAfter), 10)})
 	}
 	return h
+}
+
+// policyText is what the RateLimit headers say of a list of policies
+// whatever the decision: the RateLimit-Policy value, and each policy's
+// name as a Structured Field String.
+type policyText struct {
+	policies []slidelog.Policy
+	names    []string
+	value    string
+}
+
+// newPolicyText renders the policies of states.
+func newPolicyText(states []slidelog.PolicyResult) *policyText {
+	t := &policyText{policies: make([]slidelog.Policy, len(states)), names: make([]string, len(states))}
+	var b strings.Builder
+	for i, p := range states {
+		t.policies[i] = p.Policy
+		t.names[i] = sfString(p.Policy.String())
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.names[i])
+		b.WriteString(";q=")
+		b.WriteString(strconv.Itoa(p.Policy.Limit))
+		b.WriteString(";w=")
+		b.WriteString(strconv.FormatInt(ceilSeconds(p.Policy.Window), 10))
+	}
+	t.value = b.String()
+	return t
+}
+
+// policyTexts keeps the policyText of an Engine's last decision, so that
+// the decisions of a limiter whose policies do not change (most) render
+// them once. It is safe for concurrent use; a nil *policyTexts renders
+// every time.
+type policyTexts struct{ last atomic.Pointer[policyText] }
+
+// of returns the policyText of states' policies.
+func (c *policyTexts) of(states []slidelog.PolicyResult) *policyText {
+	if c == nil {
+		return newPolicyText(states)
+	}
+	if t := c.last.Load(); t != nil && t.describes(states) {
+		return t
+	}
+	t := newPolicyText(states)
+	c.last.Store(t)
+	return t
+}
+
+// describes reports whether t is the text of states' policies.
+func (t *policyText) describes(states []slidelog.PolicyResult) bool {
+	if len(t.policies) != len(states) {
+		return false
+	}
+	for i := range states {
+		if states[i].Policy != t.policies[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // RetryAfterText is d in whole seconds, rounded up as Retry-After rounds
@@ -316,13 +381,51 @@ func ErrorProblem(err error) Problem {
 // and so on: the first not yet listed), in RateLimit-Policy and RateLimit
 // alike, so that each name in the response names one policy.
 func SetHeader(h http.Header, fields []HeaderField) {
-	for _, f := range DistinctPolicyNames(fields, h.Values("RateLimit-Policy")) {
-		if f.Append {
-			h.Add(f.Name, f.Value)
-		} else {
-			h.Set(f.Name, f.Value)
-		}
+	if listed := h[keyRateLimitPolicy]; len(listed) > 0 {
+		fields = DistinctPolicyNames(fields, listed)
 	}
+	// As h.Add and h.Set, with one allocation for every new value.
+	values := make([]string, len(fields))
+	for i, f := range fields {
+		key := canonicalKey(f.Name)
+		if f.Append && len(h[key]) > 0 {
+			h[key] = append(h[key], f.Value)
+			continue
+		}
+		values[i] = f.Value
+		h[key] = values[i : i+1 : i+1]
+	}
+}
+
+// The canonical forms (http.CanonicalHeaderKey) of the names of the header
+// fields the middleware sends.
+var (
+	keyRateLimitPolicy  = http.CanonicalHeaderKey("RateLimit-Policy")
+	keyRateLimit        = http.CanonicalHeaderKey("RateLimit")
+	keyRetryAfter       = http.CanonicalHeaderKey("Retry-After")
+	keyXRateLimitLimit  = http.CanonicalHeaderKey("X-RateLimit-Limit")
+	keyXRateLimitRemain = http.CanonicalHeaderKey("X-RateLimit-Remaining")
+	keyXRateLimitReset  = http.CanonicalHeaderKey("X-RateLimit-Reset")
+)
+
+// canonicalKey is http.CanonicalHeaderKey(name), without its allocation
+// for the names the middleware sends.
+func canonicalKey(name string) string {
+	switch name {
+	case "RateLimit-Policy":
+		return keyRateLimitPolicy
+	case "RateLimit":
+		return keyRateLimit
+	case "Retry-After":
+		return keyRetryAfter
+	case "X-RateLimit-Limit":
+		return keyXRateLimitLimit
+	case "X-RateLimit-Remaining":
+		return keyXRateLimitRemain
+	case "X-RateLimit-Reset":
+		return keyXRateLimitReset
+	}
+	return http.CanonicalHeaderKey(name)
 }
 
 // DistinctPolicyNames returns fields with the policies of its

@@ -50,6 +50,14 @@ func ParseIP(s string) (netip.Addr, error) {
 	if len(s) > 64 {
 		return netip.Addr{}, errors.New("address too long")
 	}
+	// An IPv4 address with a port, the usual socket address, has one
+	// colon: its host is parsed first, so that no failed parse (whose
+	// error allocates) is tried on every request.
+	if i := strings.IndexByte(s, ':'); i > 0 && strings.IndexByte(s[i+1:], ':') < 0 {
+		if a, err := netip.ParseAddr(s[:i]); err == nil {
+			return a.WithZone("").Unmap(), nil
+		}
+	}
 	if a, err := netip.ParseAddr(s); err == nil {
 		return a.WithZone("").Unmap(), nil
 	}
