@@ -60,7 +60,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 			panic("slidechi: Middleware(...)(nil): nil next handler")
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d := e.Check(&request{r: r})
+			d := e.Check(request{r})
 			httplimit.SetHeader(w.Header(), d.Header)
 			switch d.Outcome {
 			case httplimit.OutcomeDenied:
@@ -91,24 +91,21 @@ func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
 	httplimit.WriteError(w, err)
 }
 
-// request presents a net/http request to slidelog.
-type request struct {
-	r       *http.Request
-	route   string
-	routeOK bool
-}
+// request presents a net/http request to slidelog. It is one pointer, so
+// that presenting a request as a Source allocates nothing.
+type request struct{ r *http.Request }
 
-func (r *request) Context() context.Context    { return r.r.Context() }
-func (r *request) Method() string              { return r.r.Method }
-func (r *request) RemoteAddr() string          { return r.r.RemoteAddr }
-func (r *request) Native() any                 { return r.r }
-func (r *request) Header(name string) []string { return httplimit.HeaderValues(r.r.Header, name) }
-func (r *request) Value(key any) any           { return r.r.Context().Value(key) }
+func (r request) Context() context.Context    { return r.r.Context() }
+func (r request) Method() string              { return r.r.Method }
+func (r request) RemoteAddr() string          { return r.r.RemoteAddr }
+func (r request) Native() any                 { return r.r }
+func (r request) Header(name string) []string { return httplimit.HeaderValues(r.r.Header, name) }
+func (r request) Value(key any) any           { return r.r.Context().Value(key) }
 
 // Path is the path chi routes on: the route context's RoutePath when a
 // mounted router or middleware set it, otherwise the escaped path as
 // received (chi routes on URL.RawPath when it is set).
-func (r *request) Path() string {
+func (r request) Path() string {
 	if rctx := chi.RouteContext(r.r.Context()); rctx != nil && rctx.RoutePath != "" {
 		return rctx.RoutePath
 	}
@@ -121,21 +118,16 @@ func (r *request) Path() string {
 // Route asks chi's root router which pattern the request matches, since
 // middleware added with r.Use runs before chi has routed the request.
 // Outside chi it is the pattern http.ServeMux matched (Request.Pattern),
-// "" until a mux has routed the request.
-func (r *request) Route() string {
-	if r.routeOK {
-		return r.route
-	}
-	r.routeOK = true
+// "" until a mux has routed the request. Each call looks the pattern up
+// (key functions call it once per request).
+func (r request) Route() string {
 	rctx := chi.RouteContext(r.r.Context())
 	if rctx == nil || rctx.Routes == nil {
-		r.route = r.r.Pattern
-		return r.route
+		return r.r.Pattern
 	}
 	path := r.r.URL.RawPath
 	if path == "" {
 		path = r.r.URL.Path
 	}
-	r.route = rctx.Routes.Find(chi.NewRouteContext(), r.r.Method, path)
-	return r.route
+	return rctx.Routes.Find(chi.NewRouteContext(), r.r.Method, path)
 }
