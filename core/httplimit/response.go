@@ -186,22 +186,27 @@ func newPolicyText(states []slidelog.PolicyResult) *policyText {
 	return t
 }
 
-// policyTexts keeps the policyText of an Engine's last decision, so that
-// the decisions of a limiter whose policies do not change (most) render
-// them once. It is safe for concurrent use; a nil *policyTexts renders
-// every time.
-type policyTexts struct{ last atomic.Pointer[policyText] }
+// policyTexts keeps the policyTexts of an Engine's last few sets of
+// policies (a limiter's, or the few a LimiterFunc chooses between), so
+// that each set is rendered once. It is safe for concurrent use; a nil
+// *policyTexts renders every time.
+type policyTexts struct {
+	last [4]atomic.Pointer[policyText]
+	next atomic.Uint32 // where the next new text goes, round robin
+}
 
 // of returns the policyText of states' policies.
 func (c *policyTexts) of(states []slidelog.PolicyResult) *policyText {
 	if c == nil {
 		return newPolicyText(states)
 	}
-	if t := c.last.Load(); t != nil && t.describes(states) {
-		return t
+	for i := range c.last {
+		if t := c.last[i].Load(); t != nil && t.describes(states) {
+			return t
+		}
 	}
 	t := newPolicyText(states)
-	c.last.Store(t)
+	c.last[c.next.Add(1)%uint32(len(c.last))].Store(t)
 	return t
 }
 
