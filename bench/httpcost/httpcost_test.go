@@ -249,7 +249,8 @@ const connections = 64
 // client and server sharing the machine. With wrk installed (the wrk
 // rows) wrk is the client for 3 s per run and the server's CPU per
 // request is reported too (server-cpu-ns/req: getrusage of this process,
-// user + system); the go rows use a Go client in this process, and their
+// user + system), and its allocations (server-allocs/req; run these rows
+// without -benchmem, whose figures are per run); the go rows use a Go client in this process, and their
 // cpu-ns/op is client and server together. Every
 // request is from 127.0.0.1, one client, as with wrk in the issue.
 func BenchmarkLoopback(b *testing.B) {
@@ -300,9 +301,13 @@ func BenchmarkLoopback(b *testing.B) {
 			if out, err := warm.CombinedOutput(); err != nil {
 				b.Fatalf("wrk: %v\n%s", err, out)
 			}
-			before := cpuTime()
+			var mem runtime.MemStats
+			runtime.ReadMemStats(&mem)
+			before, mallocs := cpuTime(), mem.Mallocs
 			out, err := exec.Command(wrk, "-t2", "-c"+strconv.Itoa(connections), "-d3s", url).CombinedOutput()
 			cpu := cpuTime() - before
+			runtime.ReadMemStats(&mem)
+			mallocs = mem.Mallocs - mallocs
 			if err != nil {
 				b.Fatalf("wrk: %v\n%s", err, out)
 			}
@@ -313,6 +318,7 @@ func BenchmarkLoopback(b *testing.B) {
 			b.ReportMetric(secs*1e9/float64(n), "ns/op")
 			b.ReportMetric(float64(n)/secs, "req/s")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "server-cpu-ns/req")
+			b.ReportMetric(float64(mallocs)/float64(n), "server-allocs/req")
 		})
 	}
 }
