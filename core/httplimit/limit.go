@@ -149,17 +149,16 @@ type Decision struct {
 
 	limiter *slidelog.Limiter
 	refund  bool
-	// fields holds Header in the Decision's allocation: the IETF fields
-	// and Retry-After (the legacy fields of a denial, one more, take an
-	// allocation of their own).
-	fields [3]HeaderField
 }
 
-// checked is what Check allocates for a request: its Decision and
-// Request, in one allocation.
-type checked struct {
-	d Decision
-	r Request
+// requestAlloc is what Check allocates for a request: the Request, which
+// the key, skip, cost, limiter and shadow functions receive, and room
+// for the Decision's Header (the IETF fields and Retry-After; the legacy
+// fields of a denial, one more, take an allocation of their own). The
+// Decision points into it, and so can stay in the adapter's frame.
+type requestAlloc struct {
+	r      Request
+	fields [3]HeaderField
 }
 
 // Check decides one request. It never blocks on anything but the store,
@@ -174,14 +173,23 @@ type checked struct {
 // function, or in the store, is recovered and answered as an error
 // wrapping ErrMisconfigured (500 by default; let through in
 // shadow mode). A nil or zero Engine answers every request that way.
-func (e *Engine) Check(src Source) (d *Decision) {
+func (e *Engine) Check(src Source) *Decision {
+	d := new(Decision)
+	e.check(src, d)
+	return d
+}
+
+// check is Check deciding into d. Check is small enough to be inlined, so
+// that the Decision of an adapter that keeps it in its own frame, as
+// every adapter does, is not allocated on the heap.
+func (e *Engine) check(src Source, d *Decision) {
 	if e == nil || e.cfg.keyFunc == nil {
-		return &Decision{Request: &Request{Source: src}, Outcome: OutcomeError,
+		*d = Decision{Request: &Request{Source: src}, Outcome: OutcomeError,
 			Err: fmt.Errorf("%w: httplimit.Engine not made by httplimit.New", ErrMisconfigured)}
+		return
 	}
-	c := &checked{r: Request{Source: src, ip: &e.cfg.ip}}
-	r := &c.r
-	d = &c.d
+	a := &requestAlloc{r: Request{Source: src, ip: &e.cfg.ip}}
+	r := &a.r
 	d.Request = r
 	defer func() {
 		if p := recover(); p != nil {
@@ -193,7 +201,7 @@ func (e *Engine) Check(src Source) (d *Decision) {
 	}()
 	if e.cfg.skipFunc != nil && e.cfg.skipFunc(r) {
 		d.Skipped = true
-		return d
+		return
 	}
 	d.Result, d.limiter, d.Err = e.decide(r)
 	switch {
@@ -201,9 +209,9 @@ func (e *Engine) Check(src Source) (d *Decision) {
 		d.Outcome = OutcomeError
 	case !d.Result.Allowed:
 		d.Outcome = OutcomeDenied
-		d.Header = appendHeaderFields(d.fields[:0], e.cfg.headers, d.Result, &e.texts) // Retry-After last
+		d.Header = appendHeaderFields(a.fields[:0], e.cfg.headers, d.Result, &e.texts) // Retry-After last
 	default:
-		d.Header = appendHeaderFields(d.fields[:0], e.cfg.headers, d.Result, &e.texts)
+		d.Header = appendHeaderFields(a.fields[:0], e.cfg.headers, d.Result, &e.texts)
 		d.refund = e.cfg.refund
 	}
 	if e.cfg.shadow && d.Outcome != OutcomeNext {
@@ -215,7 +223,6 @@ func (e *Engine) Check(src Source) (d *Decision) {
 		}
 		d.Outcome = OutcomeNext
 	}
-	return d
 }
 
 func (e *Engine) decide(r *Request) (slidelog.Result, *slidelog.Limiter, error) {
