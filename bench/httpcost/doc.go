@@ -23,11 +23,18 @@
 // getrusage of this process, which wrk is not part of), else with a Go
 // client in this process. BenchmarkAllow is slidelog's limiter decision
 // alone, on the same policy and keys: the part of slidelog's cost that is
-// the memory store's, not the middleware's. Run them from the bench
-// module with
+// the memory store's, not the middleware's.
 //
-//	go test -run '^$' -bench 'ServeHTTP|Allow' -benchmem -count 6 ./httpcost
-//	go test -run '^$' -bench Loopback -count 3 ./httpcost
+// The in-process rows report cpu-ns/op beside ns/op: the process's CPU
+// time per request (getrusage), which other work on the machine moves
+// less than wall time. -count repeats each row before the next, so to
+// interleave the three ways, run the compiled test several times, from
+// the bench module:
 //
-// and compare the rows of one run (benchstat).
+//	go test -c -o /tmp/httpcost.test ./httpcost
+//	for i in $(seq 10); do /tmp/httpcost.test -test.run '^$' -test.bench 'ServeHTTP|Allow' -test.benchmem; done
+//	for i in $(seq 6); do /tmp/httpcost.test -test.run '^$' -test.bench 'Loopback/wrk'; done
+//
+// and take each limiter's cost per round, its row minus the no-limiter
+// row of the same round. docs/benchmarks.md has the results.
 package httpcost
