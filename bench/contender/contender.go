@@ -6,9 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,6 +250,25 @@ func (e *evalSHA) Allow(ctx context.Context, key string) (bool, error) {
 }
 
 func (e *evalSHA) Close() error { return nil }
+
+// ReadScript returns the text Redis runs for slidelog's script file at
+// path: the file with the lib.lua beside it joined in after its first
+// line, as core/redisstore/scripts.go joins them (a file without a
+// lib.lua beside it, as before the library, is returned as it is).
+func ReadScript(path string) (string, error) {
+	file, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	lib, err := os.ReadFile(filepath.Join(filepath.Dir(path), "lib.lua"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return string(file), nil
+	} else if err != nil {
+		return "", err
+	}
+	first, rest, _ := strings.Cut(string(file), "\n")
+	return first + "\n" + string(lib) + rest, nil
+}
 
 // NewScript returns a contender that runs slidelog's decision script src
 // (core/redisstore/common.lua, the script that decides a take of cost 1 on

@@ -1,7 +1,9 @@
 // Package redisstore keeps sliding-window logs in Redis, on a single
-// server or a Redis Cluster, and decides each request in a Lua script
-// (one run, or two when the common path hands over to the full one), so
-// decisions are atomic and exact however many processes share the server.
+// server or a Redis Cluster, and decides each request in Lua: one script
+// run, or two when the common path's short script (a take of cost 1 on
+// exact policies) hands the request over, having written nothing, to the
+// whole script. The run that decides is atomic, so decisions are exact
+// however many processes share the server.
 //
 //	client, err := redisstore.Connect(ctx, "10.0.0.1:6379") // a *redis.Client or a *redis.ClusterClient
 //	// or, through Sentinels: redisstore.Connect(ctx, "redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/mymaster")
@@ -78,34 +80,6 @@ import (
 	"github.com/slidelog/slidelog/core/internal/writeback"
 )
 
-//go:embed script.lua
-var scriptSource string
-
-// script is the whole decision script; its text never changes per request.
-// It declares itself with #!lua, so Redis 7 and later refuse it whole when
-// out of memory. legacyScript is the same text with legacy.lua in place of
-// that line, for Redis 6.2, which cannot parse it (see Store).
-var (
-	script       = redis.NewScript(scriptSource)
-	legacyScript = redis.NewScript(legacyScriptSource())
-	// commonScript is the decision's common path alone (common.lua): a
-	// take of cost 1 on exact policies of a plain log, with the log as
-	// its only key. Where that does not apply it has written nothing and
-	// replies {notCommon}, and the store runs script. It needs
-	// PEXPIRETIME (Redis 7.0), so a store whose servers run
-	// legacyScript never uses it.
-	commonScript = redis.NewScript(commonSource)
-)
-
-//go:embed common.lua
-var commonSource string
-
-//go:embed repair.lua
-var repairSource string
-
-// repairScript deletes the keys of a log that hold the wrong type.
-var repairScript = redis.NewScript(repairSource)
-
 // logKeyTypes are the types of logKeys's keys, in order.
 var logKeyTypes = []any{"zset", "hash", "hash", "hash", "zset"}
 
@@ -137,16 +111,6 @@ func (s *Store) repair(ctx context.Context, key string) {
 
 // notCommon is commonScript's reply when the full steps are needed.
 const notCommon = -1
-
-//go:embed legacy.lua
-var legacySource string
-
-// legacyScriptSource is the script for Redis 6.2: legacy.lua in place of
-// its #!lua line. legacy.lua makes a script that starts out of memory fail
-// with OOM before any write, as Redis 7 refuses the script with the line.
-func legacyScriptSource() string {
-	return legacySource + strings.TrimPrefix(scriptSource, "#!lua\n")
-}
 
 // Operations of the script (its ARGV[1]).
 const (
@@ -556,10 +520,15 @@ func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route 
 	return s.route(ctx, req)
 }
 
-// Take implements slidelog.Store with one run of the decision script,
-// through the pipelines of the key's node, at req.Route when the limiter
-// routed it. It expects a valid request (slidelog.Request.Validate), as a
-// limiter sends.
+// Take implements slidelog.Store with one or two script runs, through the
+// pipelines of the key's node, at req.Route when the limiter routed it. A
+// take of cost 1 on exact policies (one or several) runs the common
+// path's script (common.lua) first; where that does not decide, having
+// written nothing (a log that is not plain, a retry), the whole script
+// (script.lua) runs next and decides. Any other take runs the whole
+// script alone. A key of the wrong type costs a repair and a run more.
+// It expects a valid request (slidelog.Request.Validate), as a limiter
+// sends.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 	r := s.routed(ctx, req)
 	if s.kept.Len() > 0 {
