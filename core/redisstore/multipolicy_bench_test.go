@@ -19,13 +19,14 @@ import (
 
 // BenchmarkMultiPolicyDecision measures what a decision of a limiter
 // with three policies (10/s, 100/min, 1000/h) costs Redis and this
-// process, through each path such a decision can take, on the rig's
-// standalone server and Cluster, with 1, 16 and 64 callers, on 10,000
-// keys at random (performance.md's cells): Redis CPU per decision
-// (redis-cpu-µs/op: INFO cpu used_cpu_user + used_cpu_sys summed over
-// the masters, before and after) and this process's (cpu-µs/op,
-// getrusage user+sys). The paths alternate within each cell's group, so
-// that noise from the machine falls on both.
+// process, beside one of one policy (100/min), on the rig's standalone
+// server and Cluster, with 1, 16 and 64 callers, on 10,000 keys at random
+// (performance.md's cells): Redis CPU per decision (redis-cpu-µs/op:
+// INFO cpu used_cpu_user + used_cpu_sys summed over the masters, before
+// and after) and this process's (cpu-µs/op, getrusage user+sys). Both
+// take the common path (common.lua): for three policies it measured
+// 0.58-0.75x the Redis CPU of the whole script (commit 802fb82, which
+// ran both paths; docs/benchmarks.md).
 //
 //	eval "$(scripts/redis-rig.sh env)"
 //	cd core && go test -run '^$' -bench MultiPolicyDecision -benchtime 3s -count 3 ./redisstore
@@ -42,20 +43,23 @@ func BenchmarkMultiPolicyDecision(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			l, err := slidelog.New(store, slidelog.PerSecond(10), slidelog.WithPolicy(slidelog.PerMinute(100), slidelog.PerHour(1000)))
-			if err != nil {
-				b.Fatal(err)
+			b.Cleanup(func() { _ = store.Close() })
+			limiters := map[string]*slidelog.Limiter{}
+			for name, opts := range map[string][]slidelog.Option{
+				"1": {slidelog.WithName("one")},
+				"3": {slidelog.WithName("three"), slidelog.WithPolicy(slidelog.PerSecond(10), slidelog.PerHour(1000))},
+			} {
+				l, err := slidelog.New(store, slidelog.PerMinute(100), opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = l.Close() })
+				limiters[name] = l
 			}
-			b.Cleanup(func() {
-				_ = l.Close()
-				_ = store.Close()
-			})
 			for _, callers := range []int{1, 16, 64} {
-				for _, path := range []string{"common", "full"} {
-					b.Run("callers="+strconv.Itoa(callers)+"/path="+path, func(b *testing.B) {
-						redisstore.SetCommonMulti(path == "common")
-						defer redisstore.SetCommonMulti(true)
-						decide(b, l, client, keys, callers)
+				for _, policies := range []string{"1", "3"} {
+					b.Run("callers="+strconv.Itoa(callers)+"/policies="+policies, func(b *testing.B) {
+						decide(b, limiters[policies], client, keys, callers)
 					})
 				}
 			}

@@ -2,10 +2,6 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
-// SetCommonMulti sets whether a take of several exact policies of cost 1
-// runs the common path's script first (true) or the whole script alone.
-func SetCommonMulti(on bool) { commonMulti = on }
-
 // Script is one script the store sends: its name, the text the servers
 // run and the script the store sends it by.
 type Script struct {

@@ -645,7 +645,7 @@ func (s *Store) commonArgs(args []any, req slidelog.Request) []any {
 // common reports whether req may run commonScript first: a take of cost
 // 1 on exact policies, on servers that run the whole script.
 func (s *Store) common(req slidelog.Request) bool {
-	if req.Cost != 1 || s.legacy.Load() || (len(req.Policies) > 1 && !commonMulti) {
+	if req.Cost != 1 || s.legacy.Load() {
 		return false
 	}
 	for _, p := range req.Policies {
@@ -655,11 +655,6 @@ func (s *Store) common(req slidelog.Request) bool {
 	}
 	return true
 }
-
-// commonMulti: a take of several exact policies of cost 1 runs the common
-// path's script first (true), or the whole script alone (false). Only
-// BenchmarkMultiPolicyDecision sets it, to measure the two paths.
-var commonMulti = true
 
 // script returns the variant of the decision script the servers run.
 func (s *Store) script() *redis.Script {
