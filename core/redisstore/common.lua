@@ -26,7 +26,7 @@
 -- the retention are evicted and the expiry moves a quarter of the
 -- retention past what is needed.
 --
--- store.go joins lib.lua (clock, plain, plainx) in after the #!lua line.
+-- scripts.go joins lib.lua (clock, plain, plainx) in after the #!lua line.
 
 local log, id = KEYS[1], ARGV[1]
 local now = tonumber(ARGV[2])

@@ -2,7 +2,7 @@
 -- slidelog: read a key's usage per policy without recording anything
 -- (Store.Peek). It reads the data script.lua keeps (see its header for
 -- the layout) and writes nothing, so it runs on a server out of memory.
--- store.go joins lib.lua (bucket, walk, fmt, clock) in after the first line.
+-- scripts.go joins lib.lua (bucket, walk, fmt, clock) in after the first line.
 --
 -- KEYS     as script.lua: the log, costs, state, buckets, recent
 -- ARGV[1]  now in microseconds, or 0 to read the server's clock (TIME)

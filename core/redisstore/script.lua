@@ -2,7 +2,7 @@
 -- slidelog: one atomic operation on a strict sliding-window log, and on
 -- bucketed windows for policies with a precision.
 -- See docs/algorithm.md for the guarantee and each step.
--- store.go joins lib.lua (clock, fmt, tag, plain, plainx, bucket, walk)
+-- scripts.go joins lib.lua (clock, fmt, tag, plain, plainx, bucket, walk)
 -- in after the #!lua line.
 --
 -- KEYS[1]  the log, a sorted set: member = request ID, score = time in microseconds
