@@ -506,7 +506,7 @@ func measureScalingMemory(ctx context.Context, client *redis.ClusterClient, node
 			_ = l.Close()
 			return out, err
 		}
-		key := store.Key(l.Namespace(), identity)
+		key := store.LogKey(l.Name(), identity)
 		m := ScalingMemory{Contender: contender.Slidelog, Limit: limit}
 		if m.Entries, err = client.ZCard(ctx, key).Result(); err != nil {
 			_ = l.Close()
