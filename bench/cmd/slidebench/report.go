@@ -32,7 +32,7 @@ func reportMain(args []string) error {
 	}
 	if *costOnly {
 		var b strings.Builder
-		writeCost(&b, r, nil, nil)
+		writeCost(&b, r, nil)
 		_, err := os.Stdout.WriteString(b.String())
 		return err
 	}
