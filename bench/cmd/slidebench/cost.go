@@ -23,7 +23,7 @@ func writeCost(b *strings.Builder, r *Results, gb []goBench) {
 	if !hasTopology(r, "cluster") {
 		return
 	}
-	p("## What a decision costs (Cluster, many keys)\n\n")
+	p("## What a decision costs: the tables (Cluster, many keys)\n\n")
 	for _, callers := range callerList(r) {
 		p("### %d caller(s)\n\n", callers)
 		p("| Contender | Decisions/s | vs redis_rate | p50 | p99 | Client CPU / decision | Redis CPU / decision | Replicas' CPU / decision | Redis commands / decision |\n")

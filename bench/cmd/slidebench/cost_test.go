@@ -172,19 +172,53 @@ func TestGeneratedHasNoProse(t *testing.T) {
 		generated[nb.name] = nb.body
 	}
 	for name, text := range generated {
-		tables := 0
-		for line := range strings.Lines(text) {
-			line = strings.TrimSuffix(line, "\n")
-			switch {
-			case strings.HasPrefix(line, "|"):
-				tables++
-			case line == "", strings.HasPrefix(line, "#"), strings.HasPrefix(line, "!["), line == analysisBegin, line == analysisEnd:
-			default:
-				t.Errorf("%s: generated line is neither a heading, a table row nor a chart: %q", name, line)
-			}
+		checkNoProse(t, name, text)
+	}
+}
+
+// TestDocsGeneratedHaveNoProse checks the generated parts of the pages
+// as committed: docs/benchmarks.md outside its analysis, and the
+// generated blocks of docs/scaling.md.
+func TestDocsGeneratedHaveNoProse(t *testing.T) {
+	page, err := os.ReadFile("../../../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, tail, ok := cutBlock(string(page), analysisBegin, analysisEnd)
+	if !ok {
+		t.Fatal("docs/benchmarks.md: no analysis block")
+	}
+	checkNoProse(t, "docs/benchmarks.md", head+tail)
+	scaling, err := os.ReadFile("../../../docs/scaling.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"scaling-run", "scaling-memory", "scaling-sizing", "scaling-migrate", scalingSizingMarker} {
+		_, body, _, ok := cutBlock(string(scaling), "<!-- "+name+":begin", "<!-- "+name+":end -->")
+		if !ok {
+			t.Errorf("docs/scaling.md: no %s block", name)
+			continue
 		}
-		if tables == 0 {
-			t.Errorf("%s: no table", name)
+		checkNoProse(t, "docs/scaling.md "+name, body)
+	}
+}
+
+// checkNoProse reports every line of generated text that is not blank, a
+// heading, a table row, a chart or a marker, and text with no table.
+func checkNoProse(t *testing.T, name, text string) {
+	t.Helper()
+	tables := 0
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "|"):
+			tables++
+		case line == "", strings.HasPrefix(line, "#"), strings.HasPrefix(line, "!["), line == analysisBegin, line == analysisEnd:
+		default:
+			t.Errorf("%s: generated line is neither a heading, a table row nor a chart: %q", name, line)
 		}
+	}
+	if tables == 0 {
+		t.Errorf("%s: no table", name)
 	}
 }
