@@ -296,7 +296,7 @@ func (p *plainScript) Allow(ctx context.Context, key string) (bool, error) {
 	// A 6-byte random member, the size slidelog's store sends.
 	var member [8]byte
 	binary.BigEndian.PutUint64(member[:], rand.Uint64())
-	k := p.store.Key("bench", key)
+	k := p.store.LogKey("bench", key)
 	reply, err := p.script.Run(ctx, p.client, []string{k}, member[2:], 0, p.limit, p.window).Int64Slice()
 	if err != nil {
 		return false, err

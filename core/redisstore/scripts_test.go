@@ -89,7 +89,7 @@ func TestScriptsAfterFlush(t *testing.T) {
 				if redisstore.UsesLegacyScript(store) {
 					sent = []string{"legacy", "legacyPeek"}
 				}
-				node := nodeOf(t, client, store.Key("flush", "k"))
+				node := nodeOf(t, client, store.LogKey("flush", "k"))
 				for round := range 3 {
 					flushScripts(t, client)
 					for _, req := range []slidelog.Request{
