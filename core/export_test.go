@@ -16,3 +16,7 @@ func BreakerStates(l *Limiter) map[string]string {
 // Direct reports whether l decides on its memory store's table directly
 // (Limiter.direct) rather than through the store's Take.
 func Direct(l *Limiter) bool { return l.direct != nil }
+
+// Namespace returns the namespace l gives its store with every key
+// (Request.Namespace).
+func Namespace(l *Limiter) string { return l.namespace }

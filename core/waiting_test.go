@@ -41,7 +41,7 @@ func TestWaitingRule(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 
-	byNode := keysByNode(t, client, store, l.Namespace(), 8)
+	byNode := keysByNode(t, client, store, slidelog.Namespace(l), 8)
 	var victim, healthy string
 	for addr := range byNode {
 		if victim == "" {
