@@ -1,12 +1,8 @@
 package redisstore_test
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,37 +191,20 @@ func TestLostLogIsNotAnAdmission(t *testing.T) {
 	assert.LessOrEqual(t, units, 10, "units admitted in the window after the state hash was lost, limit 10")
 }
 
-// freePort returns a TCP port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // Under memory pressure with maxmemory-policy allkeys-lru, Redis evicts
 // limiter keys on its own. Evictions are seen in order with the decisions
 // (keyspace notifications, with a marker published after each decision),
 // and the window checker holds with each eviction counted as a loss.
 func TestEvictionUnderMemoryPressure(t *testing.T) {
-	bin, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "redis-server is needed for this test")
-	port := freePort(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--maxmemory", "3mb", "--maxmemory-policy", "allkeys-lru", "--maxmemory-samples", "10", "--notify-keyspace-events", "Ee")
-	require.NoError(t, srv.Start())
-	defer func() { cancel(); _ = srv.Wait() }()
-	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	srv := redistest.StartServer(t, redistest.ServerConfig{Args: []string{
+		"--maxmemory", "3mb", "--maxmemory-policy", "allkeys-lru", "--maxmemory-samples", "10", "--notify-keyspace-events", "Ee"}})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer client.Close()
-	require.Eventually(t, func() bool { return client.Ping(t.Context()).Err() == nil }, 5*time.Second, 20*time.Millisecond)
 
 	// Evictions and markers, in the server's order.
 	sub := client.Subscribe(t.Context(), "__keyevent@0__:evicted", "marker")
 	defer sub.Close()
-	_, err = sub.Receive(t.Context())
+	_, err := sub.Receive(t.Context())
 	require.NoError(t, err)
 	_, err = sub.Receive(t.Context())
 	require.NoError(t, err)

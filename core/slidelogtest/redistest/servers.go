@@ -571,9 +571,9 @@ func (cfg SentinelConfig) Start(ctx context.Context) (_ *Sentinels, err error) {
 			return nil, err
 		}
 		conf := filepath.Join(dir, "sentinel.conf")
-		text := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d\n"+
-			"sentinel down-after-milliseconds %[1]s %d\n"+
-			"sentinel failover-timeout %[1]s %d\n"+
+		text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d %[3]d\n"+
+			"sentinel down-after-milliseconds %[1]s %[4]d\n"+
+			"sentinel failover-timeout %[1]s %[5]d\n"+
 			"sentinel parallel-syncs %[1]s 1\n",
 			cfg.Name, s.Master.Port, cfg.Quorum, cfg.DownAfter.Milliseconds(), cfg.FailoverTimeout.Milliseconds())
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {

@@ -84,4 +84,13 @@ func TestStartSentinels(t *testing.T) {
 	if got := s.MasterAddr(t.Context()); got != s.Master.Addr {
 		t.Errorf("got master %q, want %q", got, s.Master.Addr)
 	}
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Sentinels[0].Addr})
+	defer sc.Close()
+	m, err := sc.Master(t.Context(), s.Name).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["down-after-milliseconds"] != "2000" || m["failover-timeout"] != "10000" || m["quorum"] != "2" {
+		t.Errorf("got down-after %s ms, failover-timeout %s ms, quorum %s, want 2000, 10000, 2", m["down-after-milliseconds"], m["failover-timeout"], m["quorum"])
+	}
 }
