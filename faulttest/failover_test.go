@@ -130,7 +130,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	victim := c.byAddr(e.nodeOf[e.keys[0]])
 	replica := c.replicaOf(victim)
 	if replica == nil {
-		t.Fatalf("master %d has no replica", victim.port)
+		t.Fatalf("master %d has no replica", victim.Port)
 	}
 	ld := e.pacedLoad()
 	began := time.Now()
@@ -140,7 +140,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	// master's kernel buffers cannot deliver them on SIGCONT.
 	c.signal(replica, syscall.SIGSTOP)
 	if _, err := c.cli(victim, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
-		t.Fatalf("CLIENT KILL TYPE replica on %d: %v", victim.port, err)
+		t.Fatalf("CLIENT KILL TYPE replica on %d: %v", victim.Port, err)
 	}
 	gapStart := time.Now()
 	time.Sleep(failGap)
@@ -164,7 +164,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	}
 	if promoted.IsZero() {
 		ld.finish()
-		t.Fatalf("replica %d was not promoted within 20 s", replica.port)
+		t.Fatalf("replica %d was not promoted within 20 s", replica.Port)
 	}
 	// Long enough for every key of the victim to fill its window on the
 	// new master (12.5 s of admissions in all), short enough that every
@@ -187,7 +187,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	// how many of them the new master holds (each entry is stamped with
 	// the server's clock during its call).
 	for _, k := range e.keys {
-		if e.nodeOf[k] != victim.addr() {
+		if e.nodeOf[k] != victim.Addr {
 			continue
 		}
 		gap := 0

@@ -93,6 +93,7 @@ type Server struct {
 	bin     string
 	args    []string
 	tempDir bool
+	raise   bool // RaisePriority
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -111,7 +112,7 @@ func (cfg ServerConfig) Start(ctx context.Context) (*Server, error) {
 			return nil, fmt.Errorf("redis-server: %w", err)
 		}
 	}
-	s := &Server{Dir: cfg.Dir, bin: bin}
+	s := &Server{Dir: cfg.Dir, bin: bin, raise: cfg.RaisePriority}
 	if s.Dir == "" {
 		dir, err := os.MkdirTemp("", "redistest-")
 		if err != nil {
@@ -152,7 +153,7 @@ func (cfg ServerConfig) Start(ctx context.Context) (*Server, error) {
 		}
 		s.Addr = "127.0.0.1:" + strconv.Itoa(s.Port)
 		s.args = slices.Concat(lead, []string{"--port", strconv.Itoa(s.Port)}, args)
-		if err = s.run(ctx, cfg.RaisePriority); err == nil || cfg.Port != 0 || attempt == 4 || ctx.Err() != nil {
+		if err = s.run(ctx); err == nil || cfg.Port != 0 || attempt == 4 || ctx.Err() != nil {
 			break
 		}
 		// Another process may have taken the free port first: pick another.
@@ -167,7 +168,7 @@ func (cfg ServerConfig) Start(ctx context.Context) (*Server, error) {
 }
 
 // run starts the process on s.Port and waits until it answers PING.
-func (s *Server) run(ctx context.Context, raise bool) error {
+func (s *Server) run(ctx context.Context) error {
 	log, err := os.OpenFile(filepath.Join(s.Dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -181,7 +182,7 @@ func (s *Server) run(ctx context.Context, raise bool) error {
 	if err != nil {
 		return fmt.Errorf("%s on port %d: %w", s.bin, s.Port, err)
 	}
-	if raise {
+	if s.raise {
 		raisePriority(cmd.Process.Pid)
 	}
 	done := make(chan struct{})
@@ -288,7 +289,7 @@ func (s *Server) Restart(ctx context.Context) error {
 		return errors.New("redistest: Restart after Stop")
 	}
 	s.kill()
-	return s.run(ctx, false)
+	return s.run(ctx)
 }
 
 // Stop kills the server (see Kill) and removes its directory if Start
