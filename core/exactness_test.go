@@ -18,6 +18,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/prommetrics"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/require"
 )
@@ -29,31 +30,23 @@ type admission struct {
 	At  int64  `json:"t"` // microseconds, the deciding server's clock
 }
 
-// checkWindows is the independent checker: for every key, no half-open
-// window (a-W, a] may hold more than limit admissions. It returns the
-// largest count seen in any window, per key.
+// checkWindows runs the independent checker (slidelogtest.CheckWindows)
+// over the admissions: for every key, no half-open window of length
+// window may hold more than limit admissions. It returns the largest
+// count seen in any window, per key.
 func checkWindows(t *testing.T, admitted []admission, limit int, window time.Duration) map[string]int {
 	t.Helper()
-	byKey := map[string][]int64{}
-	for _, a := range admitted {
-		byKey[a.Key] = append(byKey[a.Key], a.At)
+	as := make([]slidelogtest.Admission, len(admitted))
+	for i, a := range admitted {
+		as[i] = slidelogtest.Admission{Key: a.Key, Start: time.UnixMicro(a.At)}
 	}
-	w := window.Microseconds()
-	peak := map[string]int{}
-	for key, times := range byKey {
-		slices.Sort(times)
-		first := 0
-		for last, at := range times {
-			for times[first] <= at-w {
-				first++
-			}
-			if n := last - first + 1; n > peak[key] {
-				peak[key] = n
-			}
-		}
-		if peak[key] > limit {
-			t.Errorf("key %q: %d admissions within one window of %v, want at most %d", key, peak[key], window, limit)
-		}
+	fullest, over := slidelogtest.CheckWindows(as, limit, window)
+	for _, w := range over {
+		t.Errorf("key %q: %d admissions within one window of %v, want at most %d", w.Key, w.Units, window, limit)
+	}
+	peak := make(map[string]int, len(fullest))
+	for _, w := range fullest {
+		peak[w.Key] = w.Units
 	}
 	return peak
 }

@@ -26,6 +26,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/prommetrics"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"go.uber.org/goleak"
 )
 
@@ -188,27 +189,21 @@ type report struct {
 }
 
 // overAdmission returns, summed over keys, by how much the most admissions
-// in any window of length w exceeded l (two-pointer scan over DecidedAt).
+// in any window of length w exceeded l, by DecidedAt
+// (slidelogtest.CheckWindows).
 func overAdmission(ds []decision, l int, w time.Duration, keep func(decision) bool) int {
-	byKey := make(map[string][]int64)
+	var as []slidelogtest.Admission
 	for _, d := range ds {
 		if d.err == nil && d.allowed && keep(d) {
-			byKey[d.key] = append(byKey[d.key], d.at)
+			as = append(as, slidelogtest.Admission{Key: d.key, Start: time.UnixMicro(d.at)})
 		}
 	}
-	over := 0
-	for _, ats := range byKey {
-		slices.Sort(ats)
-		peak, j := 0, 0
-		for i := range ats {
-			for ats[i]-ats[j] >= w.Microseconds() {
-				j++
-			}
-			peak = max(peak, i-j+1)
-		}
-		over += max(0, peak-l)
+	_, over := slidelogtest.CheckWindows(as, l, w)
+	excess := 0
+	for _, o := range over {
+		excess += o.Units - l
 	}
-	return over
+	return excess
 }
 
 // peakWindow returns the most admissions kept by keep in any window of

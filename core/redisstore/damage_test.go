@@ -15,6 +15,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
@@ -28,37 +29,25 @@ type decision struct {
 	losses  int
 }
 
-// checkWindows is an independent window checker: for every policy and
-// every admission, the admissions in the rolling window ending at it that
-// were decided after the last loss before it hold at most the limit. A
-// loss (a DEL or an eviction of a key of the identity) forgets what it
-// held, so the window restarts from what remains: admissions before the
-// loss are not counted against later ones, and nothing decided after it
-// may exceed the limit.
+// checkWindows runs the independent window checker
+// (slidelogtest.CheckWindows) for every policy over one identity's
+// decisions: the admissions in any window decided after the last loss
+// before it hold at most the limit. A loss (a DEL or an eviction of a key
+// of the identity) forgets what it held, so the window restarts from what
+// remains: admissions before the loss are not counted against later ones,
+// and nothing decided after it may exceed the limit.
 func checkWindows(t *testing.T, name string, ds []decision, policies []slidelog.Policy) {
 	t.Helper()
+	var as []slidelogtest.Admission
+	for _, d := range ds {
+		if d.allowed {
+			as = append(as, slidelogtest.Admission{Start: d.at, Cost: d.cost, Epoch: d.losses})
+		}
+	}
 	for _, p := range policies {
-		for i, d := range ds {
-			if !d.allowed {
-				continue
-			}
-			units := 0
-			for j := i; j >= 0; j-- {
-				e := ds[j]
-				if e.losses != d.losses || !e.at.After(d.at.Add(-p.Window)) {
-					if e.losses != d.losses {
-						break
-					}
-					continue
-				}
-				if e.allowed {
-					units += e.cost
-				}
-			}
-			if units > p.Limit {
-				t.Errorf("%s, policy %s: the window ending at decision %d (%v) admitted %d units after the last loss, limit %d", name, p.Name, i, d.at.Format("15:04:05.000000"), units, p.Limit)
-				return
-			}
+		_, over := slidelogtest.CheckWindows(as, p.Limit, p.Window)
+		for _, w := range over {
+			t.Errorf("%s, policy %s: the window from %v admitted %d units after the last loss, limit %d", name, p.Name, w.From.Format("15:04:05.000000"), w.Units, p.Limit)
 		}
 	}
 }
