@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"os"
 	"testing"
 )
@@ -24,15 +25,7 @@ func RequireBinary(t testing.TB, name string) string {
 // stopped when the test ends, and fails the test if it cannot.
 func StartServer(t testing.TB, cfg ServerConfig) *Server {
 	t.Helper()
-	if cfg.Bin == "" {
-		cfg.Bin = RequireBinary(t, "redis-server")
-	}
-	s, err := cfg.Start(t.Context())
-	if err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
-	return s
+	return started(t, "redis-server", &cfg.Bin, func(ctx context.Context) (*Server, error) { return cfg.Start(ctx) })
 }
 
 // StartCluster starts a Redis Cluster as cfg says (see
@@ -40,15 +33,7 @@ func StartServer(t testing.TB, cfg ServerConfig) *Server {
 // if it cannot.
 func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
-	if cfg.Bin == "" {
-		cfg.Bin = RequireBinary(t, "redis-server")
-	}
-	c, err := cfg.Start(t.Context())
-	if err != nil {
-		t.Fatalf("start Redis Cluster: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	return c
+	return started(t, "Redis Cluster", &cfg.Bin, func(ctx context.Context) (*Cluster, error) { return cfg.Start(ctx) })
 }
 
 // StartSentinels starts a Sentinel set as cfg says (see
@@ -56,13 +41,21 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 // if it cannot.
 func StartSentinels(t testing.TB, cfg SentinelConfig) *Sentinels {
 	t.Helper()
-	if cfg.Bin == "" {
-		cfg.Bin = RequireBinary(t, "redis-server")
+	return started(t, "Sentinel set", &cfg.Bin, func(ctx context.Context) (*Sentinels, error) { return cfg.Start(ctx) })
+}
+
+// started sets *bin to the server binary (RequireBinary) if it is empty,
+// then calls start (which reads it), fails the test if it returns an error, and stops what it
+// started when the test ends.
+func started[T interface{ Stop() error }](t testing.TB, what string, bin *string, start func(context.Context) (T, error)) T {
+	t.Helper()
+	if *bin == "" {
+		*bin = RequireBinary(t, "redis-server")
 	}
-	s, err := cfg.Start(t.Context())
+	v, err := start(t.Context())
 	if err != nil {
-		t.Fatalf("start Sentinel set: %v", err)
+		t.Fatalf("start %s: %v", what, err)
 	}
-	t.Cleanup(func() { _ = s.Stop() })
-	return s
+	t.Cleanup(func() { _ = v.Stop() })
+	return v
 }
