@@ -181,38 +181,16 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := clusterKeysOnEveryMaster(t, client, store, "p" /* the children's limiter's name */, 3)
-	var children []*exec.Cmd
-	var outs []*bufio.Scanner
-	for range processes {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestExactnessChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "SLIDELOG_CHILD_PREFIX="+prefix, "SLIDELOG_CHILD_KEYS="+mustJSON(t, keys))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children = append(children, cmd)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		outs = append(outs, sc)
-	}
 	var admitted []admission
 	perChild := make([]int, processes)
-	for i, sc := range outs {
-		for sc.Scan() {
+	runChildren(t, processes, "TestExactnessChild", []string{"SLIDELOG_CHILD_PREFIX=" + prefix, "SLIDELOG_CHILD_KEYS=" + mustJSON(t, keys)},
+		func(i int, line []byte) {
 			var a admission
-			if json.Unmarshal(sc.Bytes(), &a) == nil && a.Key != "" {
+			if json.Unmarshal(line, &a) == nil && a.Key != "" {
 				admitted = append(admitted, a)
 				perChild[i]++
 			}
-		}
-		if err := children[i].Wait(); err != nil {
-			t.Fatalf("child %d: %v", i, err)
-		}
-	}
+		})
 	for i, n := range perChild {
 		if n == 0 {
 			t.Fatalf("child %d admitted nothing; every process must take part", i)
@@ -221,6 +199,39 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 	checkWindows(t, admitted, limit, window)
 	checkUtilisation(t, admitted, limit, window)
 	t.Logf("%d admissions from %d processes %v", len(admitted), processes, perChild)
+}
+
+// runChildren runs n child processes of this test binary, each running
+// the test named test alone with env added to its environment, and
+// hands every line each writes to stdout to line, with the child's
+// index, then waits for them all. A child that fails fails t.
+func runChildren(t *testing.T, n int, test string, env []string, line func(child int, b []byte)) {
+	t.Helper()
+	children := make([]*exec.Cmd, n)
+	outs := make([]*bufio.Scanner, n)
+	for i := range n {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		children[i] = cmd
+		outs[i] = bufio.NewScanner(out)
+		outs[i].Buffer(make([]byte, 1<<20), 64<<20)
+	}
+	for i, sc := range outs {
+		for sc.Scan() {
+			line(i, sc.Bytes())
+		}
+		if err := children[i].Wait(); err != nil {
+			t.Errorf("child %d: %v", i, err)
+		}
+	}
 }
 
 // TestExactnessChild is the body of a child process of
