@@ -517,7 +517,9 @@ type SentinelConfig struct {
 	// RaisePriority is ServerConfig's, for every process.
 	RaisePriority bool
 	// Bin is the server binary, which runs the Sentinels too (with
-	// --sentinel); empty: Binary("redis-server").
+	// --sentinel); empty: Binary("redis-server") for the servers, and for
+	// the Sentinels Binary("redis-sentinel") (Debian's package of that
+	// name, or the one beside SLIDELOG_REDIS_SERVER), else that server.
 	Bin string
 }
 
@@ -566,6 +568,18 @@ func (cfg SentinelConfig) Start(ctx context.Context) (_ *Sentinels, err error) {
 	if s.Replica, err = server.Start(ctx); err != nil {
 		return nil, err
 	}
+	sentinelBin := cfg.Bin
+	if server := strings.TrimSpace(os.Getenv(EnvRedisServer)); sentinelBin == "" && server == "" {
+		if sentinelBin, err = Binary("redis-sentinel"); err != nil {
+			return nil, fmt.Errorf("redis-sentinel: %w (Debian: apt-get install redis-sentinel; make test installs it)", err)
+		}
+	} else if sentinelBin == "" {
+		// The chosen server's own redis-sentinel, else the server itself
+		// (--sentinel): never the system's, which may be another version.
+		if p := filepath.Join(filepath.Dir(server), "redis-sentinel"); strings.Contains(server, "/") && isExecutable(p) {
+			sentinelBin = p
+		}
+	}
 	for range cfg.Sentinels {
 		dir, err := os.MkdirTemp("", "redistest-sentinel-")
 		if err != nil {
@@ -581,7 +595,7 @@ func (cfg SentinelConfig) Start(ctx context.Context) (_ *Sentinels, err error) {
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		sc := ServerConfig{Bin: cfg.Bin, Dir: dir, RaisePriority: cfg.RaisePriority, sentinelConf: conf}
+		sc := ServerConfig{Bin: sentinelBin, Dir: dir, RaisePriority: cfg.RaisePriority, sentinelConf: conf}
 		n, err := sc.Start(ctx)
 		if err != nil {
 			_ = os.RemoveAll(dir)
