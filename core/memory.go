@@ -46,11 +46,6 @@ func (l *Limiter) allowMemory(ctx context.Context, res *Result, key string, n in
 		}
 		return err
 	}
-	windows := l.windows
-	var buf [maxStackPolicies]window.Policy
-	if l.policyFunc != nil && !sameSlice(policies, l.policies) {
-		windows = appendWindows(buf[:0], policies)
-	}
 	// Field by field: a composite literal is built aside and copied, and
 	// the copy reads what was just written at another width, which
 	// stalls.
@@ -60,7 +55,11 @@ func (l *Limiter) allowMemory(ctx context.Context, res *Result, key string, n in
 	if l.metrics != nil || l.deny != nil {
 		sent = time.Now()
 	}
-	decideMemory(res, m.Table, m.Clock, &req, policies, windows, l.source)
+	if l.policyFunc != nil && !sameSlice(policies, l.policies) {
+		decideOwn(res, m, &req, policies, l.source)
+	} else {
+		decideMemory(res, m.Table, m.Clock, &req, policies, l.windows, l.source)
+	}
 	if res.Allowed {
 		res.ticket.from, res.ticket.key, res.ticket.id, res.ticket.cost = l, key, req.ID, n
 		if l.deny != nil {
@@ -87,6 +86,14 @@ func (l *Limiter) peekMemory(key string, policies []Policy) (Result, error) {
 	var res Result
 	peekMemory(&res, m.Table, m.Clock.Now(), &req, policies, appendWindows(buf[:0], policies), l.source)
 	return res, nil
+}
+
+// decideOwn is decideMemory on m for policies of a policy func, converted
+// here (on the stack when they are few). It is a function of its own, so
+// that a decision on the limiter's policies does not clear the array.
+func decideOwn(res *Result, m *memlog.Memory, req *memlog.Request, policies []Policy, source Source) {
+	var buf [maxStackPolicies]window.Policy
+	decideMemory(res, m.Table, m.Clock, req, policies, appendWindows(buf[:0], policies), source)
 }
 
 // maxStackPolicies is how many policies a decision on memory converts in
