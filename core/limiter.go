@@ -523,13 +523,14 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 // nothing was checked or recorded, so every policy reports no room left;
 // a denial asks the client to come back when the breaker probes again.
 func (l *Limiter) unchecked(req Request, allowed bool) Result {
-	states := make([]PolicyResult, len(req.Policies))
-	for i, p := range req.Policies {
+	var buf [maxStackPolicies]PolicyResult
+	states := buf[:0]
+	for _, p := range req.Policies {
 		st := PolicyResult{Policy: p, Allowed: allowed}
 		if !allowed {
 			st.RetryAfter = min(l.openTimeout, p.Window)
 		}
-		states[i] = st
+		states = append(states, st)
 	}
 	src := SourceFailOpen
 	if !allowed {

@@ -167,13 +167,27 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 	}
 	r := request(&req)
 	d, now := s.table.Take(s, &r, policies(req, pbuf[:0]), states)
-	return result(req.Policies, d, now, states), nil
+	setResult(&res, req.Policies, d, now, states)
+	return res, nil
 }
 
-// result is the Result of the table's decision d at now on policies, of
-// states[i] the state of policies[i], made by slidelog.NewResult. A
-// decision on one policy allocates nothing.
-func result(policies []slidelog.Policy, d window.Decision, now int64, states []window.State) slidelog.Result {
+// setResult writes to res the Result of the table's decision d at now on
+// policies, states[i] being the state of policies[i]. It is the
+// limiter's conversion (slidelog's setResult, which this package cannot
+// call: its arguments are internal types): one policy's state is written
+// to the top-level fields in place (every copy of a Result shows on a
+// decision that takes a tenth of a microsecond), several go through
+// slidelog.NewResult, which chooses the binding policy.
+func setResult(res *slidelog.Result, policies []slidelog.Policy, d window.Decision, now int64, states []window.State) {
+	if len(policies) == 1 {
+		p, st := &policies[0], &states[0]
+		res.Allowed, res.Limit, res.Policy, res.Remaining = d.Allowed, p.Limit, *p, int(st.Remaining)
+		res.RetryAfter = time.Duration(st.RetryAfter) * time.Microsecond
+		res.ResetAfter = time.Duration(st.ResetAfter) * time.Microsecond
+		res.Source, res.DecidedAt = Source, time.UnixMicro(now)
+		res.StableFor = time.Duration(d.Steady) * time.Microsecond
+		return
+	}
 	var buf [maxStack]slidelog.PolicyResult
 	out := buf[:0]
 	for i, st := range states[:len(policies)] {
@@ -183,10 +197,9 @@ func result(policies []slidelog.Policy, d window.Decision, now int64, states []w
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
 		})
 	}
-	res := slidelog.NewResult(out, Source)
+	*res = slidelog.NewResult(out, Source)
 	res.DecidedAt = time.UnixMicro(now)
 	res.StableFor = time.Duration(d.Steady) * time.Microsecond
-	return res
 }
 
 // validExact reports, cheaper than Request.Validate, that a request of

@@ -25,5 +25,7 @@ func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result
 		states = make([]window.State, n)
 	}
 	d := s.table.Peek(now, request(&req), policies(req, pbuf[:0]), states)
-	return result(req.Policies, d, now, states), nil
+	var res slidelog.Result
+	setResult(&res, req.Policies, d, now, states)
+	return res, nil
 }
