@@ -159,6 +159,16 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 			return res, err
 		}
 	}
+	if len(req.Policies) == 1 {
+		// Arrays of one: clearing arrays for several shows on a decision.
+		p := &req.Policies[0]
+		var st [1]window.State
+		ps := [1]window.Policy{{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Precision: p.Precision.Microseconds()}}
+		r := request(&req)
+		d, now := s.table.Take(s, &r, ps[:], st[:])
+		setResult(&res, req.Policies, d, now, st[:])
+		return res, nil
+	}
 	var pbuf [maxStack]window.Policy
 	var sbuf [maxStack]window.State
 	states := sbuf[:]
