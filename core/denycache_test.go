@@ -48,7 +48,7 @@ func TestDenyCache(t *testing.T) {
 	assert.Equal(t, first.DecidedAt.Add(300*time.Millisecond), cached.DecidedAt)
 
 	// The store agrees, field for field.
-	direct, err := store.Take(t.Context(), slidelog.Request{Namespace: l.Namespace(), Key: "k", Cost: 1, Policies: l.Policies(), ID: 1})
+	direct, err := store.Take(t.Context(), slidelog.Request{Namespace: slidelog.Namespace(l), Key: "k", Cost: 1, Policies: l.Policies(), ID: 1})
 	require.NoError(t, err)
 	assert.Equal(t, direct.RetryAfter, cached.RetryAfter)
 	assert.Equal(t, direct.ResetAfter, cached.ResetAfter)

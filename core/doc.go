@@ -80,8 +80,7 @@
 //     answers: the limiter adds no deadline of its own, since a busy
 //     process would misjudge a healthy node by one. Bounding a call on a
 //     node that stopped answering is the store's part (redisstore: its
-//     stall timeout for decisions, its client's timeouts for the other
-//     calls). When the context ends first, the call fails with the
+//     stall judgement, for every call). When the context ends first, the call fails with the
 //     context's error.
 //   - It goes through the circuit breaker of the key's node (WithBreaker).
 //     While the breaker is open, a decision goes to the failure mode at

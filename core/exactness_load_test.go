@@ -74,7 +74,7 @@ func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 		regs = append(regs, reg)
 	}
 	store0, _ := redisstore.New(clients[0], redisstore.WithKeyPrefix(prefix))
-	keys := clusterKeysOnEveryMaster(t, clients[0], store0, limiters[0].Namespace(), keysN)
+	keys := clusterKeysOnEveryMaster(t, clients[0], store0, slidelog.Namespace(limiters[0]), keysN)
 
 	cpuHog(t)
 	var mu sync.Mutex

@@ -87,7 +87,7 @@ func clusterKeysOnEveryMaster(t *testing.T, client *redis.ClusterClient, store *
 	perMaster := map[string][]string{}
 	for i := 0; len(keys) < 200; i++ {
 		id := "client-" + strconv.Itoa(i)
-		node, err := client.MasterForKey(t.Context(), store.Key(namespace, id))
+		node, err := client.MasterForKey(t.Context(), store.LogKey(namespace, id))
 		if err != nil {
 			t.Fatalf("MasterForKey: %v", err)
 		}
@@ -158,7 +158,7 @@ func TestClusterExactnessUnderConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := clusterKeysOnEveryMaster(t, client, store, l.Namespace(), 6)
+	keys := clusterKeysOnEveryMaster(t, client, store, slidelog.Namespace(l), 6)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("failure-mode decisions by reason: %v", labelCounts(t, reg, prommetrics.MetricFallbackActivations, "reason"))
@@ -311,7 +311,7 @@ func TestScriptFlushBetweenCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := clusterKeysOnEveryMaster(t, client, store, l.Namespace(), 3)
+	keys := clusterKeysOnEveryMaster(t, client, store, slidelog.Namespace(l), 3)
 	admitted := 0
 	for i := range 15 {
 		err := client.ForEachShard(t.Context(), func(ctx context.Context, node *redis.Client) error {
@@ -346,7 +346,7 @@ func TestClusterBucketsExactUnderConcurrency(t *testing.T) {
 	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: limit, Window: window, Precision: precision})
 	require.NoError(t, err)
 	defer l.Close()
-	keys := clusterKeysOnEveryMaster(t, client, store, l.Namespace(), 6)
+	keys := clusterKeysOnEveryMaster(t, client, store, slidelog.Namespace(l), 6)
 	admitted := flood(t, l, keys, callers, 3500*time.Millisecond)
 	peak := checkWindows(t, admitted, limit, window)
 	require.Len(t, peak, len(keys), "keys with admissions")

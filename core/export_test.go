@@ -16,3 +16,7 @@ func BreakerStates(l *Limiter) map[string]string {
 // OnMemory reports whether l decides on its memory store's logs itself
 // (Limiter.memory) rather than through the store's Take.
 func OnMemory(l *Limiter) bool { return l.memory != nil }
+
+// Namespace returns the namespace l gives its store with every key
+// (Request.Namespace).
+func Namespace(l *Limiter) string { return l.namespace }

@@ -190,18 +190,15 @@ func MustNew(store Store, policy Policy, opts ...Option) *Limiter {
 // none.
 func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies...) }
 
-// Name returns the limiter's name, as used in metric labels and as the
-// namespace of its logs (WithName).
+// Name returns the limiter's name (WithName, or the default: its
+// policies' names joined with "+"), as metric labels and log records
+// give it. Its logs in the store are keyed by the name
+// (Request.Namespace); without WithName, on a store that is not Local
+// (such as Redis), by the program's path (the import path of its main
+// package, such as "example.com/shop/cmd/api"), ":" and the name, so that
+// two programs sharing a Redis never share a budget by accident, while
+// the instances of one program do.
 func (l *Limiter) Name() string { return l.name }
-
-// Namespace returns the namespace the limiter gives its store with every
-// key (Request.Namespace): its name, given with WithName. Without
-// WithName, on a store that is not Local (such as Redis), it is the
-// program's path (the import path of its main package, such as
-// "example.com/shop/cmd/api"), ":" and the default name, so that two
-// programs sharing a Redis never share a budget by accident, while the
-// instances of one program do; on a Local store, the default name.
-func (l *Limiter) Namespace() string { return l.namespace }
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (res Result, err error) {

@@ -174,7 +174,7 @@ func WithObserver(o Observer) Option {
 // The default name is the policies' names joined with "+", such as
 // "per-second+per-hour". On a store shared between programs (one that is
 // not Local, such as Redis), the logs of a limiter without WithName are
-// also keyed by the program's path (see Limiter.Namespace): instances of
+// also keyed by the program's path (see Limiter.Name): instances of
 // one program share them, two programs never do, and a program whose
 // main package moves starts new logs.
 func WithName(name string) Option {

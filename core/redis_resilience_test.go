@@ -130,7 +130,7 @@ func keysByNode(t *testing.T, client *redis.ClusterClient, store *redisstore.Sto
 	out := make(map[string][]string)
 	for i := 0; len(out) < 3 || minLen(out) < n; i++ {
 		key := fmt.Sprintf("user-%d", i)
-		m, err := client.MasterForKey(t.Context(), store.Key(namespace, key))
+		m, err := client.MasterForKey(t.Context(), store.LogKey(namespace, key))
 		require.NoError(t, err)
 		addr := m.Options().Addr
 		if len(out[addr]) < n {
@@ -176,7 +176,7 @@ func TestClusterNodeFaultIsolated(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = l.Close() })
 
-			byNode := keysByNode(t, client, store, l.Namespace(), 20)
+			byNode := keysByNode(t, client, store, slidelog.Namespace(l), 20)
 			var victim string
 			for addr := range byNode {
 				victim = addr
@@ -276,7 +276,7 @@ func TestFallbackAdmissionsWrittenBack(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 
-	byNode := keysByNode(t, client, store, l.Namespace(), 3)
+	byNode := keysByNode(t, client, store, slidelog.Namespace(l), 3)
 	var victim string
 	for addr := range byNode {
 		victim = addr
@@ -305,7 +305,7 @@ func TestFallbackAdmissionsWrittenBack(t *testing.T) {
 		assert.False(t, res.Allowed, "the window after recovery holds the outage's %d admissions", limit)
 		return true
 	}, 5*time.Second, 20*time.Millisecond)
-	n, err := client.ZCard(t.Context(), store.Key(l.Namespace(), seen)).Result()
+	n, err := client.ZCard(t.Context(), store.LogKey(slidelog.Namespace(l), seen)).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(limit), n, "the log of the key holds its fallback admissions once")
 
@@ -315,7 +315,7 @@ func TestFallbackAdmissionsWrittenBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, redisstore.Source, res.Source)
 	require.Eventually(t, func() bool {
-		n, err := client.ZCard(t.Context(), store.Key(l.Namespace(), unseen)).Result()
+		n, err := client.ZCard(t.Context(), store.LogKey(slidelog.Namespace(l), unseen)).Result()
 		return err == nil && n == limit
 	}, 5*time.Second, 20*time.Millisecond, "the flush writes unseen's admissions back")
 
@@ -323,7 +323,7 @@ func TestFallbackAdmissionsWrittenBack(t *testing.T) {
 	res, err = l.Allow(t.Context(), unseen)
 	require.NoError(t, err)
 	assert.False(t, res.Allowed)
-	n, err = client.ZCard(t.Context(), store.Key(l.Namespace(), unseen)).Result()
+	n, err = client.ZCard(t.Context(), store.LogKey(slidelog.Namespace(l), unseen)).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(limit), n)
 }

@@ -113,10 +113,10 @@ type Route struct {
 	// address of a Redis Cluster master; "" when the store does not know
 	// it. A limiter keeps a circuit breaker per node.
 	Node string
-	// Key is the store's own name for the request's log (redisstore: the
-	// Redis key), opaque to the limiter; "" when the store computes it
-	// later.
-	Key string
+	// LogKey is the store's own name for the request's log (redisstore:
+	// the Redis key), opaque to the limiter; "" when the store computes
+	// it later. Request.Key is the identity the log belongs to.
+	LogKey string
 }
 
 // Router is a Store spread over several nodes, such as the masters of a

@@ -61,7 +61,7 @@ func TestRedisCostIsOneEntry(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 	require.Equal(t, 800_000, res.Remaining)
-	key := s.Key(l.Namespace(), "k")
+	key := s.LogKey(slidelog.Namespace(l), "k")
 	assert.Equal(t, int64(1), client.ZCard(t.Context(), key).Val(), "log entries after one admission of cost 200,000")
 	assert.Equal(t, []string{"200000"}, client.HVals(t.Context(), key+":c").Val(), "recorded costs")
 	bytes := client.MemoryUsage(t.Context(), key, 0).Val() + client.MemoryUsage(t.Context(), key+":c", 0).Val() + client.MemoryUsage(t.Context(), key+":s", 0).Val()
@@ -184,11 +184,11 @@ func TestDefaultNamespace(t *testing.T) {
 	}
 	// A test binary's main package is named after the package under test
 	// ("github.com/slidelog/slidelog/core.test").
-	ns := limiters[0].Namespace()
+	ns := slidelog.Namespace(limiters[0])
 	assert.True(t, strings.HasPrefix(ns, "github.com/slidelog/slidelog/core") && strings.HasSuffix(ns, ":p"),
 		"got namespace %q, want the program's path, a colon and p", ns)
 	assert.Equal(t, "p", limiters[0].Name(), "the name in metrics and logs stays the policies'")
-	assert.Equal(t, "p", limiters[2].Namespace())
+	assert.Equal(t, "p", slidelog.Namespace(limiters[2]))
 	for i, want := range []bool{true, true, false} {
 		res, err := limiters[i%2].Allow(t.Context(), "client")
 		require.NoError(t, err)
@@ -200,5 +200,5 @@ func TestDefaultNamespace(t *testing.T) {
 
 	mem := slidelog.MustNew(newMemoryStore(t), p)
 	t.Cleanup(func() { _ = mem.Close() })
-	assert.Equal(t, "p", mem.Namespace())
+	assert.Equal(t, "p", slidelog.Namespace(mem))
 }

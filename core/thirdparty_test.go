@@ -191,7 +191,7 @@ func TestThirdPartyStoreGetsBreakersAndDenyCache(t *testing.T) {
 		res, err := l.Allow(t.Context(), "b1")
 		return err == nil && res.Source != slidelog.SourceFallback
 	}, 5*time.Second, 50*time.Millisecond)
-	res, err = store.nodes["b"].Take(t.Context(), slidelog.Request{Namespace: l.Namespace(), Key: "b1", Cost: 1, Policies: l.Policies(), ID: 1})
+	res, err = store.nodes["b"].Take(t.Context(), slidelog.Request{Namespace: slidelog.Namespace(l), Key: "b1", Cost: 1, Policies: l.Policies(), ID: 1})
 	require.NoError(t, err)
 	assert.False(t, res.Allowed, "the fallback's admissions of b1 were not written back into node b")
 

@@ -196,7 +196,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 				gap++
 			}
 		}
-		held, err := e.client.ZCount(t.Context(), e.store.Key(e.l.Namespace(), k),
+		held, err := e.client.ZCount(t.Context(), e.store.LogKey(e.l.Name(), k),
 			strconv.FormatInt(gapStart.UnixMicro(), 10), strconv.FormatInt(gapEnd.UnixMicro(), 10)).Result()
 		if err != nil {
 			t.Fatalf("count the entries of %s: %v", k, err)
@@ -222,7 +222,7 @@ func newEnvN(t *testing.T, c *cluster, n int, p slidelog.Policy, storeOpts []red
 	for i := range n {
 		k := "q-" + strconv.Itoa(i)
 		e.keys = append(e.keys, k)
-		m, err := e.client.MasterForKey(t.Context(), e.store.Key(e.l.Namespace(), k))
+		m, err := e.client.MasterForKey(t.Context(), e.store.LogKey(e.l.Name(), k))
 		if err != nil {
 			t.Fatal(err)
 		}

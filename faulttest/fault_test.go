@@ -117,7 +117,7 @@ func newEnvViaWith(t *testing.T, c *cluster, px *proxies, p slidelog.Policy, sto
 	for i := range nkeys {
 		k := "k-" + strconv.Itoa(i)
 		e.keys = append(e.keys, k)
-		m, err := e.client.MasterForKey(t.Context(), e.store.Key(e.l.Namespace(), k))
+		m, err := e.client.MasterForKey(t.Context(), e.store.LogKey(e.l.Name(), k))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -480,7 +480,7 @@ func masterOf(t *testing.T, c *cluster, name, key string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := client.MasterForKey(t.Context(), store.Key(name, key))
+	m, err := client.MasterForKey(t.Context(), store.LogKey(name, key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -797,7 +797,7 @@ func TestFaults(t *testing.T) {
 		}
 		entries := int64(0)
 		for _, k := range e.keys {
-			n, err := e.client.ZCard(t.Context(), e.store.Key(e.l.Namespace(), k)).Result()
+			n, err := e.client.ZCard(t.Context(), e.store.LogKey(e.l.Name(), k)).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -273,7 +273,7 @@ func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option)
 				gap++
 			}
 		}
-		held, err := nm.ZCount(context.Background(), e.store.Key(e.l.Namespace(), k),
+		held, err := nm.ZCount(context.Background(), e.store.LogKey(e.l.Name(), k),
 			strconv.FormatInt(gapStart.UnixMicro(), 10), strconv.FormatInt(gapEnd.UnixMicro(), 10)).Result()
 		if err != nil {
 			t.Fatalf("count the entries of %s: %v", k, err)

@@ -5,7 +5,8 @@
 #                              results in bench/results/, tables on stdout (make bench)
 #   scripts/bench.sh report    measure, then write docs/benchmarks.md, docs/img/*.png and the
 #                              bucketed-sizing section of docs/scaling.md (make bench-report)
-#   scripts/bench.sh render    rewrite docs/benchmarks.md and the charts from bench/results/ only
+#   scripts/bench.sh render    rewrite docs/benchmarks.md and the charts without measuring: from
+#                              bench/results/ when a run left it, else from bench/recorded/ (tracked)
 #
 # Redis: SLIDELOG_REDIS_ADDR and SLIDELOG_CLUSTER_ADDRS when set; otherwise the
 # rig of scripts/redis-rig.sh (standalone :6399, Cluster :7100-7105), started
@@ -61,7 +62,12 @@ render() {
 }
 
 if [[ "$MODE" == render ]]; then
-  [[ -f "$RESULTS/latest.json" ]] || die "no $RESULTS/latest.json: run scripts/bench.sh first"
+  if [[ ! -f "$RESULTS/latest.json" && -f "$BENCH/recorded/benchmarks.json" ]]; then
+    go run ./cmd/slidebench report -in recorded/benchmarks.json -gotest recorded/gotest.txt \
+      -out "$ROOT/docs/benchmarks.md" -img "$ROOT/docs/img" -scaling-doc "$ROOT/docs/scaling.md" -record ""
+    exit 0
+  fi
+  [[ -f "$RESULTS/latest.json" ]] || die "no $RESULTS/latest.json and no bench/recorded/benchmarks.json: run scripts/bench.sh first"
   render
   exit 0
 fi

@@ -9,9 +9,10 @@
 #   eval "$(scripts/redis-rig.sh env)"
 #   scripts/script-cost.sh [rounds] [rev...]
 #
-# Each rev (a git revision) adds its core/redisstore/common.lua as a row,
-# to compare a change with what it replaced. The contenders take turns in
-# every round; the table shows each one's median over the rounds.
+# Each rev (a git revision) adds its core/redisstore/common.lua (with its
+# lib.lua joined in, when it has one) as a row, to compare a change with
+# what it replaced. The contenders take turns in every round; the table
+# shows each one's median over the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,10 +30,16 @@ done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-cp core/redisstore/common.lua "$dir/common"
+# withlib FILE LIB: the text Redis runs, FILE with LIB (lib.lua) joined in
+# after its first line, as core/redisstore/scripts.go joins them; LIB is
+# empty at revisions before the library.
+withlib() { head -n 1 "$1"; cat "$2"; tail -n +2 "$1"; }
+withlib core/redisstore/common.lua core/redisstore/lib.lua >"$dir/common"
 names=(common)
 for rev in "$@"; do
-  git show "$rev:core/redisstore/common.lua" >"$dir/common@$rev"
+  git show "$rev:core/redisstore/common.lua" >"$dir/file"
+  git show "$rev:core/redisstore/lib.lua" >"$dir/lib" 2>/dev/null || : >"$dir/lib"
+  withlib "$dir/file" "$dir/lib" >"$dir/common@$rev"
   names+=("common@$rev")
 done
 cp bench/contender/article.lua "$dir/article"

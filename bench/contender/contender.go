@@ -6,9 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -247,6 +251,25 @@ func (e *evalSHA) Allow(ctx context.Context, key string) (bool, error) {
 
 func (e *evalSHA) Close() error { return nil }
 
+// ReadScript returns the text Redis runs for slidelog's script file at
+// path: the file with the lib.lua beside it joined in after its first
+// line, as core/redisstore/scripts.go joins them (a file without a
+// lib.lua beside it, as before the library, is returned as it is).
+func ReadScript(path string) (string, error) {
+	file, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	lib, err := os.ReadFile(filepath.Join(filepath.Dir(path), "lib.lua"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return string(file), nil
+	} else if err != nil {
+		return "", err
+	}
+	first, rest, _ := strings.Cut(string(file), "\n")
+	return first + "\n" + string(lib) + rest, nil
+}
+
 // NewScript returns a contender that runs slidelog's decision script src
 // (core/redisstore/common.lua, the script that decides a take of cost 1 on
 // exact policies) with one plain EVALSHA per call, on the key slidelog's
@@ -273,7 +296,7 @@ func (p *plainScript) Allow(ctx context.Context, key string) (bool, error) {
 	// A 6-byte random member, the size slidelog's store sends.
 	var member [8]byte
 	binary.BigEndian.PutUint64(member[:], rand.Uint64())
-	k := p.store.Key("bench", key)
+	k := p.store.LogKey("bench", key)
 	reply, err := p.script.Run(ctx, p.client, []string{k}, member[2:], 0, p.limit, p.window).Int64Slice()
 	if err != nil {
 		return false, err

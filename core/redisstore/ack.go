@@ -176,10 +176,10 @@ func (s *Store) takeKept(ctx context.Context, req slidelog.Request, r slidelog.R
 	for _, p := range req.Policies {
 		args = append(args, p.Limit, p.Window.Microseconds(), p.Precision.Microseconds())
 	}
-	reply, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, args)
+	reply, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, args)
 	if wrongType(err) {
-		s.repair(ctx, r.Key)
-		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, args)
+		s.repair(ctx, r.LogKey)
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, args)
 	}
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
@@ -204,13 +204,13 @@ func (s *Store) takeKept(ctx context.Context, req slidelog.Request, r slidelog.R
 			}
 		}
 	}
-	s.kept.Settle(r.Key, es, server, durable, sent)
+	s.kept.Settle(r.LogKey, es, server, durable, sent)
 	switch {
 	case a == nil:
 	case durable:
-		s.kept.Acked(r.Key, server, sent)
+		s.kept.Acked(r.LogKey, server, sent)
 	case res.Allowed:
-		s.keepUnacked(r.Key, r.Node, req, res.DecidedAt, sent, server, acked)
+		s.keepUnacked(r.LogKey, r.Node, req, res.DecidedAt, sent, server, acked)
 	}
 	return res, nil
 }
@@ -223,9 +223,9 @@ func (s *Store) Keep(req slidelog.Request, at time.Time) {
 	if req.ValidateRecord(at) != nil {
 		return
 	}
-	key := req.Route.Key
+	key := req.Route.LogKey
 	if key == "" {
-		key = s.Key(req.Namespace, req.Key)
+		key = s.LogKey(req.Namespace, req.Key)
 	}
 	s.kept.Add(key, writeback.Entry[slidelog.Request]{Req: req, ID: req.ID, At: at, Expires: at.Add(longestWindow(req.Policies)), Server: writeback.Unwritten})
 }
@@ -234,7 +234,7 @@ func (s *Store) Keep(req slidelog.Request, at time.Time) {
 // req.ID under req's key.
 func (s *Store) Forget(req slidelog.Request) {
 	if s.kept.Len() > 0 {
-		s.kept.Forget(s.Key(req.Namespace, req.Key), req.ID)
+		s.kept.Forget(s.LogKey(req.Namespace, req.Key), req.ID)
 	}
 }
 

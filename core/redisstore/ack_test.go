@@ -107,7 +107,7 @@ func TestReplicaAckWritesBackLostAdmissions(t *testing.T) {
 			require.Equal(t, redisstore.ReplicaAckStats{Unacknowledged: 3, WrittenBack: 1, Pending: 3}, stats)
 
 			// The master loses its writes.
-			key := s.Key(req.Namespace, req.Key)
+			key := s.LogKey(req.Namespace, req.Key)
 			require.NoError(t, client.Del(t.Context(), key, key+":c", key+":s", key+":b", key+":r").Err())
 			now = now.Add(2 * time.Second)
 

@@ -25,90 +25,71 @@
 -- When the expiry falls short of now + retention, the entries that left
 -- the retention are evicted and the expiry moves a quarter of the
 -- retention past what is needed.
+--
+-- scripts.go joins lib.lua (clock, plain, plainx) in after the #!lua line.
 
 local log, id = KEYS[1], ARGV[1]
 local now = tonumber(ARGV[2])
-local n, limits, windows, counts, longest, tag, x, off
-if #ARGV == 4 then
-  -- One policy, the commonest case, without tables until a denial: the
-  -- same steps as the loop below, spelt out for n = 1. Each table and
-  -- loop costs on every call, and this path runs for most decisions.
-  local limit, w = tonumber(ARGV[3]), tonumber(ARGV[4])
-  if not now or not limit or not w or limit < 1 or w < 1 then return {-1} end
-  tag = 2 * (math.floor(w / 1000) % 509)
-  local clock = redis.call('TIME')
-  x = redis.pcall('PEXPIRETIME', log)
-  if type(x) ~= 'number' or not (x == -2 or (x >= 0 and x % 2 == 0 and x % 1024 == tag)) then
-    return {-1}
-  end
-  off = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-  if now == 0 then now, off = off, 0 else off = off - now end
-  local c = 0
-  if x ~= -2 then c = redis.call('ZCOUNT', log, now - w + 1, '+inf') end
-  if c < limit then
-    if redis.call('ZADD', log, 'NX', now, id) == 0 then return {-1} end
-    if x == -2 or x * 1000 - off < now + w then
-      if x ~= -2 then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - w) end
-      local ms = math.ceil((now + w + math.floor(w / 4) + off) / 1000)
-      redis.call('PEXPIREAT', log, ms + (tag - ms % 1024) % 1024)
-    end
-    return {1, now, 0, limit - c - 1, 0, w}
-  end
-  n, limits, windows, counts = 1, {limit}, {w}, {c}
-else
-  n = (#ARGV - 2) / 2
-  if not now or n < 1 or n % 1 ~= 0 then return {-1} end
-  limits, windows, longest = {}, {}, 0
-  for i = 1, n do
+local n = (#ARGV - 2) / 2
+-- limit, longest: the first policy's limit and window; longest becomes
+-- the longest window, the log's retention.
+local limit, longest = tonumber(ARGV[3]), tonumber(ARGV[4])
+if not now or n < 1 or n % 1 ~= 0 or not limit or not longest or limit < 1 or longest < 1 then return {-1} end
+-- One policy, the commonest case, runs without a table until a denial:
+-- each table and loop costs on every call, and this path runs for most
+-- decisions. limits, windows, counts: per policy, for several.
+local limits, windows, counts
+if n > 1 then
+  limits, windows = {limit}, {longest}
+  for i = 2, n do
     local l, w = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
     if not l or not w or l < 1 or w < 1 then return {-1} end
     limits[i], windows[i] = l, w
     if w > longest then longest = w end
   end
+end
 
-  -- A plain log's expiry is an even ms whose residue modulo 1024 is the
-  -- tag of its retention (script.lua's tag).
-  tag = 2 * (math.floor(longest / 1000) % 509)
-  local clock = redis.call('TIME')
-  x = redis.pcall('PEXPIRETIME', log)
-  if type(x) ~= 'number' or not (x == -2 or (x >= 0 and x % 2 == 0 and x % 1024 == tag)) then
-    return {-1}
-  end
-  local server = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-  off = 0
-  if now == 0 then now = server else off = server - now end
-  local fresh = x == -2
+local off
+now, off = clock(now)
+local x = redis.pcall('PEXPIRETIME', log)
+if type(x) ~= 'number' or not plain(x, longest) then return {-1} end
+local fresh = x == -2
 
-  -- counts[i]: the entries in policy i's window; a window that an earlier
-  -- policy has is counted once.
-  local deny = false
+-- Count each window: c for one policy; counts[i] for several, a window
+-- that an earlier policy has counted once.
+local c, deny = 0, false
+if n == 1 then
+  if not fresh then c = redis.call('ZCOUNT', log, now - longest + 1, '+inf') end
+  deny = c >= limit
+else
   counts = {}
   for i = 1, n do
-    local c = nil
-    if fresh then c = 0 end
+    local ci = nil
+    if fresh then ci = 0 end
     for j = 1, i - 1 do
-      if c then break end
-      if windows[j] == windows[i] then c = counts[j] end
+      if ci then break end
+      if windows[j] == windows[i] then ci = counts[j] end
     end
-    if not c then c = redis.call('ZCOUNT', log, now - windows[i] + 1, '+inf') end
-    counts[i] = c
-    if c + 1 > limits[i] then deny = true end
-  end
-
-  if not deny then
-    if redis.call('ZADD', log, 'NX', now, id) == 0 then return {-1} end
-    if fresh or x * 1000 - off < now + longest then
-      if not fresh then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - longest) end
-      local ms = math.ceil((now + longest + math.floor(longest / 4) + off) / 1000)
-      redis.call('PEXPIREAT', log, ms + (tag - ms % 1024) % 1024)
-    end
-    local reply = {1, now, 0}
-    for i = 1, n do
-      reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = limits[i] - counts[i] - 1, 0, windows[i]
-    end
-    return reply
+    if not ci then ci = redis.call('ZCOUNT', log, now - windows[i] + 1, '+inf') end
+    counts[i] = ci
+    if ci + 1 > limits[i] then deny = true end
   end
 end
+
+if not deny then
+  if redis.call('ZADD', log, 'NX', now, id) == 0 then return {-1} end
+  if fresh or x * 1000 - off < now + longest then
+    if not fresh then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - longest) end
+    redis.call('PEXPIREAT', log, plainx(now + longest + math.floor(longest / 4) + off, longest))
+  end
+  if n == 1 then return {1, now, 0, limit - c - 1, 0, longest} end
+  local reply = {1, now, 0}
+  for i = 1, n do
+    reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = limits[i] - counts[i] - 1, 0, windows[i]
+  end
+  return reply
+end
+if n == 1 then limits, windows, counts = {limit}, {longest}, {c} end
 if redis.call('ZSCORE', log, id) then return {-1} end
 
 -- A denial (not a retry): script.lua's step 8 on the counts read.

@@ -69,7 +69,7 @@ func checkWindows(t *testing.T, name string, ds []decision, policies []slidelog.
 
 // keysOf returns the Redis keys of identity in the limiter's namespace.
 func keysOf(s *redisstore.Store, namespace, identity string) []string {
-	k := s.Key(namespace, identity)
+	k := s.LogKey(namespace, identity)
 	return []string{k, k + ":c", k + ":s", k + ":b", k + ":r"}
 }
 
@@ -107,7 +107,7 @@ func TestDamagedKeysHeal(t *testing.T) {
 				l, err := slidelog.New(s, tt.policies[0], slidelog.WithPolicy(tt.policies[1:]...), slidelog.WithName("damage"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
 				require.NoError(t, err)
 				defer l.Close()
-				keys := keysOf(s, l.Namespace(), "id")
+				keys := keysOf(s, l.Name(), "id")
 				var ds []decision
 				losses, admitted, denied := 0, 0, 0
 				for i := 0; i < 800; i++ {
@@ -161,7 +161,7 @@ func TestLostLogIsNotAnAdmission(t *testing.T) {
 	res, err := l.AllowN(t.Context(), "k", 2) // a cost: the log gets its state hash
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	keys := keysOf(s, l.Namespace(), "k")
+	keys := keysOf(s, l.Name(), "k")
 	require.NoError(t, client.Del(t.Context(), keys[0]).Err())
 	admitted := 0
 	for range 20 {
@@ -183,7 +183,7 @@ func TestLostLogIsNotAnAdmission(t *testing.T) {
 	res, err = l.AllowN(t.Context(), "c", 6)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	require.NoError(t, client.Del(t.Context(), keysOf(s, l.Namespace(), "c")[2]).Err())
+	require.NoError(t, client.Del(t.Context(), keysOf(s, l.Name(), "c")[2]).Err())
 	units := 6
 	for range 10 {
 		res, err := l.AllowN(t.Context(), "c", 2)
@@ -255,7 +255,7 @@ func TestEvictionUnderMemoryPressure(t *testing.T) {
 	const ids = 40
 	owner := map[string]int{}
 	for id := range ids {
-		for _, k := range keysOf(s, l.Namespace(), strconv.Itoa(id)) {
+		for _, k := range keysOf(s, l.Name(), strconv.Itoa(id)) {
 			owner[k] = id
 		}
 	}
@@ -342,7 +342,7 @@ func TestWrongTypeKeyIsRebuilt(t *testing.T) {
 				slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 2}), slidelog.WithLogger(logger))
 			require.NoError(t, err)
 			defer l.Close()
-			keys := keysOf(s, l.Namespace(), "bad")
+			keys := keysOf(s, l.Name(), "bad")
 			for i := range 50 {
 				// A different part of the log each time, the log itself
 				// among them.

@@ -78,7 +78,7 @@ const CommonHandOver = "--"
 // first here too; when it hands over, the calls of both are returned,
 // separated by CommonHandOver.
 func ScriptCalls(ctx context.Context, s *Store, op string, req slidelog.Request, at int64) ([]string, []any, error) {
-	key := s.Key(req.Namespace, req.Key)
+	key := s.LogKey(req.Namespace, req.Key)
 	full := countingScript
 	if s.legacy.Load() {
 		full = countingLegacy

@@ -37,7 +37,7 @@ func offline(opts ...redisstore.Option) []redisstore.Option {
 
 func checkKeyShape(t *testing.T, store *redisstore.Store, prefix, namespace, identity string) string {
 	t.Helper()
-	key := store.Key(namespace, identity)
+	key := store.LogKey(namespace, identity)
 	if !strings.HasPrefix(key, prefix) {
 		t.Fatalf("Key(%q) = %q, want prefix %q", identity, key, prefix)
 	}
@@ -72,7 +72,7 @@ func FuzzRedisKey(f *testing.F) {
 		if (ka == kb) != (nsA == nsB && a == b) {
 			t.Fatalf("Key(%q, %q) = %q and Key(%q, %q) = %q: equal keys must mean equal namespaces and identities", nsA, a, ka, nsB, b, kb)
 		}
-		if store.Key(nsA, a) != ka {
+		if store.LogKey(nsA, a) != ka {
 			t.Fatalf("Key(%q, %q) is not stable", nsA, a)
 		}
 	})
@@ -87,7 +87,7 @@ func TestKeySecretChangesTheSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.Key("", "client") == secret.Key("", "client") {
+	if plain.LogKey("", "client") == secret.LogKey("", "client") {
 		t.Fatalf("the key secret did not change the key of %q", "client")
 	}
 }

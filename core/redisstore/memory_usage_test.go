@@ -25,7 +25,7 @@ func TestRedisBytesPerEntry(t *testing.T) {
 		{limit: 2000, maxByte: 100},
 	} {
 		store := newRedisStore(t, client)
-		l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: tc.limit, Window: time.Hour})
+		l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: tc.limit, Window: time.Hour}, slidelog.WithName("usage"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +35,7 @@ func TestRedisBytesPerEntry(t *testing.T) {
 				t.Fatalf("Allow = %+v, %v", res, err)
 			}
 		}
-		key := store.Key(l.Namespace(), "k")
+		key := store.LogKey(l.Name(), "k")
 		bytes := logBytes(t, client, key)
 		encoding, _ := client.ObjectEncoding(t.Context(), key).Result()
 		perEntry := float64(bytes) / float64(tc.limit)
@@ -64,7 +64,7 @@ func TestRedisBytesPerEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := newRedisStore(t, client)
-	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 2000, Window: time.Hour})
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 2000, Window: time.Hour}, slidelog.WithName("usage"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestRedisBytesPerEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bytes := logBytes(t, client, store.Key(l.Namespace(), "k"))
-	encoding, _ := client.ObjectEncoding(t.Context(), store.Key(l.Namespace(), "k")).Result()
+	bytes := logBytes(t, client, store.LogKey(l.Name(), "k"))
+	encoding, _ := client.ObjectEncoding(t.Context(), store.LogKey(l.Name(), "k")).Result()
 	t.Logf("limit 2000 with zset-max-listpack-entries 2048: MEMORY USAGE %d bytes, %.1f B/entry, encoding %s", bytes, float64(bytes)/2000, encoding)
 	if (encoding != "listpack" && encoding != "ziplist") || float64(bytes)/2000 > 22 {
 		t.Errorf("with zset-max-listpack-entries 2048: encoding %s, %.1f B/entry; want listpack (ziplist on Redis 6.2) at most 22 B/entry", encoding, float64(bytes)/2000)

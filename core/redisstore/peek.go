@@ -2,24 +2,9 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
-	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	slidelog "github.com/slidelog/slidelog/core"
-)
-
-//go:embed peek.lua
-var peekSource string
-
-// peekScript reads a key's usage without writing (Store.Peek); it
-// declares itself read-only, so Redis runs it even out of memory.
-// legacyPeekScript is the same text without that line, for Redis 6.2.
-var (
-	peekScript       = redis.NewScript(peekSource)
-	legacyPeekScript = redis.NewScript(peekSource[strings.Index(peekSource, "\n")+1:])
 )
 
 // Peek implements slidelog.Peeker with one run of a read-only script on
@@ -42,7 +27,7 @@ func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result
 	if s.legacy.Load() {
 		sc = legacyPeekScript
 	}
-	reply, err := sc.Run(ctx, s.client, logKeys(s.Key(req.Namespace, req.Key)), args...).Int64Slice()
+	reply, err := s.pipes.run(ctx, sc, s.routed(ctx, req), args)
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}

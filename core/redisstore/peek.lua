@@ -2,6 +2,7 @@
 -- slidelog: read a key's usage per policy without recording anything
 -- (Store.Peek). It reads the data script.lua keeps (see its header for
 -- the layout) and writes nothing, so it runs on a server out of memory.
+-- scripts.go joins lib.lua (bucket, walk, fmt, clock) in after the first line.
 --
 -- KEYS     as script.lua: the log, costs, state, buckets, recent
 -- ARGV[1]  now in microseconds, or 0 to read the server's clock (TIME)
@@ -20,18 +21,7 @@ local npolicies = (#ARGV - 2) / 3
 if not now or not cost or cost < 1 or npolicies < 1 or npolicies % 1 ~= 0 then
   return redis.error_reply('ERR slidelog: bad arguments')
 end
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-local fmt = function(n) return string.format('%.0f', n) end
-
--- bucket is floor(t/p), corrected for the rounding of the division.
-local function bucket(t, p)
-  local b = math.floor(t / p)
-  if b * p > t then b = b - 1 elseif (b + 1) * p <= t then b = b + 1 end
-  return b
-end
+if now == 0 then now = clock(0) end
 
 -- entries returns the members and times of the log's entries stamped
 -- after cut, oldest first, with their costs (1 when costs has none).
@@ -86,27 +76,6 @@ local function series(wtext, ptext, w, p)
   return n, f, h, name
 end
 
--- walk returns the first bucket from f that holds units and the bucket
--- holding the k-th oldest unit (nil when k is 0 or beyond the series).
-local function walk(name, f, h, k)
-  local first, acc, b = nil, 0, f
-  while b <= h do
-    local names = {}
-    for j = b, math.min(b + 99, h) do names[#names + 1] = name .. ':' .. fmt(j) end
-    local got = redis.call('HMGET', bkt, unpack(names))
-    for j = 1, #names do
-      if got[j] then
-        first = first or b + j - 1
-        acc = acc + tonumber(got[j])
-        if k > 0 and acc >= k then return first, b + j - 1 end
-      end
-    end
-    if k <= 0 and first then return first, nil end
-    b = b + 100
-  end
-  return first, nil
-end
-
 local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
 local newest_at = newest[2] and tonumber(newest[2]) or nil
 
@@ -136,7 +105,7 @@ for i = 1, npolicies do
     count = n
     local need = 0
     if count + cost > limit then need = count + cost - limit end
-    local first, last = walk(name, f, h, need)
+    local first, last = walk(bkt, name, f, h, need)
     if first then leave = (first + 1) * p + w - now end
     if last then
       retry = (last + 1) * p + w - now

@@ -868,7 +868,7 @@ func poolSize(client redis.UniversalClient) int {
 // whose node is not known yet share one batcher; the Cluster client's
 // pipeline routes each of them by its key.
 func (p *pipelines) run(ctx context.Context, sc *redis.Script, r slidelog.Route, args []any) ([]int64, error) {
-	reply, _, err := p.runAcked(ctx, sc, logKeys(r.Key), r, args)
+	reply, _, err := p.runAcked(ctx, sc, logKeys(r.LogKey), r, args)
 	return reply, err
 }
 

@@ -2,6 +2,8 @@
 -- slidelog: one atomic operation on a strict sliding-window log, and on
 -- bucketed windows for policies with a precision.
 -- See docs/algorithm.md for the guarantee and each step.
+-- scripts.go joins lib.lua (clock, fmt, tag, plain, plainx, bucket, walk)
+-- in after the #!lua line.
 --
 -- KEYS[1]  the log, a sorted set: member = request ID, score = time in microseconds
 -- KEYS[2]  costs, a hash: request ID -> cost, only for entries whose cost is not 1
@@ -76,15 +78,8 @@ end
 -- off is the server's clock minus now (µs): 0 unless the caller sends
 -- its own time (tests). Expiries are the server's Unix ms: a time t of
 -- this call is the server's t + off.
-local off = 0
-do
-  local t = redis.call('TIME')
-  local server = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if now == 0 then now = server else off = server - now end
-end
-
--- fmt spells an integer in full (tostring would round it to 14 digits).
-local fmt = function(n) return string.format('%.0f', n) end
+local off
+now, off = clock(now)
 
 -- Policies: exact ones (precision 0) work on the log, bucketed ones on
 -- their series of buckets. limits, windows: per policy; series[i] the
@@ -136,28 +131,11 @@ if nexact > 0 or op == 'refund' then
   if type(xlog) ~= 'number' then xlog = nil end
 end
 
--- tag names a retention r (µs) in a plain log's expiry: an even residue
--- modulo 1024, so that a limiter knows whether it set the expiry itself.
--- Two retentions share a tag only when their milliseconds differ by a
--- multiple of 509 (for whole seconds: by a multiple of 509 s).
-local function tag(r) return 2 * (math.floor(r / 1000) % 509) end
 -- at returns the time (µs, this call's clock) of a server expiry x (ms).
+-- (tag, plain, plainx: lib.lua.)
 local function at_(x) return x * 1000 - off end
--- plainx is the first server ms at or after t (µs) carrying the tag of r.
-local function plainx(t, r)
-  local ms = math.ceil((t + off) / 1000)
-  return ms + (tag(r) - ms % 1024) % 1024
-end
 
 local st = nil
-
--- bucket returns the index of the bucket of width p holding time t,
--- floor(t/p), corrected for the rounding of the division.
-local function bucket(t, p)
-  local b = math.floor(t / p)
-  if b * p > t then b = b - 1 elseif (b + 1) * p <= t then b = b + 1 end
-  return b
-end
 
 -- The member of this request in recent: its ID, and its cost when not 1.
 local rmember = id
@@ -376,7 +354,7 @@ local nolog = xlog == -2
 -- another retention (or by a version of this script that kept a state
 -- hash for every log): read as a special log that lost its state.
 local foreign = xlog ~= nil and xlog >= 0 and xlog % 2 == 0 and xlog % 1024 ~= tag(longest)
-local special = xlog == nil or xlog == -1 or (xlog >= 0 and xlog % 2 == 1) or foreign
+local special = xlog == nil or not plain(xlog, longest)
 local nocosts, hold, newhold, stale, evicted = false, 0, false, false, false
 
 -- convert makes a plain log special, deleting what an earlier life of the
@@ -630,7 +608,7 @@ if nexact > 0 then
       -- Nothing left that needs the state (no costs, no other limiter's
       -- retention, no hold): the log becomes plain again.
       redis.call('DEL', state)
-      redis.call('PEXPIREAT', log, plainx(keep + math.floor(longest / 4), longest))
+      redis.call('PEXPIREAT', log, plainx(keep + math.floor(longest / 4) + off, longest))
     elseif renew then
       if stale then redis.call('DEL', state) end
       redis.call('HSET', state, unpack(out))
@@ -646,7 +624,7 @@ if nexact > 0 then
       if cost ~= 1 then redis.call('PEXPIREAT', costs, x) end
     end
   elseif added and (nolog or at_(xlog) < keep) then
-    redis.call('PEXPIREAT', log, plainx(keep + math.floor(longest / 4), longest))
+    redis.call('PEXPIREAT', log, plainx(keep + math.floor(longest / 4) + off, longest))
   end
 end
 
@@ -684,29 +662,6 @@ local function unit_at(cut, k)
   end
 end
 
--- bucket_walk returns, for series sr, the first bucket that holds units
--- and the bucket holding the k-th oldest unit (nil when k is 0 or more
--- than the series holds), reading the buckets oldest first.
-local function bucket_walk(sr, k)
-  local first, acc = nil, 0
-  local b = sr.f
-  while b <= sr.h do
-    local names = {}
-    for j = b, math.min(b + 99, sr.h) do names[#names + 1] = sr.name .. ':' .. fmt(j) end
-    local got = redis.call('HMGET', bkt, unpack(names))
-    for j = 1, #got do
-      if got[j] then
-        first = first or b + j - 1
-        acc = acc + tonumber(got[j])
-        if k > 0 and acc >= k then return first, b + j - 1 end
-      end
-    end
-    if k <= 0 and first then return first, nil end
-    b = b + 100
-  end
-  return first, nil
-end
-
 local reply = {allowed, now, 0}
 local steady = 0
 for i = 1, npolicies do
@@ -718,7 +673,7 @@ for i = 1, npolicies do
     local need = 0
     if count + cost > limit then need = count + cost - limit end
     if allowed == 0 then
-      local first, last = bucket_walk(sr, need)
+      local first, last = walk(bkt, sr.name, sr.f, sr.h, need)
       if first then
         local leave = (first + 1) * sr.p + window - now
         if steady == 0 or leave < steady then steady = leave end

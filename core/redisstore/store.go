@@ -1,7 +1,9 @@
 // Package redisstore keeps sliding-window logs in Redis, on a single
-// server or a Redis Cluster, and decides each request in a Lua script
-// (one run, or two when the common path hands over to the full one), so
-// decisions are atomic and exact however many processes share the server.
+// server or a Redis Cluster, and decides each request in Lua: one script
+// run, or two when the common path's short script (a take of cost 1 on
+// exact policies) hands the request over, having written nothing, to the
+// whole script. The run that decides is atomic, so decisions are exact
+// however many processes share the server.
 //
 //	client, err := redisstore.Connect(ctx, "10.0.0.1:6379") // a *redis.Client or a *redis.ClusterClient
 //	// or, through Sentinels: redisstore.Connect(ctx, "redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/mymaster")
@@ -78,34 +80,6 @@ import (
 	"github.com/slidelog/slidelog/core/internal/writeback"
 )
 
-//go:embed script.lua
-var scriptSource string
-
-// script is the whole decision script; its text never changes per request.
-// It declares itself with #!lua, so Redis 7 and later refuse it whole when
-// out of memory. legacyScript is the same text with legacy.lua in place of
-// that line, for Redis 6.2, which cannot parse it (see Store).
-var (
-	script       = redis.NewScript(scriptSource)
-	legacyScript = redis.NewScript(legacyScriptSource())
-	// commonScript is the decision's common path alone (common.lua): a
-	// take of cost 1 on exact policies of a plain log, with the log as
-	// its only key. Where that does not apply it has written nothing and
-	// replies {notCommon}, and the store runs script. It needs
-	// PEXPIRETIME (Redis 7.0), so a store whose servers run
-	// legacyScript never uses it.
-	commonScript = redis.NewScript(commonSource)
-)
-
-//go:embed common.lua
-var commonSource string
-
-//go:embed repair.lua
-var repairSource string
-
-// repairScript deletes the keys of a log that hold the wrong type.
-var repairScript = redis.NewScript(repairSource)
-
 // logKeyTypes are the types of logKeys's keys, in order.
 var logKeyTypes = []any{"zset", "hash", "hash", "hash", "zset"}
 
@@ -137,16 +111,6 @@ func (s *Store) repair(ctx context.Context, key string) {
 
 // notCommon is commonScript's reply when the full steps are needed.
 const notCommon = -1
-
-//go:embed legacy.lua
-var legacySource string
-
-// legacyScriptSource is the script for Redis 6.2: legacy.lua in place of
-// its #!lua line. legacy.lua makes a script that starts out of memory fail
-// with OOM before any write, as Redis 7 refuses the script with the line.
-func legacyScriptSource() string {
-	return legacySource + strings.TrimPrefix(scriptSource, "#!lua\n")
-}
 
 // Operations of the script (its ARGV[1]).
 const (
@@ -508,15 +472,16 @@ func (s *Store) Describe() slidelog.StoreInfo {
 	return slidelog.StoreInfo{Name: string(Source), Clock: s.clock}
 }
 
-// Key returns the Redis key that holds the log of identity in namespace
-// (slidelog.Request.Namespace: a limiter's name). The
-// costs of the log's entries and its per-window sums live beside it, in
-// Key + ":c" and Key + ":s", and the buckets of policies with a precision
-// and their latest admissions in Key + ":b" and Key + ":r", in the same
-// hash slot. The HMAC reads
+// LogKey returns the Redis key that holds the log of identity in
+// namespace (slidelog.Request.Namespace: a limiter's name); a limiter's
+// Router passes it back in slidelog.Route.LogKey. The costs of the log's
+// entries and its per-window sums live beside it, in LogKey + ":c" and
+// LogKey + ":s", and the buckets of policies with a precision and their
+// latest admissions in LogKey + ":b" and LogKey + ":r", in the same hash
+// slot. The HMAC reads
 // the namespace's length as a uvarint, the namespace, then the identity,
 // so no two (namespace, identity) pairs share a key.
-func (s *Store) Key(namespace, identity string) string {
+func (s *Store) LogKey(namespace, identity string) string {
 	k := s.macs.Get().(*keyMAC)
 	k.mac.Reset()
 	k.in = binary.AppendUvarint(k.in[:0], uint64(len(namespace)))
@@ -556,15 +521,20 @@ func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route 
 	return s.route(ctx, req)
 }
 
-// Take implements slidelog.Store with one run of the decision script,
-// through the pipelines of the key's node, at req.Route when the limiter
-// routed it. It expects a valid request (slidelog.Request.Validate), as a
-// limiter sends.
+// Take implements slidelog.Store with one or two script runs, through the
+// pipelines of the key's node, at req.Route when the limiter routed it. A
+// take of cost 1 on exact policies (one or several) runs the common
+// path's script (common.lua) first; where that does not decide, having
+// written nothing (a log that is not plain, a retry), the whole script
+// (script.lua) runs next and decides. Any other take runs the whole
+// script alone. A key of the wrong type costs a repair and a run more.
+// It expects a valid request (slidelog.Request.Validate), as a limiter
+// sends.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 	r := s.routed(ctx, req)
 	if s.kept.Len() > 0 {
 		// The key's kept admissions travel with its decision.
-		if es := s.kept.Pending(r.Key, s.now(), nil); len(es) > 0 {
+		if es := s.kept.Pending(r.LogKey, s.now(), nil); len(es) > 0 {
 			return s.takeKept(ctx, req, r, es)
 		}
 	}
@@ -576,7 +546,7 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 	)
 	common := s.common(req)
 	if common {
-		call := newCall(commonScript, r.Key)
+		call := newCall(commonScript, r.LogKey)
 		call.args = s.commonArgs(call.argBuf[:0], req)
 		call.member = call.args[0].(string)
 		reply, acked, err = s.pipes.runCall(ctx, call, r)
@@ -584,13 +554,13 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 		common = err != nil || len(reply) != 1 || reply[0] != notCommon
 	}
 	if !common {
-		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opTake, req, 0))
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, s.args(opTake, req, 0))
 	}
 	if wrongType(err) {
 		// A key of the log holds another type: rebuild it, and decide
 		// again with the same ID (a second run counts once).
-		s.repair(ctx, r.Key)
-		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opTake, req, 0))
+		s.repair(ctx, r.LogKey)
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, s.args(opTake, req, 0))
 	}
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
@@ -601,7 +571,7 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 	res := decode(reply, req.Policies, Source)
 	if a := s.pipes.ack; a != nil && res.Allowed && acked < a.replicas {
 		// Written to a master whose identity this call did not learn.
-		s.keepUnacked(r.Key, r.Node, req, res.DecidedAt, sent, writeback.Unknown, acked)
+		s.keepUnacked(r.LogKey, r.Node, req, res.DecidedAt, sent, writeback.Unknown, acked)
 	}
 	return res, nil
 }
@@ -631,12 +601,12 @@ func (s *Store) failed(ctx context.Context, err error) error {
 // master holding it (see Route; when the slot map does not know it yet,
 // the client routes by key itself).
 func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route {
-	r := slidelog.Route{Key: s.Key(req.Namespace, req.Key)}
+	r := slidelog.Route{LogKey: s.LogKey(req.Namespace, req.Key)}
 	// Without a slot map, finding the master would wait for its first
 	// load (seconds on a dead Cluster): leave the node unknown, and the
 	// client routes the call by its key.
 	if c, ok := s.client.(*redis.ClusterClient); ok && s.pipes.mapped.Load() {
-		if m, err := c.MasterForKey(ctx, r.Key); err == nil {
+		if m, err := c.MasterForKey(ctx, r.LogKey); err == nil {
 			r.Node = m.Options().Addr
 		}
 	} else if !ok {
@@ -647,7 +617,7 @@ func (s *Store) route(ctx context.Context, req slidelog.Request) slidelog.Route 
 
 // routed is req.Route, or req's route when the caller did not give one.
 func (s *Store) routed(ctx context.Context, req slidelog.Request) slidelog.Route {
-	if req.Route.Key != "" {
+	if req.Route.LogKey != "" {
 		return req.Route
 	}
 	return s.route(ctx, req)
@@ -704,12 +674,12 @@ func (s *Store) script() *redis.Script {
 // there, which can only over-count.
 func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
 	req.Cost = max(req.Cost, 1)
-	key := s.Key(req.Namespace, req.Key)
-	s.kept.Forget(key, req.ID)
-	err := s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
+	r := s.routed(ctx, req)
+	s.kept.Forget(r.LogKey, req.ID)
+	_, err := s.pipes.run(ctx, s.script(), r, s.args(opRefund, req, 0))
 	if wrongType(err) {
-		s.repair(ctx, key)
-		err = s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
+		s.repair(ctx, r.LogKey)
+		_, err = s.pipes.run(ctx, s.script(), r, s.args(opRefund, req, 0))
 	}
 	if err != nil {
 		return s.failed(ctx, err)
@@ -732,31 +702,32 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	}
 	r := s.routed(ctx, req)
 	sent := s.now()
-	_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opRecord, req, at.UnixMicro()))
+	_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, s.args(opRecord, req, at.UnixMicro()))
 	if wrongType(err) {
-		s.repair(ctx, r.Key)
-		_, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.Key), r, s.args(opRecord, req, at.UnixMicro()))
+		s.repair(ctx, r.LogKey)
+		_, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, s.args(opRecord, req, at.UnixMicro()))
 	}
 	if err != nil {
 		return s.failed(ctx, err)
 	}
 	switch a := s.pipes.ack; {
 	case a == nil || acked >= a.replicas:
-		s.kept.Forget(r.Key, req.ID) // written (and acknowledged): a kept fallback admission leaves
+		s.kept.Forget(r.LogKey, req.ID) // written (and acknowledged): a kept fallback admission leaves
 	default:
 		a.unacked.Add(1)
 		a.warn(r.Node, acked)
-		s.kept.Add(r.Key, writeback.Entry[slidelog.Request]{Req: req, ID: req.ID, At: at, Expires: at.Add(longestWindow(req.Policies)), Server: writeback.Unknown, Wrote: sent})
+		s.kept.Add(r.LogKey, writeback.Entry[slidelog.Request]{Req: req, ID: req.ID, At: at, Expires: at.Add(longestWindow(req.Policies)), Server: writeback.Unknown, Wrote: sent})
 	}
 	return nil
 }
 
-// Reset implements slidelog.Store: it deletes the identity's keys.
+// Reset implements slidelog.Store: it deletes the identity's keys, with
+// one run of a script on the key's master.
 func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
-	key := s.Key(req.Namespace, req.Key)
-	s.kept.ForgetKey(key)
-	if err := s.client.Del(ctx, logKeys(key)...).Err(); err != nil {
-		return unavailable(ctx, err)
+	r := s.routed(ctx, req)
+	s.kept.ForgetKey(r.LogKey)
+	if _, err := s.pipes.run(ctx, resetScript, r, nil); err != nil {
+		return s.failed(ctx, err)
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ func TestWriteBackBeforeEveryConcurrentDecision(t *testing.T) {
 				require.True(t, res.Allowed, "take %d", i+1)
 				now.Add(1000)
 			}
-			key := s.Key(req.Namespace, req.Key)
+			key := s.LogKey(req.Namespace, req.Key)
 			require.NoError(t, client.Del(t.Context(), key, key+":c", key+":s", key+":b", key+":r").Err())
 			now.Add(int64(2 * time.Second / time.Microsecond))
 
@@ -191,7 +191,7 @@ func TestWriteBackAfterRealPromotion(t *testing.T) {
 	defer rc.Close()
 	require.NoError(t, rc.Do(t.Context(), "REPLICAOF", "NO", "ONE").Err())
 	current.Store(replicaAddr)
-	key := s.Key(req.Namespace, req.Key)
+	key := s.LogKey(req.Namespace, req.Key)
 	require.EqualValues(t, 5, rc.ZCard(t.Context(), key).Val(), "the promoted replica holds only the acknowledged admissions")
 
 	after := concurrentTakes(t, s, req, 64)
@@ -227,7 +227,7 @@ func TestKeptFallbackAdmissionsBeforeEveryConcurrentDecision(t *testing.T) {
 			if got := concurrentTakes(t, s, req, 64); got != 0 {
 				t.Errorf("got %d of 64 concurrent decisions admitted with %d fallback admissions kept at limit %d, want 0", got, limit, limit)
 			}
-			if n := client.ZCard(t.Context(), s.Key(req.Namespace, req.Key)).Val(); n != limit {
+			if n := client.ZCard(t.Context(), s.LogKey(req.Namespace, req.Key)).Val(); n != limit {
 				t.Errorf("got ZCARD %d, want the %d fallback admissions once", n, limit)
 			}
 			require.Zero(t, s.Unwritten())

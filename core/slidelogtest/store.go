@@ -443,7 +443,7 @@ var storeCases = []struct {
 		p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Minute}
 		l := e.limiter(t, p, slidelog.WithName("api"))
 		at := e.clock.Now().Add(-20 * time.Second) // decided by a fallback 20 s ago
-		req := slidelog.Request{Namespace: l.Namespace(), Key: "k", Cost: 3, Policies: l.Policies(), ID: 42}
+		req := slidelog.Request{Namespace: l.Name(), Key: "k", Cost: 3, Policies: l.Policies(), ID: 42}
 		for range 2 { // idempotent by ID
 			if err := rec.Record(t.Context(), req, at); err != nil {
 				t.Fatalf("Record: %v", err)
@@ -453,7 +453,7 @@ var storeCases = []struct {
 		check(t, l, "k", 1, want{remaining: 0, retryAfter: 40 * time.Second, resetAfter: time.Minute})
 		// A record beyond the limit is written all the same.
 		check(t, l, "j", 2, want{allowed: true, remaining: 3, resetAfter: time.Minute})
-		if err := rec.Record(t.Context(), slidelog.Request{Namespace: l.Namespace(), Key: "j", Cost: 4, Policies: l.Policies(), ID: 43}, e.clock.Now()); err != nil {
+		if err := rec.Record(t.Context(), slidelog.Request{Namespace: l.Name(), Key: "j", Cost: 4, Policies: l.Policies(), ID: 43}, e.clock.Now()); err != nil {
 			t.Fatalf("Record over the limit: %v", err)
 		}
 		check(t, l, "j", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
@@ -469,14 +469,14 @@ var storeCases = []struct {
 		l := e.limiter(t, p, slidelog.WithName("api"))
 		at := e.clock.Now().Add(-20 * time.Second) // decided by a fallback 20 s ago
 		for id := uint64(1); id <= 2; id++ {
-			k.Keep(slidelog.Request{Namespace: l.Namespace(), Key: "k", Cost: 2, Policies: l.Policies(), ID: id}, at)
+			k.Keep(slidelog.Request{Namespace: l.Name(), Key: "k", Cost: 2, Policies: l.Policies(), ID: id}, at)
 		}
-		k.Keep(slidelog.Request{Namespace: l.Namespace(), Key: "k", Cost: 1, Policies: l.Policies(), ID: 3}, at)
+		k.Keep(slidelog.Request{Namespace: l.Name(), Key: "k", Cost: 1, Policies: l.Policies(), ID: 3}, at)
 		if got := k.Unwritten(); got != 3 {
 			t.Fatalf("Unwritten() = %d after keeping 3, want 3", got)
 		}
 		// A refunded fallback admission is forgotten.
-		k.Forget(slidelog.Request{Namespace: l.Namespace(), Key: "k", ID: 3})
+		k.Forget(slidelog.Request{Namespace: l.Name(), Key: "k", ID: 3})
 		// The next decision of the key counts the kept admissions: 4 of 5.
 		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
 		check(t, l, "k", 1, want{remaining: 0, retryAfter: 40 * time.Second, resetAfter: time.Minute})
@@ -484,13 +484,13 @@ var storeCases = []struct {
 			t.Errorf("Unwritten() = %d after the key's decision, want 0", got)
 		}
 		// WriteBack writes those of keys not decided since.
-		k.Keep(slidelog.Request{Namespace: l.Namespace(), Key: "j", Cost: 5, Policies: l.Policies(), ID: 4}, e.clock.Now())
+		k.Keep(slidelog.Request{Namespace: l.Name(), Key: "j", Cost: 5, Policies: l.Policies(), ID: 4}, e.clock.Now())
 		if written, left := k.WriteBack(t.Context()); written != 1 || left != 0 {
 			t.Errorf("WriteBack() = %d, %d, want 1, 0", written, left)
 		}
 		check(t, l, "j", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
 		// A reset forgets what is kept.
-		k.Keep(slidelog.Request{Namespace: l.Namespace(), Key: "r", Cost: 5, Policies: l.Policies(), ID: 5}, e.clock.Now())
+		k.Keep(slidelog.Request{Namespace: l.Name(), Key: "r", Cost: 5, Policies: l.Policies(), ID: 5}, e.clock.Now())
 		if err := l.Reset(t.Context(), "r"); err != nil {
 			t.Fatalf("Reset: %v", err)
 		}

@@ -153,7 +153,7 @@ func runOnRedis(t *testing.T, fw string, client redis.UniversalClient, addrs, lo
 	}
 	// The examples key by client IP; every request comes from 127.0.0.1.
 	// The examples' limiter is named "hello", the namespace of its logs.
-	key := store.Key("hello", "ip:127.0.0.1")
+	key := store.LogKey("hello", "ip:127.0.0.1")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

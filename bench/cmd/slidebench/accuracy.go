@@ -143,7 +143,7 @@ func measureMemoryUsage(ctx context.Context, topo topology, client redis.Univers
 				return out, err
 			}
 		}
-		key := store.Key(l.Namespace(), identity)
+		key := store.LogKey(l.Name(), identity)
 		entries, err := client.ZCard(ctx, key).Result()
 		if err != nil {
 			return out, err

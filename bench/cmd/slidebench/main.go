@@ -3,7 +3,7 @@
 // results as docs/benchmarks.md with PNG charts.
 //
 //	slidebench run    [flags]   measure, write results JSON
-//	slidebench report [flags]   render the markdown and charts from it
+//	slidebench report [flags]   render the markdown and charts from it, keeping it in recorded/
 //	slidebench rediscpu [flags] Redis CPU per decision (INFO commandstats)
 //	slidebench scaling [flags]  decisions/s against Redis Cluster masters (docs/scaling.md)
 //	slidebench sizing [flags]   bytes per key and Redis µs per decision at large quotas, exact and bucketed

@@ -21,6 +21,7 @@ func reportMain(args []string) error {
 	out := fs.String("out", "../docs/benchmarks.md", "markdown to write")
 	imgDir := fs.String("img", "../docs/img", "directory for the PNG charts")
 	scalingDoc := fs.String("scaling-doc", "", "also rewrite the bucketed-sizing section of this markdown (docs/scaling.md) when the results have sizing figures")
+	recordTo := fs.String("record", "recorded", "keep the results the page is rendered from in this directory, to render it again without measuring (empty: do not)")
 	costOnly := fs.Bool("cost", false, "print only the section \"What a decision costs\" to standard output (for a run of -only cluster/many-keys), writing no file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -32,7 +33,7 @@ func reportMain(args []string) error {
 	}
 	if *costOnly {
 		var b strings.Builder
-		writeCost(&b, r, nil, nil)
+		writeCost(&b, r, nil)
 		_, err := os.Stdout.WriteString(b.String())
 		return err
 	}
@@ -60,6 +61,9 @@ func reportMain(args []string) error {
 		return err
 	}
 	fmt.Printf("wrote %s and %d charts in %s\n", *out, len(charts), *imgDir)
+	if err := record(*recordTo, recordedFile{*in, "benchmarks.json"}, recordedFile{*gotest, "gotest.txt"}); err != nil {
+		return err
+	}
 	if *scalingDoc != "" && len(r.Sizing) > 0 {
 		if err := writeScalingSizing(*scalingDoc, r); err != nil {
 			return err

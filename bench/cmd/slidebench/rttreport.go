@@ -86,17 +86,7 @@ func writeRTT(b *strings.Builder, r *Results, chart string) {
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("## Redis Cluster with real round trips\n\n")
-	p("On loopback a round trip costs less than the script; between an application and its Redis there\n")
-	p("are usually 0.2–1 ms. Here an in-process toxiproxy (github.com/Shopify/toxiproxy/v2) stands in\n")
-	p("front of every Cluster node, masters and replicas, and delays every reply by the added round trip\n")
-	p("(all of it downstream, so that a round trip waits on one timer); the clients' go-redis `Dialer`\n")
-	p("sends each node's address to its proxy (the nodes announce their own ports in `CLUSTER SLOTS`).\n")
-	p("%d callers over %s keys, %d/min, every contender with the same client options. slidelog runs with\n", r.Env.RTTCallers, fmtCount(r.Env.Keys), r.Env.Limit)
-	p("its default options on a plain `redis.NewClusterClient`. The loopback row goes straight to the\n")
-	p("nodes. *Delay applied* is what the proxies' timers actually gave the replies in that row (its\n")
-	p("median and 99th percentile): the proxy shares the machine's two cores with the client and Redis,\n")
-	p("so a loaded machine delays more than asked, and every reply costs the proxy CPU that a real\n")
-	p("network would not take from the client.\n\n")
+	p("| Callers | Keys | Limit |\n|---:|---:|---|\n| %d | %s | %d per minute |\n\n", r.Env.RTTCallers, fmtCount(r.Env.Keys), r.Env.Limit)
 	p("![Decisions per second and p99 against added round-trip latency](%s)\n\n", chart)
 	p("| Added round trip | Contender | Decisions/s | vs redis_rate | p50 | p99 | Commands / round trip | Delay applied p50 / p99 | Errors |\n")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -121,37 +111,9 @@ func writeRTT(b *strings.Builder, r *Results, chart string) {
 	}
 	p("\n")
 
-	p("### Against the round-trip targets\n\n")
-	p("| Added round trip | Wanted | Reached | |\n|---|---|---|---|\n")
-	for _, d := range rtts {
-		s, ok1 := findRTT(r, d, contender.Slidelog)
-		rr, ok2 := findRTT(r, d, contender.RedisRate)
-		if !ok1 || !ok2 {
-			continue
-		}
-		x := ratio(s.PerSec, rr.PerSec)
-		if d == 0 {
-			p("| %s | decisions/s ≥ redis_rate's | %s (%s vs %s/s) | %s |\n", rttLabel(d), fmtRatio(x), fmtRate(s.PerSec), fmtRate(rr.PerSec), verdict(x >= 1))
-			continue
-		}
-		p("| %s | ≥ 2× redis_rate's decisions/s, p99 ≤ redis_rate's | %s (%s vs %s/s); p99 %s vs %s | %s |\n", rttLabel(d),
-			fmtRatio(x), fmtRate(s.PerSec), fmtRate(rr.PerSec), fmtMicros(s.P99), fmtMicros(rr.P99), verdict(x >= 2 && s.P99 <= rr.P99))
-	}
-	p("\n")
+	writeTargetTable(b, "### Against the round-trip targets", cellRows(r, rttTargets(r)))
 
 	p("### Sizing\n\n")
-	p("What to provision, per contender, from the same sweep. Before each contender's turn the harness\n")
-	p("runs `CONFIG RESETSTAT` on every master; after it, it reads `INFO commandstats` and `INFO cpu`.\n")
-	p("*Command time* is the commandstats time of the commands the client sent, by name (a script's\n")
-	p("own calls are counted there too, but their time is already the script's). *Redis CPU* is the\n")
-	p("masters' whole process time (user + system: parsing, replies, networking, replication to the\n")
-	p("replicas), and *decisions/s per Redis core* is one second of it divided by the CPU per decision.\n")
-	p("Command time is measured by Redis on the wall clock, so on a loaded machine it also counts the\n")
-	p("time Redis was not scheduled and can exceed the CPU figure.\n")
-	p("Bytes are `MEMORY USAGE key SAMPLES 0` summed over every key the contender left after the\n")
-	p("loopback row (limit %d/min, so nearly every decision left an entry); *per key* divides by the\n", r.Env.Limit)
-	p("keys limited (slidelog's logs, the peers' keys), *per entry* divides slidelog's sorted sets by\n")
-	p("their entries. The peers keep no entries: GCRA one timestamp per key, the fixed window one counter.\n\n")
 	p("| Added round trip | Contender | Command time µs / decision | Redis CPU µs / decision | Decisions/s per Redis core | Redis keys | Bytes per limited key | Entries per key | Bytes per entry |\n")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, d := range rtts {

@@ -168,11 +168,10 @@ func runAll(cfg runConfig) error {
 	memScenarios := []scenario{{"many-keys", randomKey(cfg.memKeys)}, flood}
 	var scriptSrc string
 	if cfg.script != "" {
-		b, err := os.ReadFile(cfg.script)
-		if err != nil {
+		var err error
+		if scriptSrc, err = contender.ReadScript(cfg.script); err != nil {
 			return fmt.Errorf("baseline script: %w", err)
 		}
-		scriptSrc = string(b)
 	}
 	cellNo := 0
 	selected := func(parts ...string) bool {

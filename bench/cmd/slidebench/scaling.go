@@ -55,6 +55,7 @@ func scalingMain(args []string) error {
 	fs.StringVar(&cfg.out, "out", "results/scaling.json", "results file to write")
 	fs.StringVar(&cfg.doc, "doc", "", "markdown file whose scaling-* markers get the tables (empty: print them)")
 	fs.StringVar(&cfg.in, "in", "", "render the tables from this results file instead of measuring")
+	recordTo := fs.String("record", "recorded", "with -doc, keep the results the tables are rendered from in this directory (empty: do not)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,7 +100,11 @@ func scalingMain(args []string) error {
 		return err
 	}
 	fmt.Printf("wrote the tables into %s\n", cfg.doc)
-	return nil
+	src := cfg.in
+	if src == "" {
+		src = cfg.out
+	}
+	return record(*recordTo, recordedFile{src, "scaling.json"})
 }
 
 func intList(s string) ([]int, error) {
@@ -506,7 +511,7 @@ func measureScalingMemory(ctx context.Context, client *redis.ClusterClient, node
 			_ = l.Close()
 			return out, err
 		}
-		key := store.Key(l.Namespace(), identity)
+		key := store.LogKey(l.Name(), identity)
 		m := ScalingMemory{Contender: contender.Slidelog, Limit: limit}
 		if m.Entries, err = client.ZCard(ctx, key).Result(); err != nil {
 			_ = l.Close()

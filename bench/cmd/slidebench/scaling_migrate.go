@@ -51,7 +51,7 @@ func measureMigrate(ctx context.Context, client *redis.ClusterClient, nodes []*r
 			return out, err
 		}
 		err = fillKeys(ctx, l, []string{"full"}, limit)
-		key := store.Key(l.Namespace(), "full")
+		key := store.LogKey(l.Name(), "full")
 		err = errors.Join(err, l.Close())
 		if err != nil {
 			return out, err

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -44,7 +43,7 @@ func coreRevision() string {
 	return rev
 }
 
-// scalingSections are the marked sections of the scaling doc, each
+// scalingSections are the generated blocks of the scaling doc, each
 // rewritten from the results.
 var scalingSections = []struct {
 	name   string
@@ -56,47 +55,47 @@ var scalingSections = []struct {
 	{"scaling-migrate", scalingMigrateTable},
 }
 
-// writeScalingDoc replaces, in the markdown file path, the text between
-// each "<!-- NAME:begin -->" and "<!-- NAME:end -->" of scalingSections
-// with its table. It fails, writing nothing, when a marker is missing.
+// writeScalingDoc rewrites the generated blocks of scalingSections in the
+// markdown file path. It fails, writing nothing, when a block is missing.
 func writeScalingDoc(path string, res *ScalingResults) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	doc, err := replaceSections(string(b), res)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return os.WriteFile(path, []byte(doc), 0o644)
+	return rewriteBlocks(path, scalingBlocks(res))
 }
 
-func replaceSections(doc string, res *ScalingResults) (string, error) {
+func scalingBlocks(res *ScalingResults) []namedBlock {
+	var bs []namedBlock
 	for _, s := range scalingSections {
-		re := regexp.MustCompile(`(?s)(<!-- ` + s.name + `:begin[^>]*-->\n).*?(<!-- ` + s.name + `:end -->)`)
-		if !re.MatchString(doc) {
-			return "", fmt.Errorf("no <!-- %s:begin --> ... <!-- %s:end --> markers", s.name, s.name)
+		bs = append(bs, namedBlock{s.name, s.render(res)})
+	}
+	return bs
+}
+
+// replaceSections returns doc with the generated blocks of
+// scalingSections rewritten.
+func replaceSections(doc string, res *ScalingResults) (string, error) {
+	for _, nb := range scalingBlocks(res) {
+		var err error
+		if doc, err = replaceBlock(doc, nb.name, nb.body); err != nil {
+			return "", err
 		}
-		body := s.render(res)
-		doc = re.ReplaceAllStringFunc(doc, func(m string) string {
-			sub := re.FindStringSubmatch(m)
-			return sub[1] + "\n" + body + "\n" + sub[2]
-		})
 	}
 	return doc, nil
 }
 
-func scalingEnvLine(e ScalingEnv) string {
-	return fmt.Sprintf("Measured %s on %d cores (%s, load average %s at the start, %s at the end), Redis %s, %s; core at %s. Command: `%s`.",
-		e.Date.Format("2006-01-02"), e.NumCPU, e.CPU, e.LoadStart, e.LoadEnd, e.RedisVersion, e.GoVersion, e.CoreRevision, e.Command)
+// scalingEnvTable is the scaling run's machine, versions and command.
+func scalingEnvTable(e ScalingEnv) string {
+	return fmt.Sprintf("| Measured | Machine | Load average, start / end | Redis | Go | slidelog core | Command |\n|---|---|---|---|---|---|---|\n"+
+		"| %s | %s, %d cores | %s / %s | %s | %s | %s | `%s` |\n\n",
+		e.Date.Format("2006-01-02"), e.CPU, e.NumCPU, e.LoadStart, e.LoadEnd, e.RedisVersion, e.GoVersion, e.CoreRevision, e.Command)
 }
 
-// scalingRunTable is decisions/s against the number of masters.
+// scalingRunTable is decisions/s against the number of masters, and the
+// decisions/s projected from the Redis CPU per decision.
 func scalingRunTable(res *ScalingResults) string {
 	var b strings.Builder
 	e := res.Env
-	fmt.Fprintf(&b, "%s\n\n%d callers over %d keys (each turn fresh keys, so every decision is an admission made by Redis), limit %d per minute, %v measured per row in %d interleaved turns; masters only, all on this machine's %d cores together with the callers.\n\n",
-		scalingEnvLine(e), e.Callers, e.Keys, e.Limit, e.Cell, e.Rounds, e.NumCPU)
+	b.WriteString(scalingEnvTable(e))
+	fmt.Fprintf(&b, "| Callers | Keys | Limit | Measured per row | Turns |\n|---:|---:|---|---:|---:|\n| %d | %s | %d per minute | %v | %d |\n\n",
+		e.Callers, fmtCount(e.Keys), e.Limit, e.Cell, e.Rounds)
 	b.WriteString("| masters | contender | decisions/s | vs 1 master | p50 | p99 | Redis µs/decision in the script | Redis CPU µs/decision | Redis cores busy (busiest master) | client cores | decisions per round trip | errors |\n")
 	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	first := map[string]float64{}
@@ -108,8 +107,7 @@ func scalingRunTable(res *ScalingResults) string {
 			c.Masters, c.Contender, fmtRate(c.PerSec), c.PerSec/first[c.Contender], fmtMicros(c.P50), fmtMicros(c.P99),
 			c.CommandUsec, c.CPUUsec, c.RedisCores, c.BusiestCore, c.ClientCores, c.PerRoundTrip, c.Errors)
 	}
-	b.WriteString("\n**Extrapolated**, not measured: with one core per master and the callers on other machines, a master saturates at about 1,000,000 / (its Redis CPU µs per decision) decisions/s, and n masters give n times that while the slots spread the keys evenly. Optimistic: the CPU per decision measured on 1 master (the largest batches); conservative: the one measured at n masters (smaller batches, and inflated here by n servers sharing 2 cores).\n\n")
-	b.WriteString("| masters | contender | projected decisions/s, optimistic | projected decisions/s, conservative |\n|---:|---|---:|---:|\n")
+	b.WriteString("\n| masters | contender | projected decisions/s, optimistic | projected decisions/s, conservative |\n|---:|---|---:|---:|\n")
 	one := map[string]float64{}
 	for _, c := range res.Cells {
 		if c.CPUUsec <= 0 {
@@ -127,7 +125,7 @@ func scalingRunTable(res *ScalingResults) string {
 // scalingMemoryTable is the bytes of full keys.
 func scalingMemoryTable(res *ScalingResults) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n", scalingEnvLine(res.Env))
+	b.WriteString(scalingEnvTable(res.Env))
 	b.WriteString("| contender | limit | entries | MEMORY USAGE of the key(s) | bytes per entry | encoding | used_memory growth per key |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---|---:|\n")
 	for _, m := range res.Memory {
@@ -148,7 +146,7 @@ func scalingMemoryTable(res *ScalingResults) string {
 // scalingMigrateTable is what moving one full key to another master cost.
 func scalingMigrateTable(res *ScalingResults) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n", scalingEnvLine(res.Env))
+	b.WriteString(scalingEnvTable(res.Env))
 	b.WriteString("| limit | key bytes (MEMORY USAGE) | MIGRATE, wall | MIGRATE on the source master | RESTORE on the target master |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|\n")
 	for _, m := range res.Migrate {
@@ -205,7 +203,7 @@ func scalingSizingTable(res *ScalingResults) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Extrapolated** from the measured figures above: a full key at limit L takes MEMORY USAGE at L plus %.0f B that MEMORY USAGE leaves out (measured as used_memory growth at the smallest limit); a decision costs %.1f µs of Redis CPU (1 master, slidelog, above). Entries in Redis never exceed the admissions of one window, so the traffic bound is min(keys × limit, decisions/s × window) entries. Masters: each planned at %.0f%% of its one core and at most %d GB; a Cluster with failover needs at least 3.\n\n",
+	fmt.Fprintf(&b, "| Bytes MEMORY USAGE leaves out, per key | Redis CPU per decision (1 master, slidelog) | Planned share of a master's core | Planned memory per master |\n|---:|---:|---:|---:|\n| %.0f B | %.1f µs | %.0f%% | %d GB |\n\n",
 		extra, cpu, 100*masterBusy, masterMemory>>30)
 	b.WriteString("| keys | limit per window | decisions/s | Redis memory, every key full | Redis memory, traffic bound | Redis CPU (cores) | masters for CPU | masters for memory (full / traffic) |\n")
 	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|\n")

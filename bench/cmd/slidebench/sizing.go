@@ -44,7 +44,7 @@ type Sizing struct {
 	Entries float64 `json:"entries,omitempty"`
 	Recent  float64 `json:"recent,omitempty"`
 	// Parts is BytesPerKey's reading split by Redis key: "log", ":c",
-	// ":s", ":b" and ":r" (see redisstore.Store.Key).
+	// ":s", ":b" and ":r" (see redisstore.Store.LogKey).
 	Parts map[string]float64 `json:"parts,omitempty"`
 	// Encodings is OBJECT ENCODING of the first key's non-empty parts.
 	Encodings string `json:"encodings,omitempty"`
@@ -296,7 +296,7 @@ func sizeRedis(ctx context.Context, client *redis.Client, prefix string, s *Sizi
 	s.FillCalls = int64(keys * (sch.steps + sch.tail))
 	s.FillSeconds = time.Since(began).Seconds()
 	names := func(id string) []string {
-		k := store.Key(l.Namespace(), id)
+		k := store.LogKey(l.Name(), id)
 		return []string{k, k + ":c", k + ":s", k + ":b", k + ":r"}
 	}
 	parts := []string{"log", ":c", ":s", ":b", ":r"}

@@ -1,0 +1,149 @@
+package redisstore_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// BenchmarkMultiPolicyDecision measures what a decision of a limiter
+// with three policies (10/s, 100/min, 1000/h) costs Redis and this
+// process, beside one of one policy (100/min), on the rig's standalone
+// server and Cluster, with 1, 16 and 64 callers, on 10,000 keys at random
+// (performance.md's cells): Redis CPU per decision (redis-cpu-µs/op:
+// INFO cpu used_cpu_user + used_cpu_sys summed over the masters, before
+// and after) and this process's (cpu-µs/op, getrusage user+sys). Both
+// take the common path (common.lua): for three policies it measured
+// 0.58-0.75x the Redis CPU of the whole script (commit 802fb82, which
+// ran both paths; docs/benchmarks.md).
+//
+//	eval "$(scripts/redis-rig.sh env)"
+//	cd core && go test -run '^$' -bench MultiPolicyDecision -benchtime 3s -count 3 ./redisstore
+func BenchmarkMultiPolicyDecision(b *testing.B) {
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	for _, c := range redistest.PlainClients() {
+		b.Run(c.Name, func(b *testing.B) {
+			client := c.New(b)
+			prefix := redistest.KeyPrefix(b, client)
+			store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = store.Close() })
+			limiters := map[string]*slidelog.Limiter{}
+			for name, opts := range map[string][]slidelog.Option{
+				"1": {slidelog.WithName("one")},
+				"3": {slidelog.WithName("three"), slidelog.WithPolicy(slidelog.PerSecond(10), slidelog.PerHour(1000))},
+			} {
+				l, err := slidelog.New(store, slidelog.PerMinute(100), opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = l.Close() })
+				limiters[name] = l
+			}
+			for _, callers := range []int{1, 16, 64} {
+				for _, policies := range []string{"1", "3"} {
+					b.Run("callers="+strconv.Itoa(callers)+"/policies="+policies, func(b *testing.B) {
+						decide(b, limiters[policies], client, keys, callers)
+					})
+				}
+			}
+		})
+	}
+}
+
+// decide runs b's decisions on l from callers goroutines and reports
+// the CPU they cost Redis and this process.
+func decide(b *testing.B, l *slidelog.Limiter, client redis.UniversalClient, keys []string, callers int) {
+	b.ReportAllocs()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	denied := 0
+	work := make(chan struct{}, callers)
+	redisCPU := mastersCPU(b, client)
+	cpu := processCPU()
+	b.ResetTimer()
+	for range callers {
+		wg.Go(func() {
+			for range work {
+				res, err := l.Allow(context.Background(), keys[rand.IntN(len(keys))])
+				if err != nil {
+					b.Error(err)
+				} else if !res.Allowed {
+					mu.Lock()
+					denied++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for b.Loop() {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64((processCPU()-cpu).Microseconds())/n, "cpu-µs/op")
+	b.ReportMetric(float64((mastersCPU(b, client)-redisCPU).Microseconds())/n, "redis-cpu-µs/op")
+	b.ReportMetric(float64(denied)/n, "denied/op")
+}
+
+// mastersCPU is used_cpu_user + used_cpu_sys summed over the masters.
+func mastersCPU(b *testing.B, client redis.UniversalClient) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var total time.Duration
+	read := func(ctx context.Context, node redis.UniversalClient) error {
+		info, err := node.Info(ctx, "cpu").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				total += time.Duration(f * float64(time.Second))
+				mu.Unlock()
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return read(ctx, node) })
+	} else {
+		err = read(ctx, client)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return total
+}
+
+// processCPU is this process's user and system CPU time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
