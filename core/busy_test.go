@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,44 +65,22 @@ func busyRun(t *testing.T, topo, load string) {
 	if load == "two CPU hogs" {
 		cpuHogs(t, 2)
 	}
-	var children []*exec.Cmd
-	var outs []*bufio.Scanner
-	for range busyProcs {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBusyChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "SLIDELOG_BUSY_CHILD="+topo, "SLIDELOG_BUSY_PREFIX="+prefix,
-			"SLIDELOG_BUSY_KEYS="+strings.Join(keys, ","), "SLIDELOG_BUSY_SPIN="+strconv.FormatBool(load != "two CPU hogs"))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children = append(children, cmd)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		outs = append(outs, sc)
-	}
 	var admitted []admission
 	perChild := make([]int, busyProcs)
 	failovers := 0
-	for i, sc := range outs {
-		for sc.Scan() {
-			var a busyLine
-			if json.Unmarshal(sc.Bytes(), &a) != nil {
-				continue
-			}
-			failovers += a.Failovers
-			if a.Key != "" {
-				admitted = append(admitted, admission{Key: a.Key, At: a.At})
-				perChild[i]++
-			}
+	env := []string{"SLIDELOG_BUSY_CHILD=" + topo, "SLIDELOG_BUSY_PREFIX=" + prefix,
+		"SLIDELOG_BUSY_KEYS=" + strings.Join(keys, ","), "SLIDELOG_BUSY_SPIN=" + strconv.FormatBool(load != "two CPU hogs")}
+	runChildren(t, busyProcs, "TestBusyChild", env, func(i int, line []byte) {
+		var a busyLine
+		if json.Unmarshal(line, &a) != nil {
+			return
 		}
-		if err := children[i].Wait(); err != nil {
-			t.Errorf("child %d: %v", i, err)
+		failovers += a.Failovers
+		if a.Key != "" {
+			admitted = append(admitted, admission{Key: a.Key, At: a.At})
+			perChild[i]++
 		}
-	}
+	})
 	for i, n := range perChild {
 		if n == 0 {
 			t.Fatalf("child %d admitted nothing; every process must take part", i)

@@ -80,8 +80,7 @@
 //     answers: the limiter adds no deadline of its own, since a busy
 //     process would misjudge a healthy node by one. Bounding a call on a
 //     node that stopped answering is the store's part (redisstore: its
-//     stall timeout for decisions, its client's timeouts for the other
-//     calls). When the context ends first, the call fails with the
+//     stall judgement, for every call). When the context ends first, the call fails with the
 //     context's error.
 //   - It goes through the circuit breaker of the key's node (WithBreaker).
 //     While the breaker is open, a decision goes to the failure mode at
@@ -93,7 +92,13 @@
 //     usage the store could not make is an error, never invented.
 //
 // A store in this process's memory (StoreInfo.Local, package memstore)
-// has no breaker and answers at once. An HTTP middleware bounds the
+// has no breaker and answers at once. A limiter on a memstore.Store
+// decides on the store's logs itself, whatever its options, through the
+// code its local fallback uses: the decisions are those of the store's
+// Take, without the request and the Result passing through the Store
+// interface. A store that embeds a memstore.Store is a store of its own,
+// decided through its Take. A store builds a Result of several policies
+// with NewResult, which chooses the binding policy. An HTTP middleware bounds the
 // refund it makes after a 5xx itself (httplimit.RefundTimeout), since the
 // client may be gone.
 //

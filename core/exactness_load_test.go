@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,22 +18,6 @@ import (
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
-
-// cpuHog keeps every core of the machine busy with shell loops until the
-// test ends, so that the test runs on a saturated machine.
-func cpuHog(t *testing.T) {
-	t.Helper()
-	for range runtime.NumCPU() {
-		cmd := exec.CommandContext(t.Context(), "sh", "-c", "while :; do :; done")
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start CPU hog: %v", err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
-}
 
 // TestClusterExactUnderLoadWithDefaults is the limiter as users get it on
 // a healthy Cluster: three instances, each with its own client (two from
@@ -76,7 +59,7 @@ func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 	store0, _ := redisstore.New(clients[0], redisstore.WithKeyPrefix(prefix))
 	keys := clusterKeysOnEveryMaster(t, clients[0], store0, slidelog.Namespace(limiters[0]), keysN)
 
-	cpuHog(t)
+	cpuHogs(t, runtime.NumCPU()) // every core busy
 	var mu sync.Mutex
 	var admitted []admission
 	var wg sync.WaitGroup

@@ -18,6 +18,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/prommetrics"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/require"
 )
@@ -29,31 +30,23 @@ type admission struct {
 	At  int64  `json:"t"` // microseconds, the deciding server's clock
 }
 
-// checkWindows is the independent checker: for every key, no half-open
-// window (a-W, a] may hold more than limit admissions. It returns the
-// largest count seen in any window, per key.
+// checkWindows runs the independent checker (slidelogtest.CheckWindows)
+// over the admissions: for every key, no half-open window of length
+// window may hold more than limit admissions. It returns the largest
+// count seen in any window, per key.
 func checkWindows(t *testing.T, admitted []admission, limit int, window time.Duration) map[string]int {
 	t.Helper()
-	byKey := map[string][]int64{}
-	for _, a := range admitted {
-		byKey[a.Key] = append(byKey[a.Key], a.At)
+	as := make([]slidelogtest.Admission, len(admitted))
+	for i, a := range admitted {
+		as[i] = slidelogtest.Admission{Key: a.Key, Start: time.UnixMicro(a.At)}
 	}
-	w := window.Microseconds()
-	peak := map[string]int{}
-	for key, times := range byKey {
-		slices.Sort(times)
-		first := 0
-		for last, at := range times {
-			for times[first] <= at-w {
-				first++
-			}
-			if n := last - first + 1; n > peak[key] {
-				peak[key] = n
-			}
-		}
-		if peak[key] > limit {
-			t.Errorf("key %q: %d admissions within one window of %v, want at most %d", key, peak[key], window, limit)
-		}
+	fullest, over := slidelogtest.CheckWindows(as, limit, window)
+	for _, w := range over {
+		t.Errorf("key %q: %d admissions within one window of %v, want at most %d", w.Key, w.Units, window, limit)
+	}
+	peak := make(map[string]int, len(fullest))
+	for _, w := range fullest {
+		peak[w.Key] = w.Units
 	}
 	return peak
 }
@@ -188,38 +181,16 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := clusterKeysOnEveryMaster(t, client, store, "p" /* the children's limiter's name */, 3)
-	var children []*exec.Cmd
-	var outs []*bufio.Scanner
-	for range processes {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestExactnessChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "SLIDELOG_CHILD_PREFIX="+prefix, "SLIDELOG_CHILD_KEYS="+mustJSON(t, keys))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children = append(children, cmd)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		outs = append(outs, sc)
-	}
 	var admitted []admission
 	perChild := make([]int, processes)
-	for i, sc := range outs {
-		for sc.Scan() {
+	runChildren(t, processes, "TestExactnessChild", []string{"SLIDELOG_CHILD_PREFIX=" + prefix, "SLIDELOG_CHILD_KEYS=" + mustJSON(t, keys)},
+		func(i int, line []byte) {
 			var a admission
-			if json.Unmarshal(sc.Bytes(), &a) == nil && a.Key != "" {
+			if json.Unmarshal(line, &a) == nil && a.Key != "" {
 				admitted = append(admitted, a)
 				perChild[i]++
 			}
-		}
-		if err := children[i].Wait(); err != nil {
-			t.Fatalf("child %d: %v", i, err)
-		}
-	}
+		})
 	for i, n := range perChild {
 		if n == 0 {
 			t.Fatalf("child %d admitted nothing; every process must take part", i)
@@ -228,6 +199,39 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 	checkWindows(t, admitted, limit, window)
 	checkUtilisation(t, admitted, limit, window)
 	t.Logf("%d admissions from %d processes %v", len(admitted), processes, perChild)
+}
+
+// runChildren runs n child processes of this test binary, each running
+// the test named test alone with env added to its environment, and
+// hands every line each writes to stdout to line, with the child's
+// index, then waits for them all. A child that fails fails t.
+func runChildren(t *testing.T, n int, test string, env []string, line func(child int, b []byte)) {
+	t.Helper()
+	children := make([]*exec.Cmd, n)
+	outs := make([]*bufio.Scanner, n)
+	for i := range n {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		children[i] = cmd
+		outs[i] = bufio.NewScanner(out)
+		outs[i].Buffer(make([]byte, 1<<20), 64<<20)
+	}
+	for i, sc := range outs {
+		for sc.Scan() {
+			line(i, sc.Bytes())
+		}
+		if err := children[i].Wait(); err != nil {
+			t.Errorf("child %d: %v", i, err)
+		}
+	}
 }
 
 // TestExactnessChild is the body of a child process of

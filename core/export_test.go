@@ -13,9 +13,9 @@ func BreakerStates(l *Limiter) map[string]string {
 	return out
 }
 
-// Direct reports whether l decides on its memory store's table directly
-// (Limiter.direct) rather than through the store's Take.
-func Direct(l *Limiter) bool { return l.direct != nil }
+// OnMemory reports whether l decides on its memory store's logs itself
+// (Limiter.memory) rather than through the store's Take.
+func OnMemory(l *Limiter) bool { return l.memory != nil }
 
 // Namespace returns the namespace l gives its store with every key
 // (Request.Namespace).

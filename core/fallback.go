@@ -88,8 +88,7 @@ func (f *fallback) take(ctx context.Context, req Request) (Result, Request, erro
 	req.Cost = min(req.Cost, minLimit)
 	var res Result
 	r := f.request(req)
-	local := localTable{table: t, clock: f, policies: policies, windows: windows, source: SourceFallback}
-	local.decide(&res, &r)
+	decideMemory(&res, t, f, &r, policies, windows, SourceFallback)
 	return res, req, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/slidelog/slidelog/core/internal/memlog"
+	"github.com/slidelog/slidelog/core/internal/window"
 	"github.com/slidelog/slidelog/core/internal/writeback"
 )
 
@@ -62,13 +63,13 @@ type Limiter struct {
 	logger      *slog.Logger
 	source      Source // the store's name (StoreInfo.Name)
 	local       bool   // StoreInfo.Local: the store cannot fail or be slow
-	// The store's table, when it is a memory store (memlog.DirectOf) and
-	// the limiter has no metrics and no deny cache, and whether the store
-	// is closed.
-	direct       *localTable
-	directClosed *atomic.Bool
-	namespace    string
-	release      func() // releases the limiter's name on its store
+	// memory is the store's logs when the store keeps them in this
+	// process's memory (package memstore): the limiter decides on them
+	// itself (memory.go). windows are its policies in microseconds.
+	memory    *memlog.Memory
+	windows   []window.Policy
+	namespace string
+	release   func() // releases the limiter's name on its store
 
 	// Write-back of fallback admissions: to a Keeper, which keeps them
 	// itself, or through the limiter's journal to a Recorder; neither
@@ -163,11 +164,8 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if l.metrics, err = bindObservers(cfg.observers, l.name, l.sizes); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
-	if l.local && l.metrics == nil && l.deny == nil && l.policyFunc == nil && memlog.DirectOf != nil {
-		if m := memlog.DirectOf(store); m != nil {
-			l.direct = &localTable{table: m.Table, clock: m.Clock, policies: l.policies, windows: windowsOf(l.policies), source: l.source}
-			l.directClosed = m.Closed
-		}
+	if l.memory = memoryOf(store); l.memory != nil {
+		l.windows = windowsOf(l.policies)
 	}
 	if !l.local {
 		l.causes = newCauseLog()
@@ -204,11 +202,8 @@ func (l *Limiter) Name() string { return l.name }
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (res Result, err error) {
-	if l.direct != nil {
-		err = l.allowDirect(ctx, &res, key, 1)
-		return res, err
-	}
-	return l.AllowN(ctx, key, 1)
+	err = l.decide(ctx, &res, key, 1)
+	return res, err
 }
 
 // AllowN decides whether a request of cost n by key may proceed now, and
@@ -223,46 +218,52 @@ func (l *Limiter) Allow(ctx context.Context, key string) (res Result, err error)
 // caller's context is done, and, with FailError only, ErrUnavailable when
 // the store failed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, err error) {
-	if l.direct != nil {
-		err = l.allowDirect(ctx, &res, key, n)
-		return res, err
-	}
+	err = l.decide(ctx, &res, key, n)
+	return res, err
+}
+
+// decide is AllowN, writing the Result to res (left zero on an error):
+// Allow and AllowN share it so that neither copies a Result. After the
+// checks and the deny cache, a decision takes one of two paths: on a
+// memory store, the limiter decides on the store's logs itself
+// (allowMemory, memory.go); on any other store, it calls the store's
+// Take, through the breaker of the key's node, and the failure mode
+// decides what the store cannot (allowStore).
+func (l *Limiter) decide(ctx context.Context, res *Result, key string, n int) error {
 	if err := l.check(ctx, key); err != nil {
 		l.metrics.error(errorReason(err))
-		return Result{}, err
+		return err
 	}
 	policies, minLimit, err := l.policiesFor(ctx, key)
 	if err != nil {
 		l.metrics.error(errorReason(err))
-		return Result{}, err
+		return err
 	}
 	if n < 1 || n > minLimit {
-		return Result{}, costErrorFor(n, minLimit)
+		return costErrorFor(n, minLimit)
 	}
 	if l.deny != nil {
-		if res, ok := l.deny.get(key, n); ok && (l.policyFunc == nil || samePolicies(&res, policies)) {
-			l.metrics.decision(res)
-			return res, nil
+		if r, ok := l.deny.get(key, n); ok && (l.policyFunc == nil || samePolicies(&r, policies)) {
+			l.metrics.decision(r)
+			*res = r
+			return nil
 		}
 	}
-	if l.local && l.metrics == nil && l.deny == nil {
-		// A memory store answers at once and fails only when closed or
-		// when ctx is done: no deadline, breaker or fallback to pay for.
-		// The request and the ticket are written field by field: a
-		// composite literal is built aside and copied, and the copy
-		// reads what was just written at another width, which stalls.
-		var req Request
-		req.Namespace, req.Key, req.Cost, req.Policies, req.ID = l.namespace, key, n, policies, rand.Uint64()
-		res, err = l.store.Take(ctx, req)
-		if err != nil {
-			return Result{}, err
-		}
-		res.Source = l.source
-		if res.Allowed {
-			res.ticket.from, res.ticket.key, res.ticket.id, res.ticket.cost = l, key, req.ID, n
-		}
-		return res, nil
+	if l.memory != nil {
+		return l.allowMemory(ctx, res, key, n, policies)
 	}
+	r, err := l.allowStore(ctx, key, n, policies)
+	if err == nil {
+		*res = r
+	}
+	return err
+}
+
+// allowStore decides a request on the store through its Take, after
+// AllowN's checks: through the breaker of the key's node, writing back
+// the fallback's admissions of the key first, and by the failure mode
+// when the store cannot decide.
+func (l *Limiter) allowStore(ctx context.Context, key string, n int, policies []Policy) (res Result, err error) {
 	req := Request{Namespace: l.namespace, Key: key, Cost: n, Policies: policies, ID: rand.Uint64()}
 	sent := time.Now()
 	l.route(ctx, &req)
@@ -519,13 +520,14 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 // nothing was checked or recorded, so every policy reports no room left;
 // a denial asks the client to come back when the breaker probes again.
 func (l *Limiter) unchecked(req Request, allowed bool) Result {
-	states := make([]PolicyResult, len(req.Policies))
-	for i, p := range req.Policies {
+	var buf [maxStackPolicies]PolicyResult
+	states := buf[:0]
+	for _, p := range req.Policies {
 		st := PolicyResult{Policy: p, Allowed: allowed}
 		if !allowed {
 			st.RetryAfter = min(l.openTimeout, p.Window)
 		}
-		states[i] = st
+		states = append(states, st)
 	}
 	src := SourceFailOpen
 	if !allowed {

@@ -16,12 +16,3 @@ func TestNewRejectsNilStores(t *testing.T) {
 		}
 	}
 }
-
-func newTestLimiter(t *testing.T, store slidelog.Store, p slidelog.Policy) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}

@@ -46,8 +46,8 @@ func (l *logLines) count(s string) int {
 // stops the server (SIGSTOP) until the test ends.
 func stoppedStore(t *testing.T, storeOpts []redisstore.Option, opts ...slidelog.Option) (*redisstore.Store, *slidelog.Limiter, func()) {
 	t.Helper()
-	addr, proc := startRedis(t)
-	client := redis.NewClient(&redis.Options{Addr: addr})
+	srv := redistest.StartServer(t, redistest.ServerConfig{})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = client.Close() })
 	store, err := redisstore.New(client, storeOpts...)
 	require.NoError(t, err)
@@ -67,8 +67,8 @@ func stoppedStore(t *testing.T, storeOpts []redisstore.Option, opts ...slidelog.
 	}
 	wg.Wait()
 	return store, l, func() {
-		require.NoError(t, proc.Signal(syscall.SIGSTOP))
-		t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+		require.NoError(t, srv.Signal(syscall.SIGSTOP))
+		t.Cleanup(func() { _ = srv.Signal(syscall.SIGCONT) })
 	}
 }
 

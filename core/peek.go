@@ -42,6 +42,13 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Result, error) {
 	if err := l.check(ctx, key); err != nil {
 		return Result{}, err
 	}
+	if l.memory != nil {
+		policies, _, err := l.policiesFor(ctx, key)
+		if err != nil {
+			return Result{}, err
+		}
+		return l.peekMemory(key, policies)
+	}
 	p, ok := l.store.(Peeker)
 	if !ok {
 		return Result{}, fmt.Errorf("%w: store %T cannot report usage (it does not implement slidelog.Peeker)", ErrInvalidOption, l.store)

@@ -128,14 +128,16 @@ func ticketOf(l *Limiter, req *Request) ticket {
 
 // NewResult builds a Result from the state of every policy: allowed only
 // when every policy allowed, with the binding policy chosen as documented
-// on Result. Store implementations outside this package use it. With one
-// policy it leaves Policies nil, that policy's state being the top-level
-// fields; a store may then as well fill those fields itself and save the
-// slice.
+// on Result. Stores use it (package memstore and package redisstore do),
+// and so does the limiter for its own decisions. With one policy it
+// leaves Policies nil, that policy's state being the top-level fields;
+// with several, Policies is a copy of policies. It keeps no reference to
+// policies, so a store may pass a slice of an array on its stack and
+// build a Result of one policy without allocating.
 func NewResult(policies []PolicyResult, source Source) Result {
-	r := Result{Allowed: true, Policies: policies, Source: source}
-	if len(policies) == 1 {
-		r.Policies = nil
+	r := Result{Allowed: true, Source: source}
+	if len(policies) > 1 {
+		r.Policies = append([]PolicyResult(nil), policies...)
 	}
 	bind := -1
 	for i, p := range policies {

@@ -2,9 +2,6 @@ package slidelog_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -18,6 +15,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // stallBound is the bound docs/operations.md states for the slowest
@@ -67,35 +65,6 @@ func spinners(t *testing.T, n int) {
 // sink keeps the spinners' loops from being optimised away.
 var sink atomic.Int64
 
-// startRedis starts a redis-server of the test's own on a free port and
-// returns its address and process.
-func startRedis(t *testing.T) (string, *os.Process) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("SLIDELOG_REQUIRE_REDIS") != "" {
-			t.Fatalf("redis-server not found: %v", err)
-		}
-		t.Skip("redis-server not found")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	require.Eventually(t, func() bool { return c.Ping(context.Background()).Err() == nil }, 5*time.Second, 20*time.Millisecond)
-	return addr, cmd.Process
-}
-
 // cpuHogs starts n busy shell loops, killed when the test ends.
 func cpuHogs(t *testing.T, n int) {
 	t.Helper()
@@ -127,8 +96,8 @@ func TestStoppedNodeBoundWithCPUHog(t *testing.T) {
 // wake-up of a sleeping goroutine measured beside the decisions, and, if
 // bound > 0, to bound.
 func stoppedNodeBound(t *testing.T, load func(), bound time.Duration) {
-	addr, proc := startRedis(t)
-	client := redis.NewClient(&redis.Options{Addr: addr})
+	srv := redistest.StartServer(t, redistest.ServerConfig{})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = client.Close() })
 	store, err := redisstore.New(client)
 	require.NoError(t, err)
@@ -194,12 +163,12 @@ func stoppedNodeBound(t *testing.T, load func(), bound time.Duration) {
 	})
 	time.Sleep(500 * time.Millisecond)
 	stopped = time.Now()
-	require.NoError(t, proc.Signal(syscall.SIGSTOP))
+	require.NoError(t, srv.Signal(syscall.SIGSTOP))
 	time.Sleep(3 * time.Second) // the breaker probes about every second meanwhile
 	mu.Lock()
 	resumed = time.Now()
 	mu.Unlock()
-	require.NoError(t, proc.Signal(syscall.SIGCONT))
+	require.NoError(t, srv.Signal(syscall.SIGCONT))
 	time.Sleep(500 * time.Millisecond)
 	cancel()
 	wg.Wait()

@@ -130,11 +130,11 @@ func TestWaitingRule(t *testing.T) {
 }
 
 // TestWaitingRuleNoLimiterDeadline: a Refund waits as long as the caller's
-// context allows, as a decision does, with no deadline of the limiter's
-// own (it used to end every Refund after 1 s): on a node that answers this
-// client 1.5 s late (a delay on the client's side, so that the shared
-// server stays fast for other tests), the Refund completes and its entry
-// is gone.
+// context and the store allow, as a decision does, with no deadline of the
+// limiter's own (it used to end every Refund after 1 s): on a node that
+// answers this client 1.5 s late (a delay on the client's side, so that
+// the shared server stays fast for other tests), with a stall timeout
+// longer than that, the Refund completes and its entry is gone.
 func TestWaitingRuleNoLimiterDeadline(t *testing.T) {
 	slow := &slowNet{}
 	opts := redisstore.ClientOptions(standaloneAddr(t))
@@ -142,7 +142,7 @@ func TestWaitingRuleNoLimiterDeadline(t *testing.T) {
 	opts.Dialer = slow.dial
 	client := redis.NewClient(opts)
 	t.Cleanup(func() { _ = client.Close() })
-	store := newRedisStore(t, client)
+	store := newRedisStore(t, client, redisstore.WithStallTimeout(3*time.Second))
 	l, err := slidelog.New(store, slidelog.PerMinute(1), slidelog.WithFailureMode(slidelog.FailError))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -162,6 +162,56 @@ func TestWaitingRuleNoLimiterDeadline(t *testing.T) {
 	again, err := l.Allow(t.Context(), "k")
 	require.NoError(t, err)
 	assert.True(t, again.Allowed, "the refunded entry is gone: a limit of 1 admits again")
+}
+
+// TestStalledNodeEndsEveryCall: Refund, Reset and Peek are bounded by the
+// store's stall judgement, as a decision is, not by the client's timeouts:
+// on a node that stops answering this client (read timeout 10 s, the
+// caller's context 8 s), each fails with ErrUnavailable wrapping
+// ErrStalled within a few stall timeouts.
+func TestStalledNodeEndsEveryCall(t *testing.T) {
+	fnet := &faultyNet{}
+	addr := standaloneAddr(t)
+	opts := redisstore.ClientOptions(addr)
+	opts.ReadTimeout, opts.WriteTimeout = 10*time.Second, 10*time.Second
+	opts.Dialer = fnet.dial
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	store := newRedisStore(t, client)
+	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute},
+		slidelog.WithFailureMode(slidelog.FailError),
+		slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 100, OpenTimeout: time.Minute}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	res, err := l.Allow(t.Context(), "k")
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+
+	fnet.victim.Store(addr)
+	fnet.mode.Store(netHang)
+	calls := map[string]func(ctx context.Context) error{
+		"Allow": func(ctx context.Context) error {
+			_, err := l.Allow(ctx, "j")
+			return err
+		},
+		"Refund": func(ctx context.Context) error { return l.Refund(ctx, res) },
+		"Reset":  func(ctx context.Context) error { return l.Reset(ctx, "r") },
+		"Peek": func(ctx context.Context) error {
+			_, err := l.Peek(ctx, "k")
+			return err
+		},
+	}
+	for _, name := range []string{"Allow", "Refund", "Reset", "Peek"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+		start := time.Now()
+		err := calls[name](ctx)
+		took := time.Since(start)
+		cancel()
+		assert.ErrorIs(t, err, slidelog.ErrUnavailable, "%s on a stalled node", name)
+		assert.ErrorIs(t, err, slidelog.ErrStalled, "%s on a stalled node", name)
+		assert.Less(t, took, 4*time.Second, "%s on a stalled node: got %v, want the stall judgement (150 ms), not the client's 10 s read timeout", name, took)
+	}
+	fnet.mode.Store(netOK)
 }
 
 // slowNet delays every read of its connections by delay (nanoseconds)

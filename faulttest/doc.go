@@ -7,5 +7,6 @@
 //	go test -race -count=1 -v .
 //
 // from faulttest/; each scenario logs a line starting with "FAULT" with its
-// figures. It needs redis-server and redis-cli on PATH.
+// figures. It needs redis-server and redis-cli: those on PATH, or the
+// server SLIDELOG_REDIS_SERVER names and the redis-cli beside it.
 package faulttest

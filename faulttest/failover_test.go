@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
 // Failover durability: many keys at a paced admission rate, a master whose
@@ -45,45 +45,26 @@ type failoverRun struct {
 	ack                 redisstore.ReplicaAckStats
 }
 
-// definitePeak returns the most admissions of one key that certainly lie
-// in one half-open window of length w: admissions whose calls all started
-// at or after one call's start and ended before that start plus w, so
-// whatever instant within its call each was decided, they share a window.
-// It never over-states a window; it may under-state one by the calls'
-// durations.
-func definitePeak(calls []decision, w time.Duration) int {
-	slices.SortFunc(calls, func(a, b decision) int { return a.start.Compare(b.start) })
-	peak := 0
-	for j := range calls {
-		end := calls[j].start.Add(w)
-		n := 0
-		for k := j; k < len(calls) && calls[k].start.Before(end); k++ {
-			if calls[k].start.Add(calls[k].took).Before(end) {
-				n++
-			}
-		}
-		peak = max(peak, n)
-	}
-	return peak
-}
-
-// checkWindows runs definitePeak over every key's admissions.
+// checkWindows runs the independent checker (slidelogtest.CheckWindows)
+// over every key's admissions, trusting only the times the calls started
+// and ended: it counts the admissions that certainly lie in one window.
+// It returns how many keys had a window over l, the fullest window, and
+// by how much, summed over keys, the fullest windows passed l.
 func checkWindows(ds []decision, l int, w time.Duration) (overKeys, peak, excess int) {
-	byKey := make(map[string][]decision)
+	var as []slidelogtest.Admission
 	for _, d := range ds {
 		if d.err == nil && d.allowed {
-			byKey[d.key] = append(byKey[d.key], d)
+			as = append(as, slidelogtest.Admission{Key: d.key, Start: d.start, End: d.start.Add(d.took)})
 		}
 	}
-	for _, calls := range byKey {
-		p := definitePeak(calls, w)
-		peak = max(peak, p)
-		if p > l {
-			overKeys++
-			excess += p - l
-		}
+	fullest, over := slidelogtest.CheckWindows(as, l, w)
+	for _, f := range fullest {
+		peak = max(peak, f.Units)
 	}
-	return overKeys, peak, excess
+	for _, o := range over {
+		excess += o.Units - l
+	}
+	return len(over), peak, excess
 }
 
 // pacedLoad offers every key failRate calls a second from its own
@@ -130,7 +111,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	victim := c.byAddr(e.nodeOf[e.keys[0]])
 	replica := c.replicaOf(victim)
 	if replica == nil {
-		t.Fatalf("master %d has no replica", victim.port)
+		t.Fatalf("master %d has no replica", victim.Port)
 	}
 	ld := e.pacedLoad()
 	began := time.Now()
@@ -140,7 +121,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	// master's kernel buffers cannot deliver them on SIGCONT.
 	c.signal(replica, syscall.SIGSTOP)
 	if _, err := c.cli(victim, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
-		t.Fatalf("CLIENT KILL TYPE replica on %d: %v", victim.port, err)
+		t.Fatalf("CLIENT KILL TYPE replica on %d: %v", victim.Port, err)
 	}
 	gapStart := time.Now()
 	time.Sleep(failGap)
@@ -164,7 +145,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	}
 	if promoted.IsZero() {
 		ld.finish()
-		t.Fatalf("replica %d was not promoted within 20 s", replica.port)
+		t.Fatalf("replica %d was not promoted within 20 s", replica.Port)
 	}
 	// Long enough for every key of the victim to fill its window on the
 	// new master (12.5 s of admissions in all), short enough that every
@@ -187,7 +168,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	// how many of them the new master holds (each entry is stamped with
 	// the server's clock during its call).
 	for _, k := range e.keys {
-		if e.nodeOf[k] != victim.addr() {
+		if e.nodeOf[k] != victim.Addr {
 			continue
 		}
 		gap := 0

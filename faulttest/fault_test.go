@@ -26,6 +26,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/prommetrics"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"go.uber.org/goleak"
 )
 
@@ -188,27 +189,21 @@ type report struct {
 }
 
 // overAdmission returns, summed over keys, by how much the most admissions
-// in any window of length w exceeded l (two-pointer scan over DecidedAt).
+// in any window of length w exceeded l, by DecidedAt
+// (slidelogtest.CheckWindows).
 func overAdmission(ds []decision, l int, w time.Duration, keep func(decision) bool) int {
-	byKey := make(map[string][]int64)
+	var as []slidelogtest.Admission
 	for _, d := range ds {
 		if d.err == nil && d.allowed && keep(d) {
-			byKey[d.key] = append(byKey[d.key], d.at)
+			as = append(as, slidelogtest.Admission{Key: d.key, Start: time.UnixMicro(d.at)})
 		}
 	}
-	over := 0
-	for _, ats := range byKey {
-		slices.Sort(ats)
-		peak, j := 0, 0
-		for i := range ats {
-			for ats[i]-ats[j] >= w.Microseconds() {
-				j++
-			}
-			peak = max(peak, i-j+1)
-		}
-		over += max(0, peak-l)
+	_, over := slidelogtest.CheckWindows(as, l, w)
+	excess := 0
+	for _, o := range over {
+		excess += o.Units - l
 	}
-	return over
+	return excess
 }
 
 // peakWindow returns the most admissions kept by keep in any window of
@@ -526,14 +521,14 @@ func TestFaults(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if promoted.IsZero() {
-			logb, _ := exec.Command("grep", "-i", "-E", "fail|vote|elect", survivor.dir+"/redis.log").CombinedOutput()
-			t.Fatalf("the replica was not promoted within 15 s; victim %s survivor %s:\n%s", victim.addr(), survivor.addr(), logb)
+			logb, _ := exec.Command("grep", "-i", "-E", "fail|vote|elect", survivor.Dir+"/redis.log").CombinedOutput()
+			t.Fatalf("the replica was not promoted within 15 s; victim %s survivor %s:\n%s", victim.Addr, survivor.Addr, logb)
 		}
 		time.Sleep(3 * time.Second)
 		ds := ld.finish()
-		r := summarize(ds, e.nodeOf, victim.addr(), killed, promoted)
-		r.checkWithLoss(t, ds, limit*keysOn(e.nodeOf, victim.addr()))
-		rec := requireRecovery(t, ds, e.nodeOf, victim.addr(), promoted)
+		r := summarize(ds, e.nodeOf, victim.Addr, killed, promoted)
+		r.checkWithLoss(t, ds, limit*keysOn(e.nodeOf, victim.Addr))
+		rec := requireRecovery(t, ds, e.nodeOf, victim.Addr, promoted)
 		after := checkGoroutines(t, baseline)
 		r.log(t, "kill -9", fmt.Sprintf("promoted after %v, back on Redis %v after promotion; slidelog goroutines %d before, %d after",
 			promoted.Sub(killed).Round(time.Millisecond), rec.Round(time.Millisecond), baseline, after), e.reg)
@@ -566,13 +561,13 @@ func TestFaults(t *testing.T) {
 			resumed := time.Now()
 			time.Sleep(2 * time.Second)
 			ds := ld.finish()
-			r := summarize(ds, e.nodeOf, victim.addr(), stopped, resumed)
+			r := summarize(ds, e.nodeOf, victim.Addr, stopped, resumed)
 			lost, name := 0, "SIGSTOP"
 			if tc.failover {
-				lost, name = limit*keysOn(e.nodeOf, victim.addr()), "SIGSTOP, failover"
+				lost, name = limit*keysOn(e.nodeOf, victim.Addr), "SIGSTOP, failover"
 			}
 			r.checkWithLoss(t, ds, lost)
-			rec := requireRecovery(t, ds, e.nodeOf, victim.addr(), resumed)
+			rec := requireRecovery(t, ds, e.nodeOf, victim.Addr, resumed)
 			after := checkGoroutines(t, baseline)
 			r.log(t, name, fmt.Sprintf("%v stopped; back on Redis %v after SIGCONT; slidelog goroutines %d before, %d after", tc.stop, rec.Round(time.Millisecond), baseline, after), e.reg)
 			c.waitHealthy(30 * time.Second)
@@ -614,9 +609,9 @@ func TestFaults(t *testing.T) {
 			for _, ld := range loads {
 				ds = append(ds, ld.finish()...)
 			}
-			r := summarize(ds, e.nodeOf, victim.addr(), stopped, resumed)
+			r := summarize(ds, e.nodeOf, victim.Addr, stopped, resumed)
 			r.check(t, ds)
-			requireRecovery(t, ds, e.nodeOf, victim.addr(), resumed)
+			requireRecovery(t, ds, e.nodeOf, victim.Addr, resumed)
 			fallbackLimit := (limit + instances - 1) / instances
 			bound := limit + n*fallbackLimit
 			all := peakWindow(ds, window, time.Time{}, func(decision) bool { return true })
@@ -642,7 +637,7 @@ func TestFaults(t *testing.T) {
 		}
 		ld := e.startLoad(nil)
 		time.Sleep(time.Second)
-		busy := exec.Command("redis-cli", "-p", strconv.Itoa(victim.port), "EVAL", "local i = 0 while true do i = i + 1 end", "0")
+		busy := exec.Command(c.cliBin, "-p", strconv.Itoa(victim.Port), "EVAL", "local i = 0 while true do i = i + 1 end", "0")
 		if err := busy.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -661,9 +656,9 @@ func TestFaults(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		ds := ld.finish()
-		r := summarize(ds, e.nodeOf, victim.addr(), began, killed)
+		r := summarize(ds, e.nodeOf, victim.Addr, began, killed)
 		r.check(t, ds)
-		rec := requireRecovery(t, ds, e.nodeOf, victim.addr(), killed)
+		rec := requireRecovery(t, ds, e.nodeOf, victim.Addr, killed)
 		r.log(t, "busy script", fmt.Sprintf("1 s busy (busy-reply-threshold 100 ms), then SCRIPT KILL; back on Redis %v after", rec.Round(time.Millisecond)), e.reg)
 		_, _ = c.cli(victim, "CONFIG", "SET", "busy-reply-threshold", "5000")
 		c.waitHealthy(30 * time.Second)
@@ -832,10 +827,10 @@ func TestFaults(t *testing.T) {
 			m := c.masters()[0]
 			r := c.replicaOf(m)
 			if r == nil {
-				t.Fatalf("master %d has no replica", m.port)
+				t.Fatalf("master %d has no replica", m.Port)
 			}
 			if out, err := c.cli(r, "CLUSTER", "FAILOVER"); err != nil || out != "OK" {
-				t.Fatalf("CLUSTER FAILOVER on %d: %v %s", r.port, err, out)
+				t.Fatalf("CLUSTER FAILOVER on %d: %v %s", r.Port, err, out)
 			}
 			for end := time.Now().Add(10 * time.Second); c.info(r, "INFO", "replication")["role"] != "master"; {
 				if time.Now().After(end) {
@@ -859,7 +854,7 @@ func TestFaults(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		to := c.nodeID(c.masters()[0])
 		start := time.Now()
-		out, err := exec.Command("redis-cli", "--cluster", "reshard", c.masters()[1].addr(), "--cluster-from", "all",
+		out, err := exec.Command(c.cliBin, "--cluster", "reshard", c.masters()[1].Addr, "--cluster-from", "all",
 			"--cluster-to", to, "--cluster-slots", "1000", "--cluster-yes").CombinedOutput()
 		if err != nil {
 			t.Fatalf("reshard: %v\n%s", err, out)

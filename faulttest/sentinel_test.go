@@ -3,10 +3,6 @@ package faulttest
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,14 +14,16 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // sentinelMaster is the master name the sentinels monitor.
 const sentinelMaster = "slidelog"
 
-// sentinelSet is 1 master, 1 replica and 3 sentinels (Debian's
-// redis-sentinel), its own processes on ports free when it starts (never
-// 7200-7299, the Cluster's), killed when the test ends.
+// sentinelSet is 1 master, 1 replica and 3 sentinels, its own processes
+// started by redistest on ports the kernel has free (never 7200-7299, the
+// Cluster's: the kernel hands out ports from 32768), killed when the test
+// ends.
 type sentinelSet struct {
 	t                 *testing.T
 	master, replica   *node
@@ -34,110 +32,22 @@ type sentinelSet struct {
 	masterAddrAtStart string
 }
 
-// freeTCPPort returns a port free on 127.0.0.1 outside 7200-7299.
-func freeTCPPort(t *testing.T) int {
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if p < 7200 || p > 7299 {
-			return p
-		}
-	}
-}
-
 func startSentinelSet(t *testing.T) *sentinelSet {
 	t.Helper()
-	for _, bin := range []string{"redis-server", "redis-sentinel", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s not found: the Sentinel rows start their own redis-sentinel processes", bin)
-		}
-	}
-	s := &sentinelSet{t: t, c: &cluster{t: t}}
-	base := t.TempDir()
-	start := func(n *node, bin string, args ...string) {
-		t.Helper()
-		if err := os.MkdirAll(n.dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		n.cmd = exec.Command(bin, args...)
-		if err := n.cmd.Start(); err != nil {
-			t.Fatalf("%s: %v", bin, err)
-		}
-		raisePriority(n.cmd.Process.Pid)
-		n.done = make(chan struct{})
-		go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(n.cmd, n.done)
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, err := s.c.cli(n, "PING"); err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s on %d does not answer", bin, n.port)
-			}
-		}
-	}
-	server := func(n *node, more ...string) {
-		start(n, "redis-server", append([]string{"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", n.dir,
-			"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--logfile", filepath.Join(n.dir, "redis.log")}, more...)...)
-	}
-	s.master = &node{port: freeTCPPort(t), dir: filepath.Join(base, "master")}
-	server(s.master)
-	s.replica = &node{port: freeTCPPort(t), dir: filepath.Join(base, "replica")}
-	server(s.replica, "--replicaof", "127.0.0.1", strconv.Itoa(s.master.port))
-	s.masterAddrAtStart = s.master.addr()
-	for i := range 3 {
-		n := &node{port: freeTCPPort(t), dir: filepath.Join(base, "sentinel"+strconv.Itoa(i))}
-		if err := os.MkdirAll(n.dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		conf := filepath.Join(n.dir, "sentinel.conf")
-		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
-			"sentinel monitor %s 127.0.0.1 %d 2\n"+
-			"sentinel down-after-milliseconds %[4]s 1000\n"+
-			"sentinel failover-timeout %[4]s 10000\n"+
-			"sentinel parallel-syncs %[4]s 1\n",
-			n.port, n.dir, filepath.Join(n.dir, "sentinel.log"), sentinelMaster, s.master.port)
-		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		start(n, "redis-sentinel", conf)
-		s.sentinels = append(s.sentinels, n)
-	}
-	t.Cleanup(func() {
-		for _, n := range append([]*node{s.master, s.replica}, s.sentinels...) {
-			if n.cmd != nil && n.cmd.Process != nil {
-				_ = n.cmd.Process.Signal(syscall.SIGCONT)
-				_ = n.cmd.Process.Kill()
-				<-n.done
-			}
-		}
+	rs := redistest.StartSentinels(t, redistest.SentinelConfig{
+		Name: sentinelMaster, DownAfter: time.Second, FailoverTimeout: 10 * time.Second,
+		Args: []string{"--maxmemory-policy", "noeviction"}, RaisePriority: true,
 	})
-	// Every sentinel knows the replica and the other sentinels, and the
-	// replica is in sync.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		ready := s.c.info(s.replica, "INFO", "replication")["master_link_status"] == "up"
-		for _, n := range s.sentinels {
-			out, _ := s.c.cli(n, "SENTINEL", "REPLICAS", sentinelMaster)
-			others, _ := s.c.cli(n, "SENTINEL", "SENTINELS", sentinelMaster)
-			ready = ready && strings.Contains(out, strconv.Itoa(s.replica.port)) && countLines(others, "name") >= 2
-		}
-		if ready {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Sentinel set did not settle within 30 s")
-		}
-	}
+	s := &sentinelSet{t: t, master: rs.Master, replica: rs.Replica, sentinels: rs.Sentinels,
+		c: &cluster{t: t, cliBin: redistest.RequireBinary(t, "redis-cli")}, masterAddrAtStart: rs.Master.Addr}
+	return s
 }
 
 // addrs are the sentinels' addresses.
 func (s *sentinelSet) addrs() []string {
 	var out []string
 	for _, n := range s.sentinels {
-		out = append(out, n.addr())
+		out = append(out, n.Addr)
 	}
 	return out
 }
@@ -234,14 +144,14 @@ func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option)
 	}
 	var promoted time.Time
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if s.masterAddr() == s.replica.addr() && s.c.info(s.replica, "INFO", "replication")["role"] == "master" {
+		if s.masterAddr() == s.replica.Addr && s.c.info(s.replica, "INFO", "replication")["role"] == "master" {
 			promoted = time.Now()
 			break
 		}
 	}
 	if promoted.IsZero() {
 		ld.finish()
-		t.Fatalf("the replica %d was not promoted within 30 s", s.replica.port)
+		t.Fatalf("the replica %d was not promoted within 30 s", s.replica.Port)
 	}
 	time.Sleep(max(4*time.Second, time.Until(began.Add(23*time.Second))))
 	ds := ld.finish()
@@ -264,7 +174,7 @@ func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option)
 	r.overKeys, r.overPeak, r.excess = checkWindows(ds, failLimit, failWindow)
 	// Admissions decided wholly within the gap, and how many of them the
 	// new master holds.
-	nm := redis.NewClient(&redis.Options{Addr: s.replica.addr()})
+	nm := redis.NewClient(&redis.Options{Addr: s.replica.Addr})
 	defer nm.Close()
 	for _, k := range e.keys {
 		gap := 0
@@ -309,15 +219,4 @@ func sentinelRows(t *testing.T, name string, storeOpts ...redisstore.Option) []f
 		})
 	}
 	return all
-}
-
-// countLines counts the lines of out that are exactly line.
-func countLines(out, line string) int {
-	n := 0
-	for _, l := range strings.Split(out, "\n") {
-		if strings.TrimSpace(l) == line {
-			n++
-		}
-	}
-	return n
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # redis-rig.sh - local Redis test rig for slidelog.
 #
-#   scripts/redis-rig.sh install   install redis-server/redis-cli (Debian, apt-get) if missing
+#   scripts/redis-rig.sh install   install redis-server/redis-cli/redis-sentinel (Debian, apt-get) if missing
 #   scripts/redis-rig.sh up        start standalone Redis + 6-node Redis Cluster (idempotent)
 #   scripts/redis-rig.sh down      stop every server this script started, remove state dir
 #   scripts/redis-rig.sh status    print each node's role and cluster_state
@@ -79,11 +79,11 @@ cmd_install() {
     have_bins || die "SLIDELOG_REDIS_SERVER=$SLIDELOG_REDIS_SERVER or $REDIS_CLI is not an executable (scripts/servers.sh builds one)"
     return 0
   fi
-  if have_bins; then
+  if have_bins && command -v redis-sentinel >/dev/null 2>&1; then
     log "redis already installed: $("$REDIS_SERVER" --version | head -n1)"
     return 0
   fi
-  log "redis-server/redis-cli missing; installing redis-server redis-tools with apt-get"
+  log "redis-server/redis-cli/redis-sentinel missing; installing redis-server redis-tools redis-sentinel with apt-get"
   command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install redis-server and redis-cli (>= 5) by hand"
   local sudo=()
   if [[ $(id -u) -ne 0 ]]; then
@@ -91,9 +91,10 @@ cmd_install() {
     sudo=(sudo)
   fi
   "${sudo[@]}" apt-get update
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools redis-sentinel
   hash -r
   have_bins || die "redis-server/redis-cli still not on PATH after apt-get install"
+  command -v redis-sentinel >/dev/null 2>&1 || die "redis-sentinel still not on PATH after apt-get install"
   log "installed: $("$REDIS_SERVER" --version | head -n1)"
 }
 

@@ -16,16 +16,6 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
-func newLimiter(t *testing.T, store slidelog.Store, limit int) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, slidelog.Policy{Name: "test", Limit: limit, Window: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
-}
-
 func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.RemoteAddr = remote
@@ -39,7 +29,7 @@ type userKey struct{}
 // A value an auth middleware put in the request context is the identity.
 func TestKeyByContextValue(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
-	l := newLimiter(t, store, 1)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
 	r := chi.NewRouter()
 	r.Use(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +61,7 @@ func TestKeyByContextValue(t *testing.T) {
 // pattern, through mounted sub-routers too.
 func TestKeyByRouteGlobal(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
-	l := newLimiter(t, store, 1)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
 	r := chi.NewRouter()
 	r.Use(slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.Get("/users/{id}", func(http.ResponseWriter, *http.Request) {})
@@ -99,14 +89,14 @@ func TestKeyByRouteGlobal(t *testing.T) {
 // not routed yet, fails with ErrNoRoute (400), never one shared budget.
 func TestKeyByRouteServeMux(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
-	mw := slidechi.Middleware(newLimiter(t, store, 1), httplimit.WithKeyFunc(httplimit.ByRoute()))
+	mw := slidechi.Middleware(slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1)), httplimit.WithKeyFunc(httplimit.ByRoute()))
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", mw(ok))
 	mux.Handle("GET /other/{id}", mw(ok))
 	whole := http.NewServeMux()
 	whole.Handle("GET /items/{id}", ok)
-	wrapped := slidechi.Middleware(newLimiter(t, memstore.New(), 1), httplimit.WithKeyFunc(httplimit.ByRoute()))(whole)
+	wrapped := slidechi.Middleware(slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1)), httplimit.WithKeyFunc(httplimit.ByRoute()))(whole)
 	for _, tt := range []struct {
 		h    http.Handler
 		give string
@@ -125,7 +115,7 @@ func TestKeyByRouteServeMux(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	for name, opt := range map[string]httplimit.Option{
 		"cidr":        httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/33"}}),
 		"trust all":   httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"0.0.0.0/0"}}),
@@ -156,7 +146,7 @@ func TestInvalidOptionPanics(t *testing.T) {
 // A nil next handler is refused when the middleware wraps it, not on the
 // first request.
 func TestNilNextPanicsAtWrap(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	defer func() {
 		if p, _ := recover().(string); !strings.Contains(p, "nil next handler") {
 			t.Errorf("panic: got %q, want one naming the nil next handler", p)

@@ -138,16 +138,6 @@ func newStore(t *testing.T, newStore slidelogtest.NewStoreFunc) *slidelogtest.Co
 	return slidelogtest.NewCountingStore(s)
 }
 
-func newLimiter(t *testing.T, store slidelog.Store, name string, limit int, window time.Duration) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, slidelog.Policy{Name: name, Limit: limit, Window: window})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
-}
-
 func retryDelay(details []any) (time.Duration, bool) {
 	for _, d := range details {
 		if ri, ok := d.(*errdetails.RetryInfo); ok {
@@ -219,7 +209,7 @@ func TestDenial(t *testing.T) {
 	for name, ns := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Run("unary", func(t *testing.T) {
-				l := newLimiter(t, newStore(t, ns), "unary", 2, time.Minute)
+				l := slidelogtest.NewLimiter(t, newStore(t, ns), slidelog.Policy{Name: "unary", Limit: 2, Window: time.Minute})
 				s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l)))
 				resp, err := s.check(t, nil)
 				if err != nil {
@@ -258,7 +248,7 @@ func TestDenial(t *testing.T) {
 				}
 			})
 			t.Run("stream", func(t *testing.T) {
-				l := newLimiter(t, newStore(t, ns), "stream", 1, time.Minute)
+				l := slidelogtest.NewLimiter(t, newStore(t, ns), slidelog.Policy{Name: "stream", Limit: 1, Window: time.Minute})
 				s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l)))
 				header, n, err := s.watch(t)
 				if err != nil || n != 2 {
@@ -309,7 +299,7 @@ func TestKeys(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newStore(t, slidelogtest.MemoryStores())
-			l := newLimiter(t, store, "keys", 10, time.Minute)
+			l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "keys", Limit: 10, Window: time.Minute})
 			s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, tt.opts...)))
 			if _, err := s.check(t, tt.header); err != nil {
 				t.Fatal(err)
@@ -327,7 +317,7 @@ func TestKeys(t *testing.T) {
 func TestUndecided(t *testing.T) {
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	l := newLimiter(t, store, "undecided", 10, time.Minute)
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "undecided", Limit: 10, Window: time.Minute})
 	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, httplimit.WithKeyFunc(httplimit.ByHeader("X-Api-Key")))))
 	_, err := s.check(t, nil)
 	if got := connect.CodeOf(err); got != connect.CodeInvalidArgument {
@@ -352,7 +342,7 @@ func TestUndecided(t *testing.T) {
 func TestGRPCRetryPolicy(t *testing.T) {
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	l := newLimiter(t, store, "retry", 1, 300*time.Millisecond)
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "retry", Limit: 1, Window: 300 * time.Millisecond})
 	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l)))
 	client := s.grpcClient(t, grpc.WithDefaultServiceConfig(`{"methodConfig":[{"name":[{"service":"grpc.health.v1.Health"}],
  "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.01s","backoffMultiplier":1.0,"retryableStatusCodes":["RESOURCE_EXHAUSTED"]}}]}`))
@@ -373,7 +363,7 @@ func TestGRPCRetryPolicy(t *testing.T) {
 func TestRefundOnServerError(t *testing.T) {
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	l := newLimiter(t, store, "refund", 1, time.Minute)
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "refund", Limit: 1, Window: time.Minute})
 	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, httplimit.WithRefundOnServerError())))
 	client := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](s.http, s.url+checkProcedure)
 	for i := range 3 {

@@ -16,16 +16,6 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
-func newLimiter(t *testing.T, store slidelog.Store, limit int) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, slidelog.Policy{Name: "test", Limit: limit, Window: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
-}
-
 func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.RemoteAddr = remote
@@ -37,7 +27,7 @@ func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
 // A value set with c.Set by an auth middleware is the identity.
 func TestKeyByContextValue(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
-	l := newLimiter(t, store, 1)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
 	r := echo.New()
 	r.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error { c.Set("user", c.QueryParam("u")); return next(c) }
@@ -62,7 +52,7 @@ func TestKeyByContextValue(t *testing.T) {
 
 // Under e.Use, ByRoute sees echo's route pattern.
 func TestKeyByRouteGlobal(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	r := echo.New()
 	r.Use(slideecho.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.GET("/users/:id", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
@@ -83,7 +73,7 @@ func TestKeyByRouteGlobal(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	for name, opt := range map[string]httplimit.Option{
 		"cidr":        httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/33"}}),
 		"trust all":   httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"0.0.0.0/0"}}),
@@ -114,7 +104,7 @@ func TestInvalidOptionPanics(t *testing.T) {
 // A handler that returns an error echo turns into a 5xx is refunded.
 func TestRefundOnReturnedError(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
-	l := newLimiter(t, store, 1)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
 	r := echo.New()
 	r.Use(slideecho.Middleware(l, httplimit.WithRefundOnServerError()))
 	r.GET("/http-error", func(echo.Context) error { return echo.NewHTTPError(http.StatusBadGateway) })
@@ -138,7 +128,7 @@ func TestRefundOnReturnedError(t *testing.T) {
 // A nil next handler is refused when the middleware wraps it, not on the
 // first request.
 func TestNilNextPanicsAtWrap(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	defer func() {
 		if p, _ := recover().(string); !strings.Contains(p, "nil next handler") {
 			t.Errorf("panic: got %q, want one naming the nil next handler", p)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 	slideechov5 "github.com/slidelog/slidelog/adapters/echov5"
+	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
@@ -25,7 +26,7 @@ func TestRefundByStatusCoder(t *testing.T) {
 	mem := memstore.New()
 	t.Cleanup(func() { _ = mem.Close() })
 	store := slidelogtest.NewCountingStore(mem)
-	l := newLimiter(t, store, 2)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(2))
 	r := echo.New()
 	r.Use(slideechov5.Middleware(l, httplimit.WithRefundOnServerError()))
 	r.GET("/unavailable", func(*echo.Context) error { return statusError(http.StatusServiceUnavailable) })

@@ -15,16 +15,6 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
-func newLimiter(t *testing.T, store slidelog.Store, limit int) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, slidelog.Policy{Name: "test", Limit: limit, Window: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
-}
-
 type recorded struct{ Code int }
 
 func serveApp(t *testing.T, app *fiber.App, path string) recorded {
@@ -40,7 +30,7 @@ func serveApp(t *testing.T, app *fiber.App, path string) recorded {
 // A value set with c.Set by an auth middleware is the identity.
 func TestKeyByContextValue(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
-	l := newLimiter(t, store, 1)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
 	r := fiber.New()
 	r.Use(func(c *fiber.Ctx) error { c.Locals("user", c.Query("u")); return c.Next() })
 	r.Use(slidefiber.Middleware(l, httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByContextValue("user"), httplimit.ByClientIP()))))
@@ -65,11 +55,11 @@ func TestKeyByContextValue(t *testing.T) {
 // ErrNoRoute (400), never one budget for every route; on a route it sees
 // the route's pattern.
 func TestKeyByRouteUse(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	r := fiber.New()
 	r.Use(slidefiber.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.Get("/users/:id", func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
-	perRoute := slidefiber.Middleware(newLimiter(t, memstore.New(), 1), httplimit.WithKeyFunc(httplimit.ByRoute()))
+	perRoute := slidefiber.Middleware(slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1)), httplimit.WithKeyFunc(httplimit.ByRoute()))
 	r2 := fiber.New()
 	r2.Get("/users/:id", perRoute, func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
 	r2.Get("/teams/:id", perRoute, func(c *fiber.Ctx) error { return c.SendStatus(http.StatusOK) })
@@ -88,7 +78,7 @@ func TestKeyByRouteUse(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	for name, opt := range map[string]httplimit.Option{
 		"cidr":        httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/33"}}),
 		"trust all":   httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"0.0.0.0/0"}}),
@@ -119,7 +109,7 @@ func TestInvalidOptionPanics(t *testing.T) {
 // A handler that returns an error fiber turns into a 5xx is refunded.
 func TestRefundOnReturnedError(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
-	l := newLimiter(t, store, 1)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
 	r := fiber.New()
 	r.Use(slidefiber.Middleware(l, httplimit.WithRefundOnServerError()))
 	r.Get("/fiber-error", func(*fiber.Ctx) error { return fiber.ErrBadGateway })

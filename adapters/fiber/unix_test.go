@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	slidefiber "github.com/slidelog/slidelog/adapters/fiber"
+	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
@@ -26,7 +27,7 @@ func TestUnixSocketProxyListener(t *testing.T) {
 	t.Cleanup(func() { _ = mem.Close() })
 	store := slidelogtest.NewCountingStore(mem)
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(slidefiber.Middleware(newLimiter(t, store, 5), httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"})))
+	app.Use(slidefiber.Middleware(slidelogtest.NewLimiter(t, store, slidelog.PerMinute(5)), httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"})))
 	app.Get("/hello", func(c *fiber.Ctx) error { return c.SendString("hello") })
 	dir, err := os.MkdirTemp("", "slidelog-fiber-") // short: a socket path is at most ~100 bytes
 	if err != nil {

@@ -14,16 +14,6 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
-func newLimiter(t *testing.T, store slidelog.Store, limit int) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, slidelog.Policy{Name: "test", Limit: limit, Window: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
-}
-
 func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.RemoteAddr = remote
@@ -35,7 +25,7 @@ func serve(r http.Handler, path, remote string) *httptest.ResponseRecorder {
 // A value set with c.Set by an auth middleware is the identity.
 func TestKeyByContextValue(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
-	l := newLimiter(t, store, 1)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
 	r := gin.New()
 	r.Use(func(c *gin.Context) { c.Set("user", c.Query("u")) })
 	r.Use(slidegin.Middleware(l, httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByContextValue("user"), httplimit.ByClientIP()))))
@@ -58,7 +48,7 @@ func TestKeyByContextValue(t *testing.T) {
 
 // Under engine.Use, ByRoute sees gin's full route pattern.
 func TestKeyByRouteGlobal(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	r := gin.New()
 	r.Use(slidegin.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
 	r.GET("/users/:id", func(c *gin.Context) { c.Status(http.StatusOK) })
@@ -79,7 +69,7 @@ func TestKeyByRouteGlobal(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := newLimiter(t, memstore.New(), 1)
+	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
 	for name, opt := range map[string]httplimit.Option{
 		"cidr":        httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/33"}}),
 		"trust all":   httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"0.0.0.0/0"}}),

@@ -4,11 +4,14 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
+	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -26,7 +29,7 @@ func TestMiddlewareLimiter(t *testing.T) {
 	for name, ns := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			store := newStore(t, ns)
-			lim := slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "mw", 1), httplimit.WithKeyFunc(httplimit.ByRoute()))
+			lim := slidegrpc.NewMiddlewareLimiter(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "mw", Limit: 1, Window: time.Minute}), httplimit.WithKeyFunc(httplimit.ByRoute()))
 			client, svc := serve(t,
 				grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(lim)),
 				grpc.ChainStreamInterceptor(ratelimit.StreamServerInterceptor(lim)))
@@ -68,7 +71,7 @@ func TestMiddlewareLimiter(t *testing.T) {
 func TestMiddlewareLimiterLimit(t *testing.T) {
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	lim := slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "limit", 1), httplimit.WithKeyFunc(httplimit.ByHeader("x-api-key")))
+	lim := slidegrpc.NewMiddlewareLimiter(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "limit", Limit: 1, Window: time.Minute}), httplimit.WithKeyFunc(httplimit.ByHeader("x-api-key")))
 	ctx := metadata.NewIncomingContext(t.Context(), metadata.Pairs("x-api-key", "k1"))
 	if err := lim.Limit(ctx); err != nil {
 		t.Fatalf("first: %v", err)
@@ -85,5 +88,5 @@ func TestMiddlewareLimiterLimit(t *testing.T) {
 			t.Error("NewMiddlewareLimiter with WithRefundOnServerError did not panic")
 		}
 	}()
-	slidegrpc.NewMiddlewareLimiter(newLimiter(t, store, "refund", 1), httplimit.WithRefundOnServerError())
+	slidegrpc.NewMiddlewareLimiter(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "refund", Limit: 1, Window: time.Minute}), httplimit.WithRefundOnServerError())
 }

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
+	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
@@ -86,7 +88,7 @@ func TestTrustAllBehindNginx(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := slidelogtest.NewCountingStore(memstore.New())
 			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-			addr := listen(t, interceptors(newLimiter(t, store, "peer", 2), tt.opts...)...)
+			addr := listen(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "peer", Limit: 2, Window: time.Minute}), tt.opts...)...)
 			if tt.nginx {
 				port := slidelogtest.StartNginx(t, "http2", fmt.Sprintf(`		location / {
 			grpc_pass grpc://%s;
@@ -133,7 +135,7 @@ func TestBehindHAProxy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := slidelogtest.NewCountingStore(memstore.New())
 			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-			l := newLimiter(t, store, "peer", 2)
+			l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "peer", Limit: 2, Window: time.Minute})
 			opts := interceptors(l, tt.opts...)
 			if tt.tap {
 				opts = []grpc.ServerOption{slidegrpc.ServerOption(l, tt.opts...)}
@@ -163,7 +165,7 @@ func TestBehindHAProxy(t *testing.T) {
 func TestMetadataSentTwice(t *testing.T) {
 	store := slidelogtest.NewCountingStore(memstore.New())
 	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-	client, svc := serve(t, interceptors(newLimiter(t, store, "user", 2), httplimit.WithKeyFunc(httplimit.ByHeader("x-user-id")))...)
+	client, svc := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "user", Limit: 2, Window: time.Minute}), httplimit.WithKeyFunc(httplimit.ByHeader("x-user-id")))...)
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-user-id", "victim", "x-user-id", "gateway-user")
 	if _, err := client.EmptyCall(ctx, &testgrpc.Empty{}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("x-user-id twice: got %v, want InvalidArgument", err)
@@ -181,7 +183,7 @@ func TestMintedIPv6Prefixes(t *testing.T) {
 	const table, minted = 200, 1000
 	store := slidelogtest.NewCountingStore(memstore.New(memstore.WithMaxKeys(table)))
 	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-	client, _ := serve(t, interceptors(newLimiter(t, store, "minted", 1),
+	client, _ := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "minted", Limit: 1, Window: time.Minute}),
 		httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "x-forwarded-for"}))...)
 	call := func(xff string) error {
 		_, err := client.EmptyCall(metadata.AppendToOutgoingContext(t.Context(), "x-forwarded-for", xff), &testgrpc.Empty{})

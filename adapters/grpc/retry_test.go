@@ -14,6 +14,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -152,7 +153,7 @@ func TestDenialTrailers(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			store := memstore.New()
 			t.Cleanup(func() { _ = store.Close() })
-			l := newLimiter(t, store, "trailers", 1)
+			l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "trailers", Limit: 1, Window: time.Minute})
 			client, _ := serve(t, interceptors(l, httplimit.WithKeyFunc(httplimit.ByRoute()))...)
 			var header, trailer metadata.MD
 			call := func() error {

@@ -130,16 +130,6 @@ func newStore(t *testing.T, newStore slidelogtest.NewStoreFunc) *slidelogtest.Co
 	return slidelogtest.NewCountingStore(s)
 }
 
-func newLimiter(t *testing.T, store slidelog.Store, name string, limit int) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, slidelog.Policy{Name: name, Limit: limit, Window: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
-}
-
 // retryInfo returns the RetryInfo detail of err's status, or nil.
 func retryInfo(err error) *errdetails.RetryInfo {
 	for _, d := range status.Convert(err).Details() {
@@ -185,7 +175,7 @@ func TestDenial(t *testing.T) {
 	for name, ns := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Run("unary", func(t *testing.T) {
-				l := newLimiter(t, newStore(t, ns), "unary", 2)
+				l := slidelogtest.NewLimiter(t, newStore(t, ns), slidelog.Policy{Name: "unary", Limit: 2, Window: time.Minute})
 				client, svc := serve(t, interceptors(l)...)
 				for i, want := range []string{`"unary";r=1;t=60`, `"unary";r=0;t=60`} {
 					var header metadata.MD
@@ -210,7 +200,7 @@ func TestDenial(t *testing.T) {
 				}
 			})
 			t.Run("stream", func(t *testing.T) {
-				l := newLimiter(t, newStore(t, ns), "stream", 1)
+				l := slidelogtest.NewLimiter(t, newStore(t, ns), slidelog.Policy{Name: "stream", Limit: 1, Window: time.Minute})
 				client, svc := serve(t, interceptors(l)...)
 				req := &testgrpc.StreamingOutputCallRequest{ResponseParameters: make([]*testgrpc.ResponseParameters, 3)}
 				stream, err := client.StreamingOutputCall(t.Context(), req)
@@ -268,7 +258,7 @@ func TestKeyByPeer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := slidelogtest.NewCountingStore(memstore.New())
 			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-			client, _ := serve(t, interceptors(newLimiter(t, store, "peer", 10), tt.opts...)...)
+			client, _ := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "peer", Limit: 10, Window: time.Minute}), tt.opts...)...)
 			ctx := metadata.AppendToOutgoingContext(t.Context(),
 				"x-forwarded-for", "203.0.113.9, 198.51.100.7", "x-real-ip", "192.0.2.99")
 			if _, err := client.EmptyCall(ctx, &testgrpc.Empty{}); err != nil {
@@ -288,7 +278,7 @@ func TestKeyByMetadataAndMethod(t *testing.T) {
 	t.Run("metadata", func(t *testing.T) {
 		store := slidelogtest.NewCountingStore(memstore.New())
 		t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-		client, svc := serve(t, interceptors(newLimiter(t, store, "key", 1), httplimit.WithKeyFunc(httplimit.ByHeader("x-api-key")))...)
+		client, svc := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "key", Limit: 1, Window: time.Minute}), httplimit.WithKeyFunc(httplimit.ByHeader("x-api-key")))...)
 		for _, tt := range []struct {
 			give string
 			want codes.Code
@@ -315,7 +305,7 @@ func TestKeyByMetadataAndMethod(t *testing.T) {
 	t.Run("full method", func(t *testing.T) {
 		store := slidelogtest.NewCountingStore(memstore.New())
 		t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-		client, _ := serve(t, interceptors(newLimiter(t, store, "method", 1), httplimit.WithKeyFunc(httplimit.ByRoute()))...)
+		client, _ := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "method", Limit: 1, Window: time.Minute}), httplimit.WithKeyFunc(httplimit.ByRoute()))...)
 		if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
 			t.Fatal(err)
 		}
@@ -336,8 +326,8 @@ func TestKeyByMetadataAndMethod(t *testing.T) {
 func TestPerMethod(t *testing.T) {
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	shared := newLimiter(t, store, "shared", 3)
-	streams := newLimiter(t, store, "streams", 1)
+	shared := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "shared", Limit: 3, Window: time.Minute})
+	streams := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "streams", Limit: 1, Window: time.Minute})
 	client, _ := serve(t, interceptors(shared,
 		slidegrpc.WithMethodCosts(map[string]int{unaryCall: 2}),
 		slidegrpc.WithMethodLimiters(map[string]*slidelog.Limiter{streamCall: streams}),
@@ -389,7 +379,7 @@ func TestPerMethod(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	l := newLimiter(t, store, "closed", 10)
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "closed", Limit: 10, Window: time.Minute})
 	client, svc := serve(t, interceptors(l)...)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -419,7 +409,7 @@ func TestRefundOnServerError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := slidelogtest.NewCountingStore(memstore.New())
 			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-			client, _ := serve(t, tt.opts(newLimiter(t, store, "refund", 1), httplimit.WithRefundOnServerError())...)
+			client, _ := serve(t, tt.opts(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "refund", Limit: 1, Window: time.Minute}), httplimit.WithRefundOnServerError())...)
 			failing := metadata.AppendToOutgoingContext(t.Context(), "fail", "1")
 			for i, tt := range []struct {
 				ctx  context.Context
@@ -439,7 +429,7 @@ func TestRefundOnServerError(t *testing.T) {
 func TestInvalidOptionPanics(t *testing.T) {
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	l := newLimiter(t, store, "opts", 1)
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "opts", Limit: 1, Window: time.Minute})
 	for name, opts := range map[string]func() []httplimit.Option{
 		"cidr": func() []httplimit.Option {
 			return []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/33"}})}

@@ -14,15 +14,6 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
-func newTestLimiter(t *testing.T, store slidelog.Store, p slidelog.Policy) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 func newMemory(t *testing.T) (*slidelogtest.CountingStore, *slidelogtest.Clock) {
 	t.Helper()
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -33,7 +24,7 @@ func newMemory(t *testing.T) (*slidelogtest.CountingStore, *slidelogtest.Clock) 
 
 func TestNewErrors(t *testing.T) {
 	store, _ := newMemory(t)
-	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerSecond(1))
 	one := func(*httplimit.Request) int { return 1 }
 	mine := func(*httplimit.Request) *slidelog.Limiter { return l }
 	tests := []struct {
@@ -71,7 +62,7 @@ func TestNewErrors(t *testing.T) {
 
 func TestCheckOutcomes(t *testing.T) {
 	store, _ := newMemory(t)
-	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
 	h, err := httplimit.New(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz")))
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +95,7 @@ func TestCheckOutcomes(t *testing.T) {
 
 func TestEmptyIdentityIsNoKey(t *testing.T) {
 	store, _ := newMemory(t)
-	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerSecond(1))
 	h, _ := httplimit.New(l, httplimit.WithKeyFunc(func(*httplimit.Request) (string, error) { return "", nil }))
 	if d := h.Check(newSource("192.0.2.1:1")); !errors.Is(d.Err, httplimit.ErrNoKey) || store.Takes() != 0 {
 		t.Errorf("got %v with %d takes, want ErrNoKey and no store call", d.Err, store.Takes())
@@ -113,7 +104,7 @@ func TestEmptyIdentityIsNoKey(t *testing.T) {
 
 func TestOversizedIdentity(t *testing.T) {
 	store, _ := newMemory(t)
-	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerSecond(1))
 	h, _ := httplimit.New(l, httplimit.WithKeyFunc(httplimit.ByHeader("X-Key")))
 	d := h.Check(newSource("192.0.2.1:1", "X-Key", strings.Repeat("x", 1<<20)))
 	if !errors.Is(d.Err, httplimit.ErrIdentityTooLong) || store.Takes() != 0 {
@@ -129,8 +120,8 @@ func TestOversizedIdentity(t *testing.T) {
 // store is refused.
 func TestLimiterNamespaces(t *testing.T) {
 	store, _ := newMemory(t)
-	short := newTestLimiter(t, store, slidelog.Policy{Name: "short", Limit: 1, Window: time.Second})
-	long := newTestLimiter(t, store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour})
+	short := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "short", Limit: 1, Window: time.Second})
+	long := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour})
 	if _, err := slidelog.New(store, slidelog.Policy{Name: "long", Limit: 1, Window: time.Hour}); !errors.Is(err, slidelog.ErrNameTaken) {
 		t.Fatalf("New with the name of an open limiter: error %v, want ErrNameTaken", err)
 	}
@@ -148,7 +139,7 @@ func TestLimiterNamespaces(t *testing.T) {
 
 func TestShadowModeOutcomes(t *testing.T) {
 	store, _ := newMemory(t)
-	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
 	var reports []error
 	h, _ := httplimit.New(l, httplimit.WithKeyFunc(httplimit.ByHeader("X-Key")),
 		httplimit.WithShadowMode(func(_ *httplimit.Request, _ slidelog.Result, err error) { reports = append(reports, err) }))
@@ -174,7 +165,7 @@ func TestShadowModeOutcomes(t *testing.T) {
 
 func TestFinishRefunds(t *testing.T) {
 	store, clock := newMemory(t)
-	l := newTestLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
 	h, _ := httplimit.New(l, httplimit.WithRefundOnServerError())
 	for _, status := range []int{500, 503, 599} {
 		d := h.Check(newSource("192.0.2.1:1"))
@@ -202,7 +193,7 @@ func TestFinishRefunds(t *testing.T) {
 // error wrapping ErrMisconfigured, never a panic.
 func TestCheckNeverPanics(t *testing.T) {
 	store, _ := newMemory(t)
-	l := newTestLimiter(t, store, slidelog.PerSecond(10))
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerSecond(10))
 	boom := func(*httplimit.Request) (string, error) { panic("boom") }
 	h, err := httplimit.New(l, httplimit.WithKeyFunc(boom))
 	if err != nil {
@@ -247,7 +238,7 @@ type (
 // refuses another adapter's.
 func TestHandlers(t *testing.T) {
 	store, _ := newMemory(t)
-	l := newTestLimiter(t, store, slidelog.PerSecond(1))
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerSecond(1))
 	e, err := httplimit.New(l)
 	if err != nil {
 		t.Fatal(err)

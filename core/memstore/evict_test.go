@@ -19,16 +19,6 @@ func newClockedMemory(t *testing.T, opts ...memstore.Option) (*memstore.Store, *
 	return store, clock
 }
 
-func newTestLimiter(t *testing.T, store slidelog.Store, p slidelog.Policy) *slidelog.Limiter {
-	t.Helper()
-	l, err := slidelog.New(store, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
-}
-
 func allow(t *testing.T, l *slidelog.Limiter, key string) bool {
 	t.Helper()
 	res, err := l.Allow(t.Context(), key)
@@ -43,7 +33,7 @@ func allow(t *testing.T, l *slidelog.Limiter, key string) bool {
 // still denied, and the fresh identities got no more than the table holds.
 func TestMemoryStoreMintedIdentitiesKeepVictimsWindow(t *testing.T) {
 	store, _ := newClockedMemory(t)
-	l := newTestLimiter(t, store, slidelog.PerHour(1))
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerHour(1))
 	if !allow(t, l, "victim") || allow(t, l, "victim") {
 		t.Fatal("victim: want one admission, then a denial")
 	}
@@ -71,7 +61,7 @@ func TestMemoryStoreMintedIdentitiesKeepVictimsWindow(t *testing.T) {
 // 3,003.
 func TestMemoryStoreCyclingIdentitiesGetNoFreshWindows(t *testing.T) {
 	store, clock := newClockedMemory(t, memstore.WithMaxKeys(1000))
-	l := newTestLimiter(t, store, slidelog.PerHour(1))
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerHour(1))
 	admitted := 0
 	for range 3 {
 		for i := range 1001 {
@@ -91,8 +81,8 @@ func TestMemoryStoreCyclingIdentitiesGetNoFreshWindows(t *testing.T) {
 // recently used, and the minute-long logs used after it have expired.
 func TestMemoryStoreDropsExpiredLogsFirst(t *testing.T) {
 	store, clock := newClockedMemory(t, memstore.WithMaxKeys(100))
-	hourly := newTestLimiter(t, store, slidelog.PerHour(1))
-	minutely := newTestLimiter(t, store, slidelog.PerMinute(1))
+	hourly := slidelogtest.NewLimiter(t, store, slidelog.PerHour(1))
+	minutely := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
 	if !allow(t, hourly, "victim") {
 		t.Fatal("victim's first request denied")
 	}
@@ -136,7 +126,7 @@ func TestMemoryStoreDropsExpiredLogsFirst(t *testing.T) {
 // limit.
 func TestMemoryStoreMintingConcurrently(t *testing.T) {
 	store, _ := newClockedMemory(t, memstore.WithMaxKeys(200))
-	l := newTestLimiter(t, store, slidelog.PerHour(1))
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerHour(1))
 	var mu sync.Mutex
 	admitted := map[string]int{}
 	var wg sync.WaitGroup

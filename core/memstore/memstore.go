@@ -17,17 +17,14 @@
 // log expires: together they get one identity's budget. Expired logs are
 // dropped as new identities arrive, so a Store runs no goroutine.
 //
-// A limiter on a *Store with no metrics and no deny cache decides on the
-// store's memory itself, without calling Take: the decisions are the same,
-// and the request and the Result are not copied through the Store
-// interface, which on a decision that takes a tenth of a microsecond is a
-// fifth of its cost. A store that wraps a *Store is a store of its own: a
-// limiter calls its Take.
+// A limiter on a *Store decides on the store's logs itself, whatever its
+// options: the decisions are those of Take, without the request and the
+// Result passing through the Store interface. A store that embeds a
+// *Store is a store of its own: a limiter calls its Take.
 package memstore
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -45,11 +42,11 @@ const DefaultMaxKeys = 100_000
 // the time while it holds its key's lock, so that the decisions on a key
 // follow each other in time however long they waited for it.
 type Store struct {
-	table  *memlog.Table
-	clock  func() time.Time
-	start  time.Time
-	base   int64 // start in Unix microseconds
-	closed atomic.Bool
+	mem   memlog.Memory
+	table *memlog.Table // mem.Table
+	clock func() time.Time
+	start time.Time
+	base  int64 // start in Unix microseconds
 }
 
 // Option configures a Store.
@@ -89,17 +86,14 @@ func New(opts ...Option) *Store {
 		}
 	}
 	start := time.Now()
-	return &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: start, base: start.UnixMicro()}
+	s := &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: start, base: start.UnixMicro()}
+	s.mem.Table, s.mem.Clock, s.mem.Owner = s.table, s, s
+	return s
 }
 
-func init() {
-	memlog.DirectOf = func(store any) *memlog.Direct {
-		if s, ok := store.(*Store); ok {
-			return &memlog.Direct{Table: s.table, Clock: s, Closed: &s.closed}
-		}
-		return nil
-	}
-}
+// Memory returns the store's logs, for slidelog.New: a limiter on the
+// store decides on them itself. Its type is internal to the core module.
+func (s *Store) Memory() *memlog.Memory { return &s.mem }
 
 // Source is the Source of a memory store's decisions.
 const Source slidelog.Source = "memory"
@@ -126,7 +120,7 @@ func (s *Store) Now() int64 {
 }
 
 func (s *Store) usable(ctx context.Context) error {
-	if s.closed.Load() {
+	if s.mem.Closed.Load() {
 		return slidelog.ErrClosed
 	}
 	return ctx.Err()
@@ -166,18 +160,13 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 		}
 	}
 	if len(req.Policies) == 1 {
-		// The Result is written in place, field by field: it is large,
-		// and every copy shows.
+		// Arrays of one: clearing arrays for several shows on a decision.
 		p := &req.Policies[0]
 		var st [1]window.State
 		ps := [1]window.Policy{{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Precision: p.Precision.Microseconds()}}
 		r := request(&req)
 		d, now := s.table.Take(s, &r, ps[:], st[:])
-		res.Allowed, res.Limit, res.Policy, res.Remaining = d.Allowed, p.Limit, *p, int(st[0].Remaining)
-		res.RetryAfter = time.Duration(st[0].RetryAfter) * time.Microsecond
-		res.ResetAfter = time.Duration(st[0].ResetAfter) * time.Microsecond
-		res.Source, res.DecidedAt = Source, time.UnixMicro(now)
-		res.StableFor = time.Duration(d.Steady) * time.Microsecond
+		setResult(&res, req.Policies, d, now, st[:])
 		return res, nil
 	}
 	var pbuf [maxStack]window.Policy
@@ -188,18 +177,39 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 	}
 	r := request(&req)
 	d, now := s.table.Take(s, &r, policies(req, pbuf[:0]), states)
-	out := make([]slidelog.PolicyResult, len(req.Policies))
-	for i, st := range states[:len(req.Policies)] {
-		out[i] = slidelog.PolicyResult{
-			Policy: req.Policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
+	setResult(&res, req.Policies, d, now, states)
+	return res, nil
+}
+
+// setResult writes to res the Result of the table's decision d at now on
+// policies, states[i] being the state of policies[i]. It is the
+// limiter's conversion (slidelog's setResult, which this package cannot
+// call: its arguments are internal types): one policy's state is written
+// to the top-level fields in place (every copy of a Result shows on a
+// decision that takes a tenth of a microsecond), several go through
+// slidelog.NewResult, which chooses the binding policy.
+func setResult(res *slidelog.Result, policies []slidelog.Policy, d window.Decision, now int64, states []window.State) {
+	if len(policies) == 1 {
+		p, st := &policies[0], &states[0]
+		res.Allowed, res.Limit, res.Policy, res.Remaining = d.Allowed, p.Limit, *p, int(st.Remaining)
+		res.RetryAfter = time.Duration(st.RetryAfter) * time.Microsecond
+		res.ResetAfter = time.Duration(st.ResetAfter) * time.Microsecond
+		res.Source, res.DecidedAt = Source, time.UnixMicro(now)
+		res.StableFor = time.Duration(d.Steady) * time.Microsecond
+		return
+	}
+	var buf [maxStack]slidelog.PolicyResult
+	out := buf[:0]
+	for i, st := range states[:len(policies)] {
+		out = append(out, slidelog.PolicyResult{
+			Policy: policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
 			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
 			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
-		}
+		})
 	}
-	res = slidelog.NewResult(out, Source)
+	*res = slidelog.NewResult(out, Source)
 	res.DecidedAt = time.UnixMicro(now)
 	res.StableFor = time.Duration(d.Steady) * time.Microsecond
-	return res, nil
 }
 
 // validExact reports, cheaper than Request.Validate, that a request of
@@ -252,7 +262,7 @@ func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
 // Close forgets every log; later calls fail with slidelog.ErrClosed. It is
 // idempotent.
 func (s *Store) Close() error {
-	if !s.closed.Swap(true) {
+	if !s.mem.Closed.Swap(true) {
 		s.table.Purge()
 	}
 	return nil

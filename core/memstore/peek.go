@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/internal/window"
@@ -20,18 +19,13 @@ func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result
 	}
 	now := s.now()
 	var pbuf [maxStack]window.Policy
-	states := make([]window.State, len(req.Policies))
-	d := s.table.Peek(now, request(&req), policies(req, pbuf[:0]), states)
-	out := make([]slidelog.PolicyResult, len(req.Policies))
-	for i, st := range states {
-		out[i] = slidelog.PolicyResult{
-			Policy: req.Policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
-			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
-			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
-		}
+	var sbuf [maxStack]window.State
+	states := sbuf[:]
+	if n := len(req.Policies); n > maxStack {
+		states = make([]window.State, n)
 	}
-	res := slidelog.NewResult(out, Source)
-	res.DecidedAt = time.UnixMicro(now)
-	res.StableFor = time.Duration(d.Steady) * time.Microsecond
+	d := s.table.Peek(now, request(&req), policies(req, pbuf[:0]), states)
+	var res slidelog.Result
+	setResult(&res, req.Policies, d, now, states)
 	return res, nil
 }

@@ -86,8 +86,8 @@ func setUser(t *testing.T, admin *redis.Client, args []string) {
 // needs fails New with ErrPermission naming that command; without INFO,
 // New starts and decides (INFO is not a command it cannot do without).
 func TestDocumentedACL(t *testing.T) {
-	srv := startRedis(t)
-	admin := redis.NewClient(&redis.Options{Addr: srv.addr})
+	srv := redistest.StartServer(t, redistest.ServerConfig{})
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = admin.Close() })
 	line := aclFor(t, admin, "limiter", "pw")
 
@@ -96,7 +96,7 @@ func TestDocumentedACL(t *testing.T) {
 		args = slices.Clone(args)
 		args[2] = name
 		setUser(t, admin, args)
-		o := redisstore.ClientOptions(srv.addr)
+		o := redisstore.ClientOptions(srv.Addr)
 		o.Username, o.Password = name, "pw"
 		c := redis.NewClient(o)
 		t.Cleanup(func() { _ = c.Close() })
@@ -179,7 +179,7 @@ func TestDocumentedACL(t *testing.T) {
 			require.Error(t, err, "New starts without %s", c)
 			assert.ErrorIs(t, err, redisstore.ErrPermission)
 			assert.Contains(t, err.Error(), "the user may not run "+strings.ToUpper(c)+",")
-			assert.Contains(t, err.Error(), srv.addr)
+			assert.Contains(t, err.Error(), srv.Addr)
 			assert.Nil(t, s)
 		})
 	}

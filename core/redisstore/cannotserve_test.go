@@ -1,10 +1,7 @@
 package redisstore_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +12,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A Cluster node that replies CLUSTERDOWN cannot decide: go-redis retries
@@ -22,19 +20,10 @@ import (
 // so a decision would wait seconds for it. The store sends such decisions
 // to the failure mode at once, and back to the node once it serves again.
 func TestClusterDownGoesToFailureModeAtOnce(t *testing.T) {
-	bin, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "redis-server is needed for this test")
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--cluster-enabled", "yes", "--cluster-config-file", t.TempDir()+"/nodes.conf")
-	require.NoError(t, srv.Start())
-	defer func() { cancel(); _ = srv.Wait() }()
+	// One node of its own, in cluster mode, its slots added by hand.
+	addr := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}}).Addr
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	require.Eventually(t, func() bool { return admin.Ping(t.Context()).Err() == nil }, 5*time.Second, 20*time.Millisecond)
 	require.NoError(t, admin.Do(t.Context(), allSlots("ADDSLOTS")...).Err())
 	clusterOK := func() bool {
 		info, err := admin.ClusterInfo(t.Context()).Result()

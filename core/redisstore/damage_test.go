@@ -1,12 +1,8 @@
 package redisstore_test
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +15,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
@@ -32,37 +29,25 @@ type decision struct {
 	losses  int
 }
 
-// checkWindows is an independent window checker: for every policy and
-// every admission, the admissions in the rolling window ending at it that
-// were decided after the last loss before it hold at most the limit. A
-// loss (a DEL or an eviction of a key of the identity) forgets what it
-// held, so the window restarts from what remains: admissions before the
-// loss are not counted against later ones, and nothing decided after it
-// may exceed the limit.
+// checkWindows runs the independent window checker
+// (slidelogtest.CheckWindows) for every policy over one identity's
+// decisions: the admissions in any window decided after the last loss
+// before it hold at most the limit. A loss (a DEL or an eviction of a key
+// of the identity) forgets what it held, so the window restarts from what
+// remains: admissions before the loss are not counted against later ones,
+// and nothing decided after it may exceed the limit.
 func checkWindows(t *testing.T, name string, ds []decision, policies []slidelog.Policy) {
 	t.Helper()
+	var as []slidelogtest.Admission
+	for _, d := range ds {
+		if d.allowed {
+			as = append(as, slidelogtest.Admission{Start: d.at, Cost: d.cost, Epoch: d.losses})
+		}
+	}
 	for _, p := range policies {
-		for i, d := range ds {
-			if !d.allowed {
-				continue
-			}
-			units := 0
-			for j := i; j >= 0; j-- {
-				e := ds[j]
-				if e.losses != d.losses || !e.at.After(d.at.Add(-p.Window)) {
-					if e.losses != d.losses {
-						break
-					}
-					continue
-				}
-				if e.allowed {
-					units += e.cost
-				}
-			}
-			if units > p.Limit {
-				t.Errorf("%s, policy %s: the window ending at decision %d (%v) admitted %d units after the last loss, limit %d", name, p.Name, i, d.at.Format("15:04:05.000000"), units, p.Limit)
-				return
-			}
+		_, over := slidelogtest.CheckWindows(as, p.Limit, p.Window)
+		for _, w := range over {
+			t.Errorf("%s, policy %s: the window from %v admitted %d units after the last loss, limit %d", name, p.Name, w.From.Format("15:04:05.000000"), w.Units, p.Limit)
 		}
 	}
 }
@@ -195,37 +180,20 @@ func TestLostLogIsNotAnAdmission(t *testing.T) {
 	assert.LessOrEqual(t, units, 10, "units admitted in the window after the state hash was lost, limit 10")
 }
 
-// freePort returns a TCP port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // Under memory pressure with maxmemory-policy allkeys-lru, Redis evicts
 // limiter keys on its own. Evictions are seen in order with the decisions
 // (keyspace notifications, with a marker published after each decision),
 // and the window checker holds with each eviction counted as a loss.
 func TestEvictionUnderMemoryPressure(t *testing.T) {
-	bin, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "redis-server is needed for this test")
-	port := freePort(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--maxmemory", "3mb", "--maxmemory-policy", "allkeys-lru", "--maxmemory-samples", "10", "--notify-keyspace-events", "Ee")
-	require.NoError(t, srv.Start())
-	defer func() { cancel(); _ = srv.Wait() }()
-	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	srv := redistest.StartServer(t, redistest.ServerConfig{Args: []string{
+		"--maxmemory", "3mb", "--maxmemory-policy", "allkeys-lru", "--maxmemory-samples", "10", "--notify-keyspace-events", "Ee"}})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer client.Close()
-	require.Eventually(t, func() bool { return client.Ping(t.Context()).Err() == nil }, 5*time.Second, 20*time.Millisecond)
 
 	// Evictions and markers, in the server's order.
 	sub := client.Subscribe(t.Context(), "__keyevent@0__:evicted", "marker")
 	defer sub.Close()
-	_, err = sub.Receive(t.Context())
+	_, err := sub.Receive(t.Context())
 	require.NoError(t, err)
 	_, err = sub.Receive(t.Context())
 	require.NoError(t, err)

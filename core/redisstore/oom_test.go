@@ -1,9 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
-	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +13,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A server out of memory with maxmemory-policy noeviction refuses every
@@ -39,18 +37,9 @@ import (
 // So maxmemory is then set 1 MiB below what the server holds, and the
 // test checks that it stayed past it to the end.
 func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
-	bin, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "redis-server is needed for this test")
-	port := freePort(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
-	require.NoError(t, srv.Start())
-	defer func() { cancel(); _ = srv.Wait() }()
-	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	srv := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "noeviction"}})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer client.Close()
-	require.Eventually(t, func() bool { return client.Ping(t.Context()).Err() == nil }, 5*time.Second, 20*time.Millisecond)
 	info, err := client.Info(t.Context(), "server").Result()
 	require.NoError(t, err)
 	t.Logf("server: %s", serverVersionLine(info))

@@ -27,7 +27,7 @@ func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result
 	if s.legacy.Load() {
 		sc = legacyPeekScript
 	}
-	reply, err := sc.Run(ctx, s.client, logKeys(s.LogKey(req.Namespace, req.Key)), args...).Int64Slice()
+	reply, err := s.pipes.run(ctx, sc, s.routed(ctx, req), args)
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}

@@ -26,6 +26,8 @@ var (
 	legacySource string
 	//go:embed repair.lua
 	repairSource string
+	//go:embed reset.lua
+	resetSource string
 )
 
 // The texts the servers run: each file with lib.lua joined in.
@@ -82,3 +84,8 @@ var (
 
 // repairScript deletes the keys of a log that hold the wrong type.
 var repairScript = redis.NewScript(repairSource)
+
+// resetScript deletes the keys of a log (Store.Reset). It is a script,
+// not a DEL, so that a reset goes through the node's pipelines and their
+// stall watch like every other call.
+var resetScript = redis.NewScript(resetSource)

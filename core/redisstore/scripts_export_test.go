@@ -19,5 +19,6 @@ func Scripts() (lib string, scripts []Script) {
 		{"peek", peekFile, peekSource, peekScript},
 		{"legacyPeek", peekFile, withoutFirstLine(peekSource), legacyPeekScript},
 		{"repair", repairSource, repairSource, repairScript},
+		{"reset", resetSource, resetSource, resetScript},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,10 +23,10 @@ import (
 // master's address in routes and errors, and follows the master when the
 // Sentinels fail it over.
 func TestConnectSentinel(t *testing.T) {
-	bed := startSentinelBed(t)
-	first := bed.master.addr
+	bed := redistest.StartSentinels(t, redistest.SentinelConfig{})
+	first := bed.Master.Addr
 
-	client, err := redisstore.Connect(t.Context(), bed.url())
+	client, err := redisstore.Connect(t.Context(), bed.URL())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
 	c, ok := client.(*redis.Client)
@@ -60,12 +61,12 @@ func TestConnectSentinel(t *testing.T) {
 
 	// A stalled master (for less than the Sentinels' down-after): the
 	// store's error, the limiter's log and its breaker name its address.
-	require.NoError(t, bed.master.cmd.Process.Signal(syscall.SIGSTOP))
+	require.NoError(t, bed.Master.Signal(syscall.SIGSTOP))
 	_, err = store.Take(t.Context(), slidelog.Request{Namespace: "sentinel", Key: "stall", Cost: 1, Policies: []slidelog.Policy{p}, ID: 1})
 	for range 5 {
 		_, _ = l.AllowN(t.Context(), "stall", 1)
 	}
-	require.NoError(t, bed.master.cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, bed.Master.Signal(syscall.SIGCONT))
 	require.ErrorIs(t, err, slidelog.ErrStalled)
 	assert.Contains(t, err.Error(), first, "a stalled master's error names it")
 	assert.Contains(t, strings.Join(limLogs.all(), "\n"), "node="+first, "the limiter's failure-mode log names the master")
@@ -74,14 +75,14 @@ func TestConnectSentinel(t *testing.T) {
 
 	// A planned failover: the route and the decisions follow the new
 	// master.
-	sc := redis.NewSentinelClient(&redis.Options{Addr: bed.sentinels[0].addr})
+	sc := redis.NewSentinelClient(&redis.Options{Addr: bed.Sentinels[0].Addr})
 	t.Cleanup(func() { _ = sc.Close() })
 	require.NoError(t, sc.Failover(t.Context(), "mymaster").Err())
-	require.Eventually(t, func() bool { return bed.masterAddr(t) == bed.replica.addr }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return bed.MasterAddr(t.Context()) == bed.Replica.Addr }, 20*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool {
 		_, err := l.AllowN(t.Context(), "after", 1)
-		return err == nil && route() == bed.replica.addr
-	}, 10*time.Second, 50*time.Millisecond, "the route still names %s, want the new master %s", route(), bed.replica.addr)
+		return err == nil && route() == bed.Replica.Addr
+	}, 10*time.Second, 50*time.Millisecond, "the route still names %s, want the new master %s", route(), bed.Replica.Addr)
 	res, err := l.AllowN(t.Context(), "after", 1)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed)
@@ -89,22 +90,22 @@ func TestConnectSentinel(t *testing.T) {
 
 	// The new master dies (kill -9): the Sentinels promote the first one
 	// back, and the route follows it there.
-	require.NoError(t, bed.replica.cmd.Process.Kill())
+	bed.Replica.Kill()
 	killed := time.Now()
 	require.Eventually(t, func() bool {
 		_, err := l.AllowN(t.Context(), "killed", 1)
 		return err == nil && route() == first
 	}, 30*time.Second, 100*time.Millisecond, "the route names %s, want %s after the master's death", route(), first)
 	t.Logf("back on Redis, at %s, %v after kill -9", first, time.Since(killed).Round(100*time.Millisecond))
-	assert.Contains(t, obs.nodes(), bed.replica.addr, "the dead master's breaker")
+	assert.Contains(t, obs.nodes(), bed.Replica.Addr, "the dead master's breaker")
 }
 
 // Connect's Sentinel URLs: what is malformed or names no master fails
 // with the address and the cause, passwords hidden.
 func TestConnectSentinelErrors(t *testing.T) {
-	bed := startSentinelBed(t)
+	bed := redistest.StartSentinels(t, redistest.SentinelConfig{})
 	dead := closedAddr(t)
-	s0 := bed.sentinels[0].addr
+	s0 := bed.Sentinels[0].Addr
 	for _, tt := range []struct {
 		give     string
 		wantErr  error
@@ -115,7 +116,7 @@ func TestConnectSentinelErrors(t *testing.T) {
 		{"redis+sentinel://" + dead + "/mymaster", redisstore.ErrUnreachable, []string{dead, "refused"}},
 		{"redis+sentinel://127.0.0.1/mymaster", redisstore.ErrUnreachable, []string{"missing port"}},
 		{"redis+sentinel://u:secret@" + s0 + "/mymaster?foo=1", redisstore.ErrUnreachable, []string{`unknown parameter "foo"`}},
-		{"redis+sentinel://" + bed.master.addr + "/mymaster", redisstore.ErrTopology, []string{bed.master.addr, "not a Sentinel"}},
+		{"redis+sentinel://" + bed.Master.Addr + "/mymaster", redisstore.ErrTopology, []string{bed.Master.Addr, "not a Sentinel"}},
 	} {
 		t.Run(tt.give, func(t *testing.T) {
 			start := time.Now()
@@ -132,19 +133,19 @@ func TestConnectSentinelErrors(t *testing.T) {
 		})
 	}
 	// A Sentinel URL among other addresses.
-	_, err := redisstore.Connect(t.Context(), bed.url(), bed.master.addr)
+	_, err := redisstore.Connect(t.Context(), bed.URL(), bed.Master.Addr)
 	assert.ErrorIs(t, err, redisstore.ErrTopology)
 }
 
 // A replica's address and a Sentinel's port fail Connect and New with
 // ErrTopology, naming the address and what it is.
 func TestStartRefusesReplicaAndSentinel(t *testing.T) {
-	bed := startSentinelBed(t)
+	bed := redistest.StartSentinels(t, redistest.SentinelConfig{})
 	for _, tt := range []struct {
 		name, addr, want string
 	}{
-		{"replica", bed.replica.addr, "is a read-only replica"},
-		{"sentinel", bed.sentinels[0].addr, "is a Sentinel: use redis+sentinel://"},
+		{"replica", bed.Replica.Addr, "is a read-only replica"},
+		{"sentinel", bed.Sentinels[0].Addr, "is a Sentinel: use redis+sentinel://"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := redisstore.Connect(t.Context(), tt.addr)
@@ -162,21 +163,21 @@ func TestStartRefusesReplicaAndSentinel(t *testing.T) {
 	}
 
 	t.Run("ClusterClient on a sentinel", func(t *testing.T) {
-		client := redis.NewClusterClient(redisstore.ClusterOptions(bed.sentinels[1].addr))
+		client := redis.NewClusterClient(redisstore.ClusterOptions(bed.Sentinels[1].Addr))
 		t.Cleanup(func() { _ = client.Close() })
 		_, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
 		require.ErrorIs(t, err, redisstore.ErrTopology)
-		assert.Contains(t, err.Error(), bed.sentinels[1].addr+" is a Sentinel: use redis+sentinel://")
+		assert.Contains(t, err.Error(), bed.Sentinels[1].Addr+" is a Sentinel: use redis+sentinel://")
 	})
 
 	// A user without INFO on a replica: the probe's writes answer
 	// READONLY.
 	t.Run("replica, user without info", func(t *testing.T) {
-		admin := redis.NewClient(&redis.Options{Addr: bed.replica.addr})
+		admin := redis.NewClient(&redis.Options{Addr: bed.Replica.Addr})
 		t.Cleanup(func() { _ = admin.Close() })
 		line := slices.DeleteFunc(aclFor(t, admin, "noinfo", "pw"), func(a string) bool { return a == "+info" })
 		setUser(t, admin, line)
-		o := redisstore.ClientOptions(bed.replica.addr)
+		o := redisstore.ClientOptions(bed.Replica.Addr)
 		o.Username, o.Password = "noinfo", "pw"
 		client := redis.NewClient(o)
 		t.Cleanup(func() { _ = client.Close() })
@@ -184,7 +185,7 @@ func TestStartRefusesReplicaAndSentinel(t *testing.T) {
 		s, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
 		require.ErrorIs(t, err, redisstore.ErrTopology)
 		assert.Nil(t, s)
-		assert.Contains(t, err.Error(), bed.replica.addr+" is a read-only replica")
+		assert.Contains(t, err.Error(), bed.Replica.Addr+" is a read-only replica")
 	})
 }
 

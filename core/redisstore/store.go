@@ -674,12 +674,12 @@ func (s *Store) script() *redis.Script {
 // there, which can only over-count.
 func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
 	req.Cost = max(req.Cost, 1)
-	key := s.LogKey(req.Namespace, req.Key)
-	s.kept.Forget(key, req.ID)
-	err := s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
+	r := s.routed(ctx, req)
+	s.kept.Forget(r.LogKey, req.ID)
+	_, err := s.pipes.run(ctx, s.script(), r, s.args(opRefund, req, 0))
 	if wrongType(err) {
-		s.repair(ctx, key)
-		err = s.script().Run(ctx, s.client, logKeys(key), s.args(opRefund, req, 0)...).Err()
+		s.repair(ctx, r.LogKey)
+		_, err = s.pipes.run(ctx, s.script(), r, s.args(opRefund, req, 0))
 	}
 	if err != nil {
 		return s.failed(ctx, err)
@@ -721,12 +721,13 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	return nil
 }
 
-// Reset implements slidelog.Store: it deletes the identity's keys.
+// Reset implements slidelog.Store: it deletes the identity's keys, with
+// one run of a script on the key's master.
 func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
-	key := s.LogKey(req.Namespace, req.Key)
-	s.kept.ForgetKey(key)
-	if err := s.client.Del(ctx, logKeys(key)...).Err(); err != nil {
-		return unavailable(ctx, err)
+	r := s.routed(ctx, req)
+	s.kept.ForgetKey(r.LogKey)
+	if _, err := s.pipes.run(ctx, resetScript, r, nil); err != nil {
+		return s.failed(ctx, err)
 	}
 	return nil
 }

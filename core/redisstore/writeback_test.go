@@ -3,9 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"net"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -96,38 +93,6 @@ func TestWriteBackBeforeEveryConcurrentDecision(t *testing.T) {
 	}
 }
 
-// startServer starts a redis-server of its own on a free port, with args,
-// stopped at the end of the test.
-func startServer(t *testing.T, args ...string) (*exec.Cmd, string) {
-	t.Helper()
-	port := freePort(t)
-	cmd := exec.Command("redis-server", append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
-	require.NoError(t, cmd.Start(), "redis-server must be installed")
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	for deadline := time.Now().Add(5 * time.Second); c.Ping(t.Context()).Err() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not start", addr)
-		}
-	}
-	return cmd, addr
-}
-
-// infoField reads one field of INFO section from addr.
-func infoField(t *testing.T, addr, section, field string) string {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	info, _ := c.Info(t.Context(), section).Result()
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // Issue 30, on a real promotion: a master and its replica behind one
 // name (a client whose dialer resolves the name to whichever is master,
 // as a managed service's primary endpoint or a VIP does). The replica
@@ -138,13 +103,9 @@ func infoField(t *testing.T, addr, section, field string) string {
 // the limit. Independently of the store, the admissions of the key over
 // the whole test (all inside one window) are at most the limit.
 func TestWriteBackAfterRealPromotion(t *testing.T) {
-	master, masterAddr := startServer(t)
-	replica, replicaAddr := startServer(t, "--replicaof", strings.Split(masterAddr, ":")[0], strings.Split(masterAddr, ":")[1]) // two arguments: Redis 6.2 takes no "host port" in one
-	for deadline := time.Now().Add(10 * time.Second); infoField(t, replicaAddr, "replication", "master_link_status") != "up"; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not sync")
-		}
-	}
+	master := redistest.StartServer(t, redistest.ServerConfig{})
+	replica := redistest.StartServer(t, redistest.ServerConfig{ReplicaOf: master.Addr}) // in sync when it returns
+	masterAddr, replicaAddr := master.Addr, replica.Addr
 	var current atomic.Value
 	current.Store(masterAddr)
 	client := redis.NewClient(&redis.Options{
@@ -173,7 +134,7 @@ func TestWriteBackAfterRealPromotion(t *testing.T) {
 	require.Zero(t, s.ReplicaAckStats().Pending, "acknowledged admissions are not kept")
 
 	// The replica misses what follows: stopped, its link cut.
-	require.NoError(t, replica.Process.Signal(syscall.SIGSTOP))
+	require.NoError(t, replica.Signal(syscall.SIGSTOP))
 	mc := redis.NewClient(&redis.Options{Addr: masterAddr})
 	require.NoError(t, mc.Do(t.Context(), "CLIENT", "KILL", "TYPE", "replica").Err())
 	mc.Close()
@@ -185,8 +146,8 @@ func TestWriteBackAfterRealPromotion(t *testing.T) {
 	}
 
 	// The master dies; the replica is promoted and the name follows it.
-	require.NoError(t, master.Process.Signal(syscall.SIGKILL))
-	require.NoError(t, replica.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, master.Signal(syscall.SIGKILL))
+	require.NoError(t, replica.Signal(syscall.SIGCONT))
 	rc := redis.NewClient(&redis.Options{Addr: replicaAddr})
 	defer rc.Close()
 	require.NoError(t, rc.Do(t.Context(), "REPLICAOF", "NO", "ONE").Err())

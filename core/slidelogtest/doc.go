@@ -1,7 +1,10 @@
 // Package slidelogtest is slidelog's test kit: the conformance suites that
-// every Store and every HTTP adapter must pass, and a clock that tests
-// move by hand. Package redistest connects tests to the Redis servers the
-// repository's Makefile starts.
+// every Store and every HTTP adapter must pass, a clock that tests move
+// by hand, NewLimiter (a limiter closed when the test ends), and
+// CheckWindows, an independent checker of a sliding-window limit that
+// trusts only the times of the admissions. Package redistest connects
+// tests to the Redis servers the repository's Makefile starts, and starts
+// servers, Clusters and Sentinel sets of a test's own.
 //
 // For testing your own handlers behind the middleware: SetClientIP gives a
 // test request its client address (so requests get their own budgets, and

@@ -2,12 +2,6 @@ package main
 
 import "syscall"
 
-// childProcAttr makes the kernel kill a started redis-server when this
-// process dies, so that a killed run leaves no servers behind.
-func childProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
 // selfCPU returns the CPU time (user + system) this process has used, in
 // seconds.
 func selfCPU() float64 {

@@ -3,12 +3,12 @@ package main
 import (
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 func TestCommandStats(t *testing.T) {
@@ -66,17 +66,12 @@ func TestReplaceSections(t *testing.T) {
 // Cluster client, and checks that stop leaves no server and frees the
 // ports.
 func TestScratchCluster(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("SLIDELOG_REQUIRE_REDIS") != "" {
-			t.Fatal("redis-server not on PATH")
-		}
-		t.Skip("redis-server not on PATH (set SLIDELOG_REQUIRE_REDIS to make this a failure)")
-	}
+	redistest.RequireBinary(t, "redis-server")
 	// A random base, so that parallel runs and other rigs do not collide.
 	var base int
 	for range 20 {
 		base = 20000 + rand.IntN(20000)
-		if portsFree(base, base+1, base+10000, base+10001) == nil {
+		if redistest.PortsFree(base, base+1, base+10000, base+10001) == nil {
 			break
 		}
 	}
@@ -108,15 +103,17 @@ func TestScratchCluster(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	stopped = true
-	for _, p := range cl.procs {
-		if p.ProcessState == nil {
-			t.Errorf("redis-server %d still running after stop", p.Process.Pid)
+	for _, n := range cl.Nodes {
+		select {
+		case <-n.Exited():
+		default:
+			t.Errorf("redis-server %d still running after stop", n.Pid())
+		}
+		if _, err := os.Stat(n.Dir); !os.IsNotExist(err) {
+			t.Errorf("%s still there after stop (%v)", n.Dir, err)
 		}
 	}
-	if err := portsFree(cl.ports...); err != nil {
+	if err := redistest.PortsFree(cl.ports...); err != nil {
 		t.Errorf("after stop: %v", err)
-	}
-	if _, err := os.Stat(cl.dir); !os.IsNotExist(err) {
-		t.Errorf("%s still there after stop (%v)", cl.dir, err)
 	}
 }

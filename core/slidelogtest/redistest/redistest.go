@@ -2,9 +2,19 @@
 // Makefile starts: a standalone Redis (SLIDELOG_REDIS_ADDR) and a Redis
 // Cluster (SLIDELOG_CLUSTER_ADDRS). When they are unset a test fails with
 // the command that starts them (`make cluster-up`); under `go test -short`
-// it is skipped instead, unless SLIDELOG_REQUIRE_REDIS is set. It is apart
-// from package slidelogtest so that tests of memory-only programs do not
-// link go-redis.
+// it is skipped instead, unless SLIDELOG_REQUIRE_REDIS is set.
+//
+// It also starts servers of a test's own, for the tests, benchmarks and
+// fault suite that need one to themselves (to stop it, fill its memory,
+// kill it): a standalone server or replica (ServerConfig), a Redis
+// Cluster with replicas (ClusterConfig), and a Sentinel set
+// (SentinelConfig), each with the server binary SLIDELOG_REDIS_SERVER
+// names, as scripts/redis-rig.sh does. Their Start methods take a context
+// and return an error, for programs; StartServer, StartCluster and
+// StartSentinels are the same for tests, stopped when the test ends.
+//
+// It is apart from package slidelogtest so that tests of memory-only
+// programs do not link go-redis.
 package redistest
 
 import (

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,12 +30,12 @@ func (w *wrapped) Take(ctx context.Context, req slidelog.Request) (slidelog.Resu
 	return w.Store.Take(ctx, req)
 }
 
-// TestDirectDecisionsMatchTake holds a limiter on a memory store, which
-// decides on the store's table directly, to the decisions the store's
-// Take makes: two limiters with the same policies and the same clock, one
+// TestMemoryPathMatchesTake holds a limiter on a memory store, which
+// decides on the store's logs itself, to the decisions the store's Take
+// makes: two limiters with the same policies and the same clock, one
 // on a memory store and one on a wrapper of another, take the same random
 // requests and refunds, and every Result must agree field by field.
-func TestDirectDecisionsMatchTake(t *testing.T) {
+func TestMemoryPathMatchesTake(t *testing.T) {
 	configs := map[string][]slidelog.Policy{
 		"exact":    {{Limit: 10, Window: time.Second}},
 		"bucketed": {{Limit: 10, Window: time.Second, Precision: 100 * time.Millisecond}},
@@ -57,8 +59,8 @@ func TestDirectDecisionsMatchTake(t *testing.T) {
 			defer a.Close()
 			b := slidelog.MustNew(other, policies[0], opts...)
 			defer b.Close()
-			require.True(t, slidelog.Direct(a), "a limiter on a memory store decides on its table")
-			require.False(t, slidelog.Direct(b), "a limiter on a wrapper decides through its Take")
+			require.True(t, slidelog.OnMemory(a), "a limiter on a memory store decides on its logs")
+			require.False(t, slidelog.OnMemory(b), "a limiter on a wrapper decides through its Take")
 
 			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
 			keys := []string{"alice", "bob", "carol"}
@@ -108,18 +110,18 @@ func requireSameResult(t *testing.T, want, got slidelog.Result, msg string) {
 	require.Equal(t, want.StableFor, got.StableFor, msg)
 }
 
-// TestDirectErrors holds a limiter on a memory store to the errors
+// TestMemoryPathErrors holds a limiter on a memory store to the errors
 // AllowN documents, the same as through a store's Take.
-func TestDirectErrors(t *testing.T) {
-	for _, direct := range []bool{true, false} {
-		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+func TestMemoryPathErrors(t *testing.T) {
+	for _, onMemory := range []bool{true, false} {
+		t.Run(fmt.Sprintf("memory=%v", onMemory), func(t *testing.T) {
 			mem := memstore.New()
 			var store slidelog.Store = mem
-			if !direct {
+			if !onMemory {
 				store = &wrapped{Store: mem}
 			}
 			l := slidelog.MustNew(store, slidelog.PerSecond(3))
-			require.Equal(t, direct, slidelog.Direct(l))
+			require.Equal(t, onMemory, slidelog.OnMemory(l))
 			ctx := context.Background()
 
 			_, err := l.Allow(ctx, "")
@@ -155,43 +157,124 @@ func TestDirectErrors(t *testing.T) {
 	}
 }
 
-// TestDirectOnlyWithoutMetricsOrDenyCache: a limiter that observes its
-// decisions, or caches denials, goes through the store's Take, where its
-// metrics and its cache are kept.
-func TestDirectOnlyWithoutMetricsOrDenyCache(t *testing.T) {
+// TestMemoryPathWithEveryOption: a limiter with metrics, a deny cache and
+// a policy func decides on its memory store's logs like one without
+// them, and keeps what each option promises: the observer counts every
+// decision by source, the deny cache answers a repeated denial, and the
+// policy func's policies are the ones enforced. A store that embeds a
+// memory store without overriding anything is a store of its own too.
+func TestMemoryPathWithEveryOption(t *testing.T) {
 	store := memstore.New()
 	defer store.Close()
-	l := slidelog.MustNew(store, slidelog.PerSecond(3), slidelog.WithName("cached"), slidelog.WithDenyCache(16))
+	obs := &countingObserver{}
+	l := slidelog.MustNew(store, slidelog.PerSecond(3), slidelog.WithName("cached"), slidelog.WithDenyCache(16),
+		slidelog.WithObserver(obs),
+		slidelog.WithPolicyFunc(func(_ context.Context, key string) ([]slidelog.Policy, error) {
+			if key == "vip" {
+				return []slidelog.Policy{{Name: "vip", Limit: 5, Window: time.Second}, {Name: "vip-hour", Limit: 100, Window: time.Hour}}, nil
+			}
+			return nil, nil
+		}))
 	defer l.Close()
-	require.False(t, slidelog.Direct(l))
+	require.True(t, slidelog.OnMemory(l), "every option decides on memory")
 	for range 3 {
-		res, err := l.Allow(context.Background(), "k")
+		res, err := l.Allow(t.Context(), "k")
 		require.NoError(t, err)
 		require.True(t, res.Allowed)
+		require.Equal(t, store.Describe().Name, string(res.Source))
 	}
-	res, err := l.Allow(context.Background(), "k")
+	res, err := l.Allow(t.Context(), "k")
 	require.NoError(t, err)
 	require.False(t, res.Allowed)
-	res, err = l.Allow(context.Background(), "k")
+	require.Equal(t, slidelog.Source("memory"), res.Source, "the first denial is the store's")
+	res, err = l.Allow(t.Context(), "k")
 	require.NoError(t, err)
-	require.Equal(t, slidelog.SourceDenyCache, res.Source)
+	require.False(t, res.Allowed)
+	require.Equal(t, slidelog.SourceDenyCache, res.Source, "a repeated denial is the deny cache's")
+	for i := range 6 {
+		res, err := l.Allow(t.Context(), "vip")
+		require.NoError(t, err)
+		require.Equal(t, i < 5, res.Allowed, "vip request %d", i)
+		require.Len(t, res.Policies, 2, "the policy func's two policies")
+	}
+	peek, err := l.Peek(t.Context(), "vip")
+	require.NoError(t, err)
+	require.Equal(t, 95, peek.Policies[1].Remaining, "Peek reads the policy func's policies")
+	require.Equal(t, map[string]int{"memory/true": 8, "memory/false": 2, "deny_cache/false": 1}, obs.snapshot())
+	_, err = l.Allow(t.Context(), "")
+	require.ErrorIs(t, err, slidelog.ErrInvalidKey)
+	require.NoError(t, store.Close())
+	_, err = l.Allow(t.Context(), "other")
+	require.ErrorIs(t, err, slidelog.ErrClosed)
+	require.Equal(t, map[string]int{"invalid_key": 1, "closed": 1}, obs.errorSnapshot())
+
+	embedded := &struct{ *memstore.Store }{memstore.New()}
+	defer embedded.Close()
+	e := slidelog.MustNew(embedded, slidelog.PerSecond(3))
+	defer e.Close()
+	require.False(t, slidelog.OnMemory(e), "a store embedding a memory store is decided through its Take")
 }
 
-// TestDirectConcurrentExact: two limiters of different names and limits
-// share one memory store, each deciding on its table directly, and 16
+// countingObserver counts a limiter's decisions by source and verdict,
+// and its errors by reason.
+type countingObserver struct {
+	mu        sync.Mutex
+	decisions map[string]int
+	errors    map[string]int
+}
+
+func (o *countingObserver) Bind(string, func() slidelog.Gauges) (slidelog.LimiterObserver, error) {
+	return o, nil
+}
+
+func (o *countingObserver) Decision(src slidelog.Source, allowed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.decisions == nil {
+		o.decisions = map[string]int{}
+	}
+	o.decisions[fmt.Sprintf("%s/%v", src, allowed)]++
+}
+
+func (o *countingObserver) Error(reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.errors == nil {
+		o.errors = map[string]int{}
+	}
+	o.errors[reason]++
+}
+
+func (o *countingObserver) StoreCall(string, time.Duration)            {}
+func (o *countingObserver) Failover(string, slidelog.FailureMode)      {}
+func (o *countingObserver) BreakerState(string, slidelog.BreakerState) {}
+func (o *countingObserver) Unbind()                                    {}
+func (o *countingObserver) snapshot() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.decisions)
+}
+func (o *countingObserver) errorSnapshot() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.errors)
+}
+
+// TestMemoryPathConcurrentExact: two limiters of different names and
+// limits share one memory store, each deciding on its logs itself, and 16
 // goroutines hammer the same few keys of both. Over an hour's window
 // nothing leaves, so each limiter must admit exactly its limit per key
 // (counted by the callers, independently of the store), and a store
 // closed mid-flood must turn every later decision into ErrClosed, never
 // an admission.
-func TestDirectConcurrentExact(t *testing.T) {
+func TestMemoryPathConcurrentExact(t *testing.T) {
 	store := memstore.New()
 	a := slidelog.MustNew(store, slidelog.Policy{Limit: 50, Window: time.Hour}, slidelog.WithName("a"))
 	defer a.Close()
 	b := slidelog.MustNew(store, slidelog.Policy{Limit: 7, Window: time.Hour}, slidelog.WithName("b"))
 	defer b.Close()
-	require.True(t, slidelog.Direct(a))
-	require.True(t, slidelog.Direct(b))
+	require.True(t, slidelog.OnMemory(a))
+	require.True(t, slidelog.OnMemory(b))
 
 	keys := []string{"k1", "k2", "k3"}
 	type count struct{ admitted, denied int }

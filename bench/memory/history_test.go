@@ -1,0 +1,151 @@
+package memory
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
+)
+
+// Keys with history: 10,000 keys, a one-hour window, about 120 admissions
+// per key in its log.
+const (
+	historyKeys    = 10_000
+	historyPerKey  = 120
+	historyWindow  = time.Hour
+	historyAdvance = 16 // ops between two advances of the fast clock
+)
+
+// historyStep is how far the fast clock moves per decision: each key is
+// decided once per historyKeys decisions, so historyPerKey of them span
+// the window, and each admission pushes about one entry out of it.
+const historyStep = historyWindow / (historyKeys * historyPerKey)
+
+var historyNames = func() []string {
+	keys := make([]string, historyKeys)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	return keys
+}()
+
+// fastClock is the process's monotonic clock (read as memstore's default
+// clock reads it, one monotonic read per call) plus a skew that the
+// benchmark moves forward by historyStep per decision: an hour of
+// traffic passes in a fraction of a second, so that every key keeps
+// about 120 admissions in its window while each admission pushes about
+// one old entry out, as it would at 333 decisions per second over 10,000
+// keys.
+type fastClock struct {
+	start time.Time
+	skew  atomic.Int64
+}
+
+func (c *fastClock) now() time.Time {
+	return c.start.Add(time.Since(c.start) + time.Duration(c.skew.Load()))
+}
+
+// BenchmarkAdmitWithHistory measures an admission on a key with history,
+// where most users meet the memory store: 10,000 keys, a one-hour window
+// and a limit no key reaches, so every request is admitted. slidelog is
+// called as users call it, Limiter.Allow(ctx, key) on a memstore.Store
+// with default options; go-limiter as its users call it,
+// store.Take(ctx, key) on a memorystore with a one-hour interval and more
+// tokens than any run takes.
+//
+// Fair comparison: both walk the same keys in the same order (round
+// robin, each goroutine from its own offset) and both are warmed before
+// the timer starts with 120 requests per key. slidelog's store reads a
+// fastClock: its one monotonic read per decision costs what the default
+// clock's does (go-limiter reads the wall and monotonic clocks once per
+// decision), while the skew makes the warm-up's 120 admissions per key
+// span the hour and keeps each key's log at about 120 entries during
+// the run: every admission appends one entry and evicts one. Each
+// goroutine moves the skew once every 16 decisions, so the clock costs
+// no contended write per decision. go-limiter's token bucket keeps no
+// history, so its cost does not depend on it. entries/key reports a
+// key's log length after the run.
+func BenchmarkAdmitWithHistory(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		b.Run("slidelog/"+modeName(parallel), func(b *testing.B) {
+			clock := &fastClock{start: time.Now()}
+			store := memstore.New(memstore.WithClock(clock.now))
+			defer store.Close()
+			l := slidelog.MustNew(store, slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: historyWindow})
+			defer l.Close()
+			ctx := context.Background()
+			allow := func(key string) {
+				res, err := l.Allow(ctx, key)
+				if err != nil || !res.Allowed {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}
+			runHistory(b, parallel, allow, func(n int) { clock.skew.Add(int64(n) * int64(historyStep)) })
+			res, err := l.Peek(ctx, historyNames[0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(res.Limit-res.Remaining), "entries/key")
+		})
+		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
+			s := goLimiter(b, 1<<62, historyWindow)
+			ctx := context.Background()
+			runHistory(b, parallel, func(key string) {
+				if _, _, _, ok, _ := s.Take(ctx, key); !ok {
+					b.Fatal("denied")
+				}
+			}, func(int) {})
+		})
+	}
+}
+
+// runHistory warms every key with historyPerKey decisions, then measures
+// decide on the keys in turn, on one goroutine or on GOMAXPROCS, calling
+// advance with the number of decisions made every historyAdvance of them.
+func runHistory(b *testing.B, parallel bool, decide func(key string), advance func(n int)) {
+	for i := range historyKeys * historyPerKey {
+		decide(historyNames[i%historyKeys])
+		advance(1)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	defer func() {
+		// CPU per decision: unlike ns/op, it does not count the time the
+		// benchmark waited for a core on a busy machine.
+		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	}()
+	if !parallel {
+		for i := 0; b.Loop(); i++ {
+			decide(historyNames[i%historyKeys])
+			if i%historyAdvance == historyAdvance-1 {
+				advance(historyAdvance)
+			}
+		}
+		return
+	}
+	var next atomic.Int64
+	procs := runtime.GOMAXPROCS(0)
+	b.RunParallel(func(pb *testing.PB) {
+		k := int(next.Add(1)) * historyKeys / procs
+		for i := 0; pb.Next(); i++ {
+			decide(historyNames[(k+i)%historyKeys])
+			if i%historyAdvance == historyAdvance-1 {
+				advance(historyAdvance)
+			}
+		}
+	})
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

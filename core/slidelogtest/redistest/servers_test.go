@@ -1,0 +1,96 @@
+package redistest_test
+
+import (
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// A server with extra configuration, a replica of it, Kill and Restart,
+// and Stop, which leaves no process and no directory behind.
+func TestStartServer(t *testing.T) {
+	s := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--maxmemory", "4mb"}})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	if got := c.ConfigGet(t.Context(), "maxmemory").Val()["maxmemory"]; got != "4194304" {
+		t.Errorf("got maxmemory %q, want 4194304", got)
+	}
+	r := redistest.StartServer(t, redistest.ServerConfig{ReplicaOf: s.Addr})
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rc.Close()
+	info := rc.Info(t.Context(), "replication").Val()
+	if got := redistest.InfoField(info, "master_link_status"); got != "up" {
+		t.Errorf("got master_link_status %q, want up", got)
+	}
+
+	s.Kill()
+	select {
+	case <-s.Exited():
+	default:
+		t.Fatal("Kill returned before the server exited")
+	}
+	if err := s.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("after Restart: %v", err)
+	}
+	pid := s.Pid()
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("process %d still there after Stop", pid)
+	}
+	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+		t.Errorf("%s still there after Stop (%v)", s.Dir, err)
+	}
+	if err := redistest.PortsFree(s.Port); err != nil {
+		t.Errorf("after Stop: %v", err)
+	}
+}
+
+// A Cluster of two masters with a replica each serves every slot, and a
+// Cluster client spreads keys over both masters.
+func TestStartCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 2, Replicas: 1})
+	if len(cl.Nodes) != 4 {
+		t.Fatalf("got %d nodes, want 4", len(cl.Nodes))
+	}
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer client.Close()
+	for i := range 100 {
+		if err := client.Set(t.Context(), "k"+string(rune('a'+i%26))+time.Duration(i).String(), i, 0).Err(); err != nil {
+			t.Fatalf("SET: %v", err)
+		}
+	}
+	for _, n := range cl.Nodes[:cl.Masters] {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr})
+		if size := c.DBSize(t.Context()).Val(); size == 0 {
+			t.Errorf("master %s holds no key of 100", n.Addr)
+		}
+		_ = c.Close()
+	}
+}
+
+// Three Sentinels see the master and its replica.
+func TestStartSentinels(t *testing.T) {
+	s := redistest.StartSentinels(t, redistest.SentinelConfig{})
+	if got := s.MasterAddr(t.Context()); got != s.Master.Addr {
+		t.Errorf("got master %q, want %q", got, s.Master.Addr)
+	}
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Sentinels[0].Addr})
+	defer sc.Close()
+	m, err := sc.Master(t.Context(), s.Name).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["down-after-milliseconds"] != "2000" || m["failover-timeout"] != "10000" || m["quorum"] != "2" {
+		t.Errorf("got down-after %s ms, failover-timeout %s ms, quorum %s, want 2000, 10000, 2", m["down-after-milliseconds"], m["failover-timeout"], m["quorum"])
+	}
+}
