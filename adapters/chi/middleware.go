@@ -92,7 +92,7 @@ func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
 }
 
 // request presents a net/http request to slidelog. It is one pointer, so
-// that presenting a request as a Source allocates nothing.
+// that presenting a request as an Incoming allocates nothing.
 type request struct{ r *http.Request }
 
 func (r request) Context() context.Context    { return r.r.Context() }

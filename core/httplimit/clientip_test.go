@@ -13,7 +13,7 @@ import (
 	"github.com/slidelog/slidelog/core/memstore"
 )
 
-// source is a Source for tests.
+// source is an Incoming for tests.
 type source struct {
 	method, path, route, remote string
 	header                      http.Header

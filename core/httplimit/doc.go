@@ -75,7 +75,7 @@
 //
 // # Writing an adapter
 //
-// An adapter presents its framework's request as a Source, calls
+// An adapter presents its framework's request as an Incoming, calls
 // Engine.Check, sets Decision.Header, and then either calls the handler
 // and Decision.Finish with its status, or answers the denial or error.
 package httplimit

@@ -16,7 +16,7 @@ import (
 
 // An Engine is what the framework adapters (slidegin, slideecho,
 // slidechi, slidefiber, slidegrpc) are built on: an adapter presents a
-// request as a Source, sets the decision's header fields, and either
+// request as an Incoming, sets the decision's header fields, and either
 // calls the handler and then Finish, or writes the denial or error
 // response.
 func ExampleEngine() {

@@ -8,7 +8,7 @@ import (
 
 // NewRequest returns src as a Request with the default client-IP settings
 // (socket address only, IPv6 by /64), for testing key functions.
-func NewRequest(src Source) *Request { return &Request{Source: src} }
+func NewRequest(src Incoming) *Request { return &Request{Incoming: src} }
 
 // RetryAfterSeconds is retryAfterSeconds.
 func RetryAfterSeconds(d time.Duration) string { return retryAfterSeconds(d) }

@@ -173,7 +173,7 @@ type requestAlloc struct {
 // function, or in the store, is recovered and answered as an error
 // wrapping ErrMisconfigured (500 by default; let through in
 // shadow mode). A nil or zero Engine answers every request that way.
-func (e *Engine) Check(src Source) *Decision {
+func (e *Engine) Check(src Incoming) *Decision {
 	d := new(Decision)
 	e.check(src, d)
 	return d
@@ -182,13 +182,13 @@ func (e *Engine) Check(src Source) *Decision {
 // check is Check deciding into d. Check is small enough to be inlined, so
 // that the Decision of an adapter that keeps it in its own frame, as
 // every adapter does, is not allocated on the heap.
-func (e *Engine) check(src Source, d *Decision) {
+func (e *Engine) check(src Incoming, d *Decision) {
 	if e == nil || e.cfg.keyFunc == nil {
-		*d = Decision{Request: &Request{Source: src}, Outcome: OutcomeError,
+		*d = Decision{Request: &Request{Incoming: src}, Outcome: OutcomeError,
 			Err: fmt.Errorf("%w: httplimit.Engine not made by httplimit.New", ErrMisconfigured)}
 		return
 	}
-	a := &requestAlloc{r: Request{Source: src, ip: &e.cfg.ip}}
+	a := &requestAlloc{r: Request{Incoming: src, ip: &e.cfg.ip}}
 	r := &a.r
 	d.Request = r
 	defer func() {

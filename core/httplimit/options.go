@@ -257,8 +257,8 @@ type ClientIP struct {
 	// is then read from Header, and a request whose header holds no
 	// address is answered 400. Without it such a request has no client
 	// address, and ByClientIP answers every one 400. It trusts
-	// Unix-socket peers only (the Source's network is "unix", see
-	// NetworkSource): a TCP peer, and a peer whose address is not an IP
+	// Unix-socket peers only (the Incoming's network is "unix", see
+	// NetworkIncoming): a TCP peer, and a peer whose address is not an IP
 	// address on any other connection (a net.Pipe, an in-memory listener,
 	// a gRPC call without a peer), is keyed as without it. Give the
 	// socket file permissions that let only the proxy connect. Default:

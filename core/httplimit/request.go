@@ -11,10 +11,10 @@ import (
 	"github.com/slidelog/slidelog/core/internal/clientip"
 )
 
-// Source is one incoming request as a framework adapter presents it to an
+// Incoming is one incoming request as a framework adapter presents it to an
 // Engine. The adapters slidegin, slideecho, slideechov5, slidechi,
 // slidefiber and slidegrpc implement it; applications do not need to.
-type Source interface {
+type Incoming interface {
 	// Context is the request's context; store calls honour its deadline.
 	Context() context.Context
 	// Method is the request method, such as "GET".
@@ -44,23 +44,33 @@ type Source interface {
 	Native() any
 }
 
-// NetworkSource is a Source that knows the network of the connection a
+// NetworkIncoming is an Incoming that knows the network of the connection a
 // request came on, as net.Addr's Network method names it: "tcp", or
 // "unix" for a Unix socket. ClientIP.UnixSocketProxy trusts a peer only when
-// its network is "unix". slidegrpc and slidefiber implement it; for a
-// Source that does not, the network is that of the local address net/http
+// its network is "unix". slidegrpc and slidefiber implement it; for an
+// Incoming that does not, the network is that of the local address net/http
 // stores in the request's context (http.LocalAddrContextKey), which serves
 // the adapters built on net/http.
-type NetworkSource interface {
-	Source
+type NetworkIncoming interface {
+	Incoming
 	// Network is the network of the request's connection, or "" when it
 	// is not known.
 	Network() string
 }
 
+// Source is the old name of Incoming.
+//
+// Deprecated: use Incoming. (slidelog.Source names who decided a Result.)
+type Source = Incoming
+
+// NetworkSource is the old name of NetworkIncoming.
+//
+// Deprecated: use NetworkIncoming.
+type NetworkSource = NetworkIncoming
+
 // network returns the network of src's connection, or "".
-func network(src Source) string {
-	if ns, ok := src.(NetworkSource); ok {
+func network(src Incoming) string {
+	if ns, ok := src.(NetworkIncoming); ok {
 		return ns.Network()
 	}
 	if ctx := src.Context(); ctx != nil {
@@ -103,24 +113,24 @@ var defaultIP = &ipConfig{ipv6Prefix: DefaultIPv6Prefix}
 // the request, and its client address as the Engine's ClientIP
 // determines it.
 type Request struct {
-	Source
+	Incoming
 	ip     *ipConfig
 	addr   netip.Addr
 	addrOK bool
 	err    error
 }
 
-// The methods below stand in for Source's on a request without a source
+// The methods below stand in for Incoming's on a request without one
 // (the zero Request, or one built from a nil source), so that no key
 // function can panic on one: it has no header, no address and no values,
 // and its context is context.Background().
 
 // Context returns the request's context, or context.Background().
 func (r *Request) Context() context.Context {
-	if r == nil || r.Source == nil {
+	if r == nil || r.Incoming == nil {
 		return context.Background()
 	}
-	if ctx := r.Source.Context(); ctx != nil {
+	if ctx := r.Incoming.Context(); ctx != nil {
 		return ctx
 	}
 	return context.Background()
@@ -128,59 +138,59 @@ func (r *Request) Context() context.Context {
 
 // Method returns the request method, or "".
 func (r *Request) Method() string {
-	if r == nil || r.Source == nil {
+	if r == nil || r.Incoming == nil {
 		return ""
 	}
-	return r.Source.Method()
+	return r.Incoming.Method()
 }
 
-// Path returns the request path as the router matches it (see Source), or
+// Path returns the request path as the router matches it (see Incoming), or
 // "".
 func (r *Request) Path() string {
-	if r == nil || r.Source == nil {
+	if r == nil || r.Incoming == nil {
 		return ""
 	}
-	return r.Source.Path()
+	return r.Incoming.Path()
 }
 
 // Route returns the matched route's pattern, or "".
 func (r *Request) Route() string {
-	if r == nil || r.Source == nil {
+	if r == nil || r.Incoming == nil {
 		return ""
 	}
-	return r.Source.Route()
+	return r.Incoming.Route()
 }
 
 // Header returns every value of the named header field, or nil.
 func (r *Request) Header(name string) []string {
-	if r == nil || r.Source == nil {
+	if r == nil || r.Incoming == nil {
 		return nil
 	}
-	return r.Source.Header(name)
+	return r.Incoming.Header(name)
 }
 
 // RemoteAddr returns the socket peer's address, or "".
 func (r *Request) RemoteAddr() string {
-	if r == nil || r.Source == nil {
+	if r == nil || r.Incoming == nil {
 		return ""
 	}
-	return r.Source.RemoteAddr()
+	return r.Incoming.RemoteAddr()
 }
 
 // Value returns the application's value for key, or nil.
 func (r *Request) Value(key any) any {
-	if r == nil || r.Source == nil {
+	if r == nil || r.Incoming == nil {
 		return nil
 	}
-	return r.Source.Value(key)
+	return r.Incoming.Value(key)
 }
 
 // Native returns the framework's request object, or nil.
 func (r *Request) Native() any {
-	if r == nil || r.Source == nil {
+	if r == nil || r.Incoming == nil {
 		return nil
 	}
-	return r.Source.Native()
+	return r.Incoming.Native()
 }
 
 // HeaderValue returns the first value of the named header field, or "".
@@ -207,8 +217,8 @@ func (r *Request) ClientIP() (netip.Addr, error) {
 	}
 	if !r.addrOK && r.err == nil {
 		nw := ""
-		if r.ip.SocketProxy && r.Source != nil {
-			nw = network(r.Source)
+		if r.ip.SocketProxy && r.Incoming != nil {
+			nw = network(r.Incoming)
 		}
 		r.addr, r.err = r.ip.ClientIP(r.RemoteAddr(), nw, r.Header)
 		if r.err != nil {

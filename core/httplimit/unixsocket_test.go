@@ -61,7 +61,7 @@ func (l pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: 
 // TestUnixSocketProxyTrustsUnixPeersOnly: with ClientIP.UnixSocketProxy, a
 // request over a real Unix socket is keyed by the proxy's X-Real-IP; the
 // same request over an in-memory listener (net.Pipe), with no socket
-// address at all, or from a Source whose network is not "unix", is keyed
+// address at all, or from an Incoming whose network is not "unix", is keyed
 // as without the option: no address, 400, no store call.
 func TestUnixSocketProxyTrustsUnixPeersOnly(t *testing.T) {
 	l, err := slidelog.New(memstore.New(), slidelog.PerMinute(10), slidelog.WithDenyCache(0))
@@ -129,7 +129,7 @@ func TestUnixSocketProxyTrustsUnixPeersOnly(t *testing.T) {
 		t.Errorf("over net.Pipe: got %s, want no client address (400)", got)
 	}
 
-	for _, src := range []httplimit.Source{
+	for _, src := range []httplimit.Incoming{
 		newSource("", "X-Real-IP", "203.0.113.5"),
 		newSource("@", "X-Real-IP", "203.0.113.5"),
 		networkSource{newSource("@", "X-Real-IP", "203.0.113.5"), "pipe"},
@@ -140,6 +140,6 @@ func TestUnixSocketProxyTrustsUnixPeersOnly(t *testing.T) {
 		}
 	}
 	if d := e.Check(networkSource{newSource("@", "X-Real-IP", "203.0.113.5"), "unix"}); d.Outcome != httplimit.OutcomeNext {
-		t.Errorf("a NetworkSource on unix: got %v (%v), want admitted", d.Outcome, d.Err)
+		t.Errorf("a NetworkIncoming on unix: got %v (%v), want admitted", d.Outcome, d.Err)
 	}
 }
