@@ -83,8 +83,30 @@ type shard struct {
 // readers of the old one to a view of the shard as it was. At least a
 // quarter of the slots stay empty, so every probe ends.
 type index struct {
-	slots []atomic.Pointer[log]
+	slots []slot
 	mask  uint64 // len(slots)-1, a power of two less one
+}
+
+// slot is one slot of an index: a log, and its hash beside it, so that a
+// probe passes the slots of other hashes without reading their logs (a
+// cache miss each, on a table larger than the cache). The hash is written
+// before the log and read after it: a reader that sees a log sees its
+// hash, or the hash of a later log in the slot, when this one has been
+// removed since.
+type slot struct {
+	hash atomic.Uint64
+	log  atomic.Pointer[log]
+}
+
+// Load returns the slot's log: nil, tombstone or a log.
+func (s *slot) Load() *log { return s.log.Load() }
+
+// Store puts l in the slot, its hash first when it is a log.
+func (s *slot) Store(l *log) {
+	if l != nil && l != tombstone {
+		s.hash.Store(l.hash)
+	}
+	s.log.Store(l)
 }
 
 // tombstone marks a slot whose log was removed: probes go past it, and an
@@ -95,7 +117,7 @@ var tombstone = new(log)
 const minSlots = 8
 
 func newIndex(size int) *index {
-	return &index{slots: make([]atomic.Pointer[log], size), mask: uint64(size - 1)}
+	return &index{slots: make([]slot, size), mask: uint64(size - 1)}
 }
 
 // home is the first slot a probe for hash h looks at: the hash's bits
@@ -126,11 +148,12 @@ func (t *Table) shardOf(h uint64) *shard { return &t.shards[h%numShards] }
 func (s *shard) find(h uint64, key *logKey) *log {
 	x := s.idx.Load()
 	for i := x.home(h); ; i = (i + 1) & x.mask {
-		l := x.slots[i].Load()
+		sl := &x.slots[i]
+		l := sl.Load()
 		if l == nil {
 			return nil
 		}
-		if l.hash == h && l != tombstone && l.key.key == key.key && l.key.namespace == key.namespace {
+		if l != tombstone && sl.hash.Load() == h && l.hash == h && l.key.key == key.key && l.key.namespace == key.namespace {
 			return l
 		}
 	}
