@@ -151,27 +151,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 						b.Fatalf("no %s header: %v", name, w.h)
 					}
 				}
-				b.ReportAllocs()
-				cpu := cpuTime()
-				b.ResetTimer()
-				if mode == "serial" {
-					i := 0
-					for b.Loop() {
-						serve(b, h, reqs[i%clients])
-						i++
-					}
-				} else {
-					var next atomic.Int64
-					b.RunParallel(func(pb *testing.PB) {
-						i := int(next.Add(clients / 8))
-						for pb.Next() {
-							serve(b, h, reqs[i%clients])
-							i++
-						}
-					})
-				}
-				b.StopTimer()
-				reportCPU(b, cpuTime()-cpu)
+				measure(b, mode, func(i int) { serve(b, h, reqs[i%clients]) })
 			})
 		}
 	}
@@ -203,29 +183,36 @@ func BenchmarkAllow(b *testing.B) {
 			for _, k := range keys {
 				allow(k)
 			}
-			b.ReportAllocs()
-			cpu := cpuTime()
-			b.ResetTimer()
-			if mode == "serial" {
-				i := 0
-				for b.Loop() {
-					allow(keys[i%clients])
-					i++
-				}
-			} else {
-				var next atomic.Int64
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(next.Add(clients / 8))
-					for pb.Next() {
-						allow(keys[i%clients])
-						i++
-					}
-				})
-			}
-			b.StopTimer()
-			reportCPU(b, cpuTime()-cpu)
+			measure(b, mode, func(i int) { allow(keys[i%clients]) })
 		})
 	}
+}
+
+// measure runs step(i) for i = 0, 1, ... on one goroutine (mode
+// "serial") or on GOMAXPROCS goroutines, each from its own offset, and
+// reports allocations and the process's CPU time per step.
+func measure(b *testing.B, mode string, step func(i int)) {
+	b.ReportAllocs()
+	cpu := cpuTime()
+	b.ResetTimer()
+	if mode == "serial" {
+		i := 0
+		for b.Loop() {
+			step(i)
+			i++
+		}
+	} else {
+		var next atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(next.Add(clients / 8))
+			for pb.Next() {
+				step(i)
+				i++
+			}
+		})
+	}
+	b.StopTimer()
+	reportCPU(b, cpuTime()-cpu)
 }
 
 // listen serves h on a loopback port until b ends and returns its URL.
