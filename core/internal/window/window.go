@@ -302,9 +302,16 @@ func (l *Log) Peek(now int64, cost int64, policies []Policy, out []State) Decisi
 }
 
 func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []State, record bool) Decision {
-	if record && len(policies) == 1 && policies[0].Precision == 0 && len(l.rings) == 0 && l.exact.live {
-		if x, w := &l.exact, policies[0].Window; !(x.retain > w && x.retainUntil > now) {
-			return l.takeExact(now, id, cost, policies[0], &out[0])
+	if record && len(policies) == 1 {
+		p := &policies[0]
+		if p.Precision == 0 && len(l.rings) == 0 && l.exact.live {
+			if x := &l.exact; !(x.retain > p.Window && x.retainUntil > now) {
+				return l.takeExact(now, id, cost, *p, &out[0])
+			}
+		} else if p.Precision > 0 && len(l.rings) == 1 && !l.exact.live {
+			if r := &l.rings[0]; r.p == p.Precision && !(r.retain > p.Window && r.retainUntil > now) {
+				return l.takeBucket(now, id, cost, *p, &out[0])
+			}
 		}
 	}
 	l.prepare(now, policies)
@@ -394,6 +401,46 @@ func (l *Log) takeExact(now int64, id uint64, cost int64, p Policy, out *State) 
 	}
 	out.RetryAfter = x.get(x.nth(x.head, units+cost-p.Limit)).at + p.Window - now
 	return Decision{Steady: x.get(x.head).at + p.Window - now}
+}
+
+// takeBucket is Take for the other common case: one bucketed policy p on
+// a log holding p's bucket ring only, whose retention is p's window. It
+// does what prepare, Take and record do then, without their loops: the
+// trim leaves exactly p's window in the ring, so every unit the ring
+// holds counts, and an admission's bucket is the newest.
+func (l *Log) takeBucket(now int64, id uint64, cost int64, p Policy, out *State) Decision {
+	r := &l.rings[0]
+	r.retain, r.retainUntil = p.Window, now+p.Window
+	lo := r.lowest(now, p.Window)
+	r.trim(lo)
+	l.expires = max(l.expires, now+p.Window)
+	units := r.top() - r.base
+	allowed := units+cost <= p.Limit
+	*out = State{Allowed: allowed}
+	if allowed {
+		b := floorDiv(now, r.p)
+		r.add(b, cost)
+		l.seq++
+		l.recent[l.next] = recent{id: id, at: now, cost: cost, seq: l.seq}
+		l.next = (l.next + 1) % len(l.recent)
+		end := (b+1)*r.p + p.Window // when the admission's bucket stops counting
+		l.expires = max(l.expires, end)
+		out.Remaining = max(0, p.Limit-units-cost)
+		out.ResetAfter = max(0, end-now)
+		return Decision{Allowed: true}
+	}
+	// A denial: units+cost > p.Limit while cost <= p.Limit, so units > 0.
+	out.Remaining = max(0, p.Limit-units)
+	oldest := r.search(lo, r.base, 1)
+	steady := (oldest+1)*r.p + p.Window - now
+	if k := units + cost - p.Limit; k > 1 {
+		oldest = r.search(oldest, r.base, k)
+	}
+	out.RetryAfter = (oldest+1)*r.p + p.Window - now
+	if b, ok := r.newest(); ok {
+		out.ResetAfter = max(0, (b+1)*r.p+p.Window-now)
+	}
+	return Decision{Steady: steady}
 }
 
 func minPositive(a, b int64) int64 {

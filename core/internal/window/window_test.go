@@ -389,3 +389,38 @@ func TestRefundPastRecentSetStaysCounted(t *testing.T) {
 	l.Take(1_000_000_000, 99, 1, p, out)
 	require.Equal(t, int64(100-RecentIDs-1), out[0].Remaining)
 }
+
+// TestFastPathsMatchGeneral holds Take's one-policy paths (takeExact,
+// takeBucket) to the general one: a log decided on one policy and a log
+// decided on the same policy twice (which takes the general path) see the
+// same requests and must give the same decisions and states, admissions,
+// denials and evictions alike.
+func TestFastPathsMatchGeneral(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for seq := range 300 {
+		p := Policy{Limit: int64(1 + r.IntN(12)), Window: int64(10_000 + r.IntN(400_000))}
+		if seq%2 == 1 {
+			p.Precision = []int64{1_000, 7_000, 50_000}[r.IntN(3)]
+			p.Precision = min(p.Precision, p.Window)
+		}
+		var fast, general Log
+		one, two := []Policy{p}, []Policy{p, p}
+		outF, outG := make([]State, 1), make([]State, 2)
+		now := int64(1_700_000_000_000_000) + r.Int64N(1_000_000)
+		for step := range 200 {
+			switch r.IntN(6) {
+			case 0:
+				now += r.Int64N(2 * p.Window)
+			case 1, 2:
+				now += r.Int64N(3_000)
+			}
+			id, cost := uint64(seq*1000+step+1), 1+r.Int64N(p.Limit)
+			dF := fast.Take(now, id, cost, one, outF)
+			dG := general.Take(now, id, cost, two, outG)
+			where := fmt.Sprintf("sequence %d step %d policy %+v", seq, step, p)
+			require.Equal(t, dG, dF, where)
+			require.Equal(t, outG[0], outF[0], where)
+			require.Equal(t, general.Expires(), fast.Expires(), where)
+		}
+	}
+}
