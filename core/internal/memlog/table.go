@@ -153,7 +153,7 @@ func (s *shard) find(h uint64, key *logKey) *log {
 		if l == nil {
 			return nil
 		}
-		if l != tombstone && sl.hash.Load() == h && l.hash == h && l.key.key == key.key && l.key.namespace == key.namespace {
+		if l != tombstone && sl.hash.Load() == h && l.hash == h && l.is(key) {
 			return l
 		}
 	}
@@ -311,7 +311,7 @@ func (t *Table) getOrAdd(h uint64, key *logKey, now int64) *log {
 	if !t.reserve() {
 		return t.overflowLog(key.namespace)
 	}
-	l := &log{key: *key, hash: h}
+	l := newLog(*key, h)
 	s.insert(l)
 	s.push(expiryEntry{at: 0, log: l})
 	return l

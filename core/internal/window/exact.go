@@ -26,16 +26,18 @@ const minRing = 4
 // exactLog is the exact model: one entry per admission in a ring buffer,
 // oldest first, positions counted from the log's creation so that cursors
 // stay valid as the ring wraps and grows.
+//
+// The fields a decision reads come first (see Log). Whether it is in
+// use is its Log's exactLive.
 type exactLog struct {
 	ring       []entry // capacity a power of two; nil until first use
 	head, tail int     // entries occupy positions [head, tail)
 	base       int64   // cum before head: the cum of the last evicted entry
-	cursors    []cursor
-	next       int // cursor slot to replace next
 	// retain is the longest exact window a limiter of this log needs,
-	// until retainUntil; live is set while it is in use.
+	// until retainUntil.
 	retain, retainUntil int64
-	live                bool
+	cursors             []cursor
+	next                int // cursor slot to replace next
 }
 
 func (x *exactLog) get(pos int) *entry { return &x.ring[pos&(len(x.ring)-1)] }

@@ -84,13 +84,23 @@ type recent struct {
 }
 
 // Log is one identity's state. The zero Log is empty and ready to use.
+//
+// A Log must not be copied once used: it keeps its first bucket ring in
+// itself. Its fields are laid out for the two common decisions (takeExact,
+// takeBucket): on a table of logs larger than the cache, each cache line a
+// decision touches is a miss of its own, so the fields each reads lie
+// together, the bucketed decision's in the Log's first lines and the exact
+// one's in the exact log's.
 type Log struct {
-	exact   exactLog
-	rings   []bucketRing
-	recent  []recent // ring of RecentIDs, allocated with the first bucket ring
-	next    int      // slot of recent to write next
-	seq     uint64   // admissions recorded so far
 	expires int64
+	// exactLive is set while the exact log is in use.
+	exactLive bool
+	rings     []bucketRing // ring0[:n] while it has room
+	recent    []recent     // ring of RecentIDs, allocated with the first bucket ring
+	next      int          // slot of recent to write next
+	seq       uint64       // admissions recorded so far
+	ring0     [1]bucketRing
+	exact     exactLog
 }
 
 // ring returns the bucket ring of precision p, or nil.
@@ -116,13 +126,14 @@ func (l *Log) prepare(now int64, policies []Policy) {
 	}
 	x := &l.exact
 	if exactW > 0 {
-		if !x.live {
+		if !l.exactLive {
 			l.newExact(now)
 		}
 		if !(x.retain > exactW && x.retainUntil > now) {
 			x.retain, x.retainUntil = exactW, now+exactW
 		}
-	} else if x.live && x.retainUntil <= now {
+	} else if l.exactLive && x.retainUntil <= now {
+		l.exactLive = false
 		x.reset()
 	}
 	// Rings the policies use, then rings nobody uses any more.
@@ -153,7 +164,7 @@ func (l *Log) prepare(now int64, policies []Policy) {
 			i--
 		}
 	}
-	if x.live {
+	if l.exactLive {
 		x.evict(now - x.retain)
 	}
 	for i := range l.rings {
@@ -180,7 +191,7 @@ func uses(policies []Policy, precision int64) bool {
 // admissions it stands for.
 func (l *Log) newExact(now int64) {
 	x := &l.exact
-	x.live = true
+	l.exactLive = true
 	if len(l.rings) == 0 {
 		return
 	}
@@ -214,9 +225,12 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 	} else {
 		cum = make([]int64, n)
 	}
+	if l.rings == nil {
+		l.rings = l.ring0[:0]
+	}
 	l.rings = append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq, live: true})
 	r := &l.rings[len(l.rings)-1]
-	if x := &l.exact; x.live {
+	if x := &l.exact; l.exactLive {
 		for pos := x.head; pos < x.tail; pos++ {
 			if b := floorDiv(x.get(pos).at, p); b >= lo {
 				r.add(b, x.costAt(pos))
@@ -243,7 +257,7 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 // its bucket has left the ring's. It reports whether anything was written.
 func (l *Log) record(now, at int64, id uint64, cost int64) bool {
 	wrote := false
-	if x := &l.exact; x.live && at > now-x.retain {
+	if x := &l.exact; l.exactLive && at > now-x.retain {
 		x.insert(at, id, cost)
 		wrote = true
 	}
@@ -265,7 +279,7 @@ func (l *Log) record(now, at int64, id uint64, cost int64) bool {
 		for _, r := range l.rings {
 			l.expires = max(l.expires, (floorDiv(at, r.p)+1)*r.p+r.retain)
 		}
-		if l.exact.live {
+		if l.exactLive {
 			l.expires = max(l.expires, at+l.exact.retain)
 		}
 	}
@@ -304,11 +318,11 @@ func (l *Log) Peek(now int64, cost int64, policies []Policy, out []State) Decisi
 func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []State, record bool) Decision {
 	if record && len(policies) == 1 {
 		p := &policies[0]
-		if p.Precision == 0 && len(l.rings) == 0 && l.exact.live {
+		if p.Precision == 0 && len(l.rings) == 0 && l.exactLive {
 			if x := &l.exact; !(x.retain > p.Window && x.retainUntil > now) {
 				return l.takeExact(now, id, cost, *p, &out[0])
 			}
-		} else if p.Precision > 0 && len(l.rings) == 1 && !l.exact.live {
+		} else if p.Precision > 0 && len(l.rings) == 1 && !l.exactLive {
 			if r := &l.rings[0]; r.p == p.Precision && !(r.retain > p.Window && r.retainUntil > now) {
 				return l.takeBucket(now, id, cost, *p, &out[0])
 			}
@@ -535,6 +549,7 @@ func (l *Log) Expires() int64 { return l.expires }
 
 // Reset forgets every admission, keeping the memory for reuse.
 func (l *Log) Reset() {
+	l.exactLive = false
 	l.exact.reset()
 	for i := range l.rings {
 		l.rings[i].reset()
@@ -548,7 +563,9 @@ func (l *Log) Reset() {
 // memory figures.
 func (l *Log) Bytes() int {
 	n := int(unsafe.Sizeof(*l)) + l.exact.bytes() + cap(l.recent)*int(unsafe.Sizeof(recent{}))
-	n += cap(l.rings) * int(unsafe.Sizeof(bucketRing{}))
+	if cap(l.rings) > len(l.ring0) {
+		n += cap(l.rings) * int(unsafe.Sizeof(bucketRing{}))
+	}
 	for _, r := range l.rings[:cap(l.rings)] {
 		n += r.bytes()
 	}

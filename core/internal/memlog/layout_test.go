@@ -1,0 +1,36 @@
+package memlog
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLogLayout keeps a log in a 384-byte block, three 128-byte pairs of
+// cache lines, with the fields of a lookup in its first line: the
+// layout that log's comment describes.
+func TestLogLayout(t *testing.T) {
+	var l log
+	require.Greater(t, unsafe.Sizeof(l), uintptr(352), "a log of 352 bytes or fewer takes a smaller block, aligned to less than a line pair")
+	require.LessOrEqual(t, unsafe.Sizeof(l), uintptr(384))
+	require.Less(t, unsafe.Offsetof(l.key)+unsafe.Sizeof(l.key), uintptr(64))
+}
+
+// TestLogIs checks a log's identity test on each of its ways: the very
+// string it was made with, an equal string elsewhere (short, compared with
+// the log's copy of its bytes, and long), and strings that differ in the
+// key, in a byte past the copy, in length, or in the namespace.
+func TestLogIs(t *testing.T) {
+	long := strings.Repeat("k", 39) + "-long"
+	for _, k := range []string{"2001:db8::1", long} {
+		l := newLog(logKey{"ns", k}, 1)
+		require.True(t, l.is(&logKey{"ns", k}))
+		require.True(t, l.is(&logKey{"ns", strings.Clone(k)}))
+		require.False(t, l.is(&logKey{"other", strings.Clone(k)}))
+		require.False(t, l.is(&logKey{"ns", k[:len(k)-1]}))
+		require.False(t, l.is(&logKey{"ns", k[:len(k)-1] + "x"}))
+	}
+	require.False(t, newLog(logKey{"ns", long}, 1).is(&logKey{"ns", strings.Repeat("k", 39) + "-LONG"}), "a difference past kbuf")
+}
