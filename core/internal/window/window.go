@@ -229,6 +229,9 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 		l.rings = l.ring0[:0]
 	}
 	l.rings = append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq, live: true})
+	if &l.rings[0] != &l.ring0[0] {
+		l.ring0[0] = bucketRing{} // moved out: hold no counters the rings no longer use
+	}
 	r := &l.rings[len(l.rings)-1]
 	if x := &l.exact; l.exactLive {
 		for pos := x.head; pos < x.tail; pos++ {
