@@ -207,30 +207,21 @@ func overAdmission(ds []decision, l int, w time.Duration, keep func(decision) bo
 }
 
 // peakWindow returns the most admissions kept by keep in any window of
-// length w of one key, counting only windows that start at or after from.
+// length w of one key, counting only windows that start at or after from
+// (zero: all): slidelogtest.CheckWindows's fullest window over the
+// admissions decided from then on.
 func peakWindow(ds []decision, w time.Duration, from time.Time, keep func(decision) bool) int {
-	byKey := make(map[string][]int64)
+	var as []slidelogtest.Admission
 	for _, d := range ds {
-		if d.err == nil && d.allowed && keep(d) {
-			byKey[d.key] = append(byKey[d.key], d.at)
+		at := time.UnixMicro(d.at)
+		if d.err == nil && d.allowed && keep(d) && !at.Before(from) {
+			as = append(as, slidelogtest.Admission{Key: d.key, Start: at})
 		}
 	}
-	start := from.UnixMicro()
-	if from.IsZero() {
-		start = 0
-	}
+	fullest, _ := slidelogtest.CheckWindows(as, 0, w)
 	peak := 0
-	for _, ats := range byKey {
-		slices.Sort(ats)
-		j := 0
-		for i := range ats {
-			for ats[i]-ats[j] >= w.Microseconds() {
-				j++
-			}
-			if ats[i]-w.Microseconds() >= start {
-				peak = max(peak, i-j+1)
-			}
-		}
+	for _, f := range fullest {
+		peak = max(peak, f.Units)
 	}
 	return peak
 }
