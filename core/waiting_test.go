@@ -167,8 +167,8 @@ func TestWaitingRuleNoLimiterDeadline(t *testing.T) {
 // TestStalledNodeEndsEveryCall: Refund, Reset and Peek are bounded by the
 // store's stall judgement, as a decision is, not by the client's timeouts:
 // on a node that stops answering this client (read timeout 10 s, the
-// caller's context 8 s), each fails with ErrUnavailable within a few
-// stall timeouts.
+// caller's context 8 s), each fails with ErrStalled (an ErrUnavailable)
+// within a few stall timeouts.
 func TestStalledNodeEndsEveryCall(t *testing.T) {
 	fnet := &faultyNet{}
 	addr := standaloneAddr(t)
@@ -207,9 +207,10 @@ func TestStalledNodeEndsEveryCall(t *testing.T) {
 		err := calls[name](ctx)
 		took := time.Since(start)
 		cancel()
-		// ErrUnavailable: a call in flight when the verdict comes may
-		// carry its sender's cancellation rather than ErrStalled.
+		// ErrStalled, also for a call whose round trip was in flight
+		// when the verdict broke its connection off.
 		assert.ErrorIs(t, err, slidelog.ErrUnavailable, "%s on a stalled node", name)
+		assert.ErrorIs(t, err, slidelog.ErrStalled, "%s on a stalled node", name)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "%s on a stalled node: ended by the caller's context, not by the store", name)
 		assert.Less(t, took, 4*time.Second, "%s on a stalled node: got %v, want the stall judgement (150 ms), not the client's 10 s read timeout", name, took)
 	}

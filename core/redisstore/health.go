@@ -349,11 +349,15 @@ func (b *batcher) verdict(silence time.Duration, evidence []any) {
 	b.epoch = make(chan struct{})
 	b.busySince = mono()
 	b.silence = 0
-	b.mu.Unlock()
-	b.writeOff()
+	// The episode's senders and connections are written off before a
+	// call of the next episode can start one: done after unlocking, it
+	// would also cut off a call that began in between, which would fail
+	// at once with its sender's cancellation, not judged on its own.
+	b.writeOffLocked()
 	if b.conns != nil {
 		b.conns.breakAll()
 	}
+	b.mu.Unlock()
 	b.mon.logger.Warn("redisstore: node stalled: its waiting calls go to the failure mode",
 		append([]any{"node", b.name(), "silent", silence.Round(time.Millisecond), "stall_timeout", b.mon.stall, "waiting", waiting}, evidence...)...)
 }

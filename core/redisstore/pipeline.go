@@ -209,6 +209,11 @@ func (b *batcher) cancelInlineLocked() {
 func (b *batcher) writeOff() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.writeOffLocked()
+}
+
+// writeOffLocked is writeOff with b.mu held.
+func (b *batcher) writeOffLocked() {
 	for s := range b.senders {
 		s.off = true
 		s.cancel()
@@ -274,13 +279,13 @@ func (b *batcher) wait(call *scriptCall) ([]int64, error) {
 		if call.lead != nil {
 			return b.lead(call)
 		}
-		return call.reply, call.err
+		return b.verdictOr(call, call.reply, call.err)
 	case <-call.ctx.Done():
 	case <-call.stalled:
 		stalled = true
 	case <-refusal:
 		if reply, err, ok := b.leave(call); ok {
-			return reply, err
+			return b.verdictOr(call, reply, err)
 		}
 		b.mu.Lock()
 		err := b.refusedErr
@@ -291,7 +296,7 @@ func (b *batcher) wait(call *scriptCall) ([]int64, error) {
 		return nil, err
 	}
 	if reply, err, ok := b.leave(call); ok {
-		return reply, err
+		return b.verdictOr(call, reply, err)
 	}
 	if stalled {
 		return nil, b.stallError()
@@ -299,6 +304,22 @@ func (b *batcher) wait(call *scriptCall) ([]int64, error) {
 	// The call may still run in Redis: it then holds an entry its caller
 	// never used, which can only make the limiter stricter.
 	return nil, context.Cause(call.ctx)
+}
+
+// verdictOr returns call's reply and error, the error of a round trip that
+// the node's stall verdict ended (its sender's context cancelled, its
+// connection broken off) being the verdict's: ErrStalled, or ErrClosed
+// when the store closed. An error of a call whose own context ended is
+// left as it is.
+func (b *batcher) verdictOr(call *scriptCall, reply []int64, err error) ([]int64, error) {
+	if err != nil && call.ctx.Err() == nil {
+		select {
+		case <-call.stalled:
+			return nil, b.stallError()
+		default:
+		}
+	}
+	return reply, err
 }
 
 // leave marks call, whose caller stops waiting, gone, so that no sender
