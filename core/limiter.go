@@ -682,11 +682,6 @@ func (l *Limiter) ValidateKey(key string) error {
 	return nil
 }
 
-// costError is AllowN's error for a cost n out of range.
-func (l *Limiter) costError(n int) error {
-	return fmt.Errorf("%w: cost %d, want 1..%d", ErrInvalidCost, n, l.minLimit)
-}
-
 func (l *Limiter) check(ctx context.Context, key string) error {
 	if l.closed.Load() {
 		return ErrClosed

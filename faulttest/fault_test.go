@@ -989,14 +989,6 @@ func openBreakers(t *testing.T, reg *prometheus.Registry) []string {
 	return open
 }
 
-func mapValues(m map[string]string) []string {
-	var out []string
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
-}
-
 // reasons returns the failure-mode activations of the registries by
 // reason, as "reason=n ..." for the report.
 func reasons(t *testing.T, regs ...*prometheus.Registry) string {

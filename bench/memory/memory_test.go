@@ -155,7 +155,7 @@ func BenchmarkAllow(b *testing.B) {
 		}
 		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
 			s := goLimiter(b, 1<<62, time.Hour)
-			run(b, parallel, func(key string) { s.Take(context.Background(), key) }, func(key string) {
+			run(b, parallel, func(key string) { _, _, _, _, _ = s.Take(context.Background(), key) }, func(key string) {
 				if _, _, _, ok, _ := s.Take(context.Background(), key); !ok {
 					b.Fatal("denied")
 				}
@@ -226,7 +226,7 @@ func BenchmarkDeny(b *testing.B) {
 		}
 		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
 			s := goLimiter(b, 1, time.Hour)
-			run(b, parallel, func(key string) { s.Take(context.Background(), key) }, func(key string) {
+			run(b, parallel, func(key string) { _, _, _, _, _ = s.Take(context.Background(), key) }, func(key string) {
 				if _, _, _, ok, _ := s.Take(context.Background(), key); ok {
 					b.Fatal("admitted")
 				}
@@ -299,7 +299,7 @@ func BenchmarkBytesPerKey(b *testing.B) {
 					b.Fatal(err)
 				}
 				for _, key := range names {
-					s.Take(context.Background(), key)
+					_, _, _, _, _ = s.Take(context.Background(), key)
 				}
 				return s
 			})

@@ -11,6 +11,6 @@ import (
 func main() {
 	r := chi.NewRouter()
 	r.Use(slidechi.LimitByIP(slidelog.PerMinute(100)))
-	r.Get("/", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
-	http.ListenAndServe("127.0.0.1:0", r)
+	r.Get("/", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	_ = http.ListenAndServe("127.0.0.1:0", r)
 }
