@@ -433,10 +433,5 @@ func (s *Store) checkReplicas(ctx context.Context, logger *slog.Logger) {
 		}
 		return nil
 	}
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		_ = c.ForEachMaster(ctx, check)
-	case *redis.Client:
-		_ = check(ctx, c)
-	}
+	_ = eachMaster(ctx, s.client, check)
 }

@@ -137,14 +137,29 @@ func CheckConfig(ctx context.Context, client redis.UniversalClient) error {
 		}
 		return nil
 	}
-	switch c := client.(type) {
-	case *redis.Client:
-		return check(ctx, c)
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, check)
-	default:
-		return errors.New("slidelog: cannot check the configuration of this client type")
+	if err := eachMaster(ctx, client, check); err != errClientKind {
+		return err
 	}
+	return errors.New("slidelog: cannot check the configuration of this client type")
+}
+
+// errClientKind is eachMaster's error for a client of another kind.
+var errClientKind = errors.New("redisstore: a client of an unknown kind")
+
+// eachMaster runs fn on every master of a Cluster client, every shard of
+// a Ring, or the one server of a Client (standalone, or Sentinel's
+// master), and returns the first error; errClientKind for a client of
+// another kind.
+func eachMaster(ctx context.Context, client redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return errClientKind
 }
 
 // clientWarnings lists settings of client that break resharding.

@@ -129,13 +129,7 @@ func mastersCPU(b *testing.B, client redis.UniversalClient) time.Duration {
 		}
 		return nil
 	}
-	var err error
-	if cc, ok := client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return read(ctx, node) })
-	} else {
-		err = read(ctx, client)
-	}
-	if err != nil {
+	if err := redistest.EachMaster(ctx, client, func(ctx context.Context, node *redis.Client) error { return read(ctx, node) }); err != nil {
 		b.Fatal(err)
 	}
 	return total

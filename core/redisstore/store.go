@@ -380,12 +380,7 @@ func (s *Store) warm(ctx context.Context) {
 		}
 		return s.script().Load(ctx, c).Err()
 	}
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		_ = c.ForEachMaster(ctx, load)
-	case *redis.Client:
-		_ = load(ctx, c)
-	}
+	_ = eachMaster(ctx, s.client, load)
 	_ = s.client.Exists(ctx, s.prefix+"warm").Err()
 }
 

@@ -107,14 +107,9 @@ func (s *Store) checkVersion(ctx context.Context) error {
 		mu.Unlock()
 		return nil
 	}
-	var err error
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return check(ctx, node) })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { return check(ctx, node) })
-	default:
-		err = check(ctx, c)
+	err := eachMaster(ctx, s.client, func(ctx context.Context, node *redis.Client) error { return check(ctx, node) })
+	if err == errClientKind {
+		err = check(ctx, s.client)
 	}
 	if err != nil {
 		return err

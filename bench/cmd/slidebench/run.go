@@ -610,13 +610,7 @@ func deleteKeys(ctx context.Context, client redis.UniversalClient, prefix string
 		}
 		return iter.Err()
 	}
-	switch c := client.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	}
-	return fmt.Errorf("unexpected client %T", client)
+	return forEachMaster(ctx, client, del)
 }
 
 func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runID string) Env {

@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -155,15 +156,21 @@ func DeleteKeys(t testing.TB, c redis.UniversalClient, prefix string) {
 		}
 		return iter.Err()
 	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return del(ctx, node) })
-	} else {
-		err = del(ctx, c)
-	}
-	if err != nil {
+	if err := EachMaster(ctx, c, func(ctx context.Context, node *redis.Client) error { return del(ctx, node) }); err != nil {
 		t.Logf("deleting test keys %s*: %v", prefix, err)
 	}
+}
+
+// EachMaster runs fn on every master of a Cluster client, or on the one
+// server of a standalone client, and returns the first error.
+func EachMaster(ctx context.Context, c redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("redistest: a client of an unknown kind (%T)", c)
 }
 
 // ClusterStores returns a slidelogtest.NewStoreFunc that builds Redis stores on the
