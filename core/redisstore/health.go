@@ -403,12 +403,12 @@ func (b *batcher) close() {
 	if b.epoch != nil {
 		close(b.epoch)
 	}
+	// Every sender is written off, also one whose callers have all gone
+	// and that still waits out go-redis's retries: nothing wants its reply.
+	b.writeOffLocked()
 	b.mu.Unlock()
-	if waiting > 0 {
-		b.writeOff()
-		if b.conns != nil {
-			b.conns.breakAll()
-		}
+	if waiting > 0 && b.conns != nil {
+		b.conns.breakAll()
 	}
 }
 

@@ -224,7 +224,7 @@ func (b *batcher) writeOffLocked() {
 	b.inlineN = 0
 	b.inlineGen++
 	b.cancelInlineLocked()
-	if b.inflight < b.limit {
+	if !b.closed && b.inflight < b.limit { // a closed store sends nothing more
 		if batch := b.takeLocked(); batch != nil {
 			b.inflight++
 			b.startLocked(batch)
