@@ -96,6 +96,7 @@ func benchRedis(b *testing.B, client redis.UniversalClient, opts ...redisstore.O
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = store.Close() })
 	l := benchLimiter(b, store)
 	b.Run("Serial", func(b *testing.B) {
 		b.ReportAllocs()

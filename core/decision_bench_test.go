@@ -40,6 +40,7 @@ func BenchmarkRedisDecision(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = store.Close() })
 	l := benchLimiter(b, store)
 	b.Cleanup(func() { redistest.DeleteKeys(b, client, prefix) })
 	for _, callers := range []int{1, 16, 64} {

@@ -45,6 +45,7 @@ func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = store.Close() })
 		reg := prometheus.NewRegistry()
 		opened := &openCounter{}
 		openings = append(openings, opened)
@@ -56,7 +57,11 @@ func TestClusterExactUnderLoadWithDefaults(t *testing.T) {
 		limiters = append(limiters, l)
 		regs = append(regs, reg)
 	}
-	store0, _ := redisstore.New(clients[0], redisstore.WithKeyPrefix(prefix))
+	store0, err := redisstore.New(clients[0], redisstore.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store0.Close() })
 	keys := clusterKeysOnEveryMaster(t, clients[0], store0, slidelog.Namespace(limiters[0]), keysN)
 
 	cpuHogs(t, runtime.NumCPU()) // every core busy

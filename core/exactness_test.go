@@ -180,6 +180,7 @@ func TestClusterExactnessAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = store.Close() })
 	keys := clusterKeysOnEveryMaster(t, client, store, "p" /* the children's limiter's name */, 3)
 	var admitted []admission
 	perChild := make([]int, processes)
@@ -250,6 +251,7 @@ func TestExactnessChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 60, Window: time.Second}, slidelog.WithName("p"))
 	if err != nil {
 		t.Fatal(err)

@@ -27,5 +27,6 @@ func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstor
 	if err != nil {
 		t.Fatalf("NewRedisStore: %v", err)
 	}
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

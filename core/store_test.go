@@ -92,6 +92,7 @@ func TestInstancesShareABudgetByName(t *testing.T) {
 	for _, name := range []string{"api", "api", "other"} {
 		s, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
 		l, err := slidelog.New(s, p, slidelog.WithName(name))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
@@ -177,6 +178,7 @@ func TestDefaultNamespace(t *testing.T) {
 	for _, opts := range [][]slidelog.Option{nil, nil, {slidelog.WithName("p")}} {
 		s, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
 		l, err := slidelog.New(s, p, opts...)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })

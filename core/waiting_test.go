@@ -35,6 +35,7 @@ func TestWaitingRule(t *testing.T) {
 	// may still be backing off from the refused dials when the test ends.
 	store, err := redisstore.New(client, redisstore.WithKeyPrefix(redistest.KeyPrefix(t, redistest.ClusterClient(t))))
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute},
 		slidelog.WithFailureMode(slidelog.FailError),
 		slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 3, OpenTimeout: time.Minute}))

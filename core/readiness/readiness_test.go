@@ -89,6 +89,7 @@ func TestReadinessWithLimiters(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	down, err := redisstore.New(client, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = down.Close() })
 	mem := memstore.New()
 	t.Cleanup(func() { _ = mem.Close() })
 

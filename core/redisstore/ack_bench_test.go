@@ -37,6 +37,7 @@ func BenchmarkReplicaAck(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				b.Cleanup(func() { _ = store.Close() })
 				l, err := slidelog.New(store, slidelog.PerDay(1_000_000_000))
 				if err != nil {
 					b.Fatal(err)

@@ -35,6 +35,7 @@ func TestClusterDownGoesToFailureModeAtOnce(t *testing.T) {
 	defer client.Close()
 	s, err := redisstore.New(client)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
 	l, err := slidelog.New(s, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute},
 		slidelog.WithName("down"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
 	require.NoError(t, err)

@@ -204,6 +204,7 @@ func TestEvictionUnderMemoryPressure(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s, err := redisstore.New(client, redisstore.WithClock(clock), redisstore.WithKeyPrefix("lru:"))
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
 	p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Second}
 	l, err := slidelog.New(s, p, slidelog.WithName("lru"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
 	require.NoError(t, err)

@@ -119,3 +119,17 @@ func init() { releasedCalls = new(atomic.Int64) }
 // ReusedCalls returns how many calls were given back for reuse so far in
 // this test binary.
 func ReusedCalls() int64 { return releasedCalls.Load() }
+
+// OpenBatchers counts s's batchers that are not closed, and the senders
+// they count in flight.
+func OpenBatchers(s *Store) (open, senders int) {
+	for _, b := range s.pipes.batchers() {
+		b.mu.Lock()
+		if !b.closed {
+			open++
+		}
+		senders += len(b.senders)
+		b.mu.Unlock()
+	}
+	return open, senders
+}

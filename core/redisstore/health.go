@@ -293,6 +293,9 @@ func (m *monitor) close() {
 	}
 	m.mu.Unlock()
 	m.stopped.Wait()
+	m.p.mu.Lock()
+	m.p.closed = true
+	m.p.mu.Unlock()
 	for _, b := range m.p.batchers() {
 		b.close()
 	}

@@ -58,6 +58,7 @@ func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
 	for _, name := range []string{"detected", "legacy"} {
 		s, err := redisstore.New(client, redisstore.WithClock(clock), redisstore.WithKeyPrefix("oom-"+name+":"))
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
 		if name == "legacy" {
 			redisstore.UseLegacyScript(s)
 		}

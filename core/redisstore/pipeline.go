@@ -635,6 +635,10 @@ type pipelines struct {
 	// closes the connections to the old master when they name another).
 	master   atomic.Pointer[string]
 	failover bool
+	// closed is set, under mu, when the store closes: a batcher made
+	// after that (a call that found its node after Close) is closed too,
+	// so nothing sends for a closed store.
+	closed bool
 }
 
 // singleNode returns the address of the server a single-server client
@@ -741,7 +745,7 @@ func (p *pipelines) batcher(node string) *batcher {
 	defer p.mu.Unlock()
 	b := p.nodes[node]
 	if b == nil {
-		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack, mon: p.mon, node: node}
+		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack, mon: p.mon, node: node, closed: p.closed}
 		if node != "" {
 			b.conns = p.connSetLocked(node)
 		}

@@ -36,6 +36,7 @@ func TestRefusedConnectionIsAnError(t *testing.T) {
 			t.Cleanup(func() { _ = client.Close() })
 			store, err := redisstore.NewUnchecked(client) // New would refuse an unreachable server
 			require.NoError(t, err)
+			t.Cleanup(func() { _ = store.Close() })
 			obs := &failovers{}
 			l, err := slidelog.New(store, slidelog.PerMinute(10), slidelog.WithObserver(obs))
 			require.NoError(t, err)

@@ -125,6 +125,7 @@ func TestNewStartUnreachable(t *testing.T) {
 	logs := &captured{}
 	store, err := redisstore.New(client, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
 	errs := logs.errorsLogged()
 	require.Len(t, errs, 1, "got ERROR records %q, want one", errs)
 	assert.Contains(t, errs[0], dead)
@@ -228,6 +229,7 @@ func TestConnect(t *testing.T) {
 			}
 			store, err := redisstore.New(client, redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client)))
 			require.NoError(t, err, "New on Connect's client")
+			t.Cleanup(func() { _ = store.Close() })
 			l, err := slidelog.New(store, slidelog.PerMinute(1))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = l.Close() })

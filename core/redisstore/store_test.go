@@ -21,6 +21,7 @@ func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstor
 	opts = append([]redisstore.Option{redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client))}, opts...)
 	s, err := redisstore.New(client, opts...)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -61,6 +62,7 @@ func TestNewDetectsRedisVersion(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, err := redisstore.NewUnchecked(client, redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client)))
 			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
 			redisstore.SetLegacyScript(s, !want)
 			require.NoError(t, redisstore.Check(s))
 			assert.Equal(t, want, redisstore.UsesLegacyScript(s), "on %s after New's checks: runs the Redis 6.2 variant", server)

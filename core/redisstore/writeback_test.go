@@ -118,6 +118,7 @@ func TestWriteBackAfterRealPromotion(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	s, err := redisstore.New(client, redisstore.WithReplicaAck(1, 20*time.Millisecond))
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
 	const limit = 20
 	req := slidelog.Request{Namespace: "wb", Key: "promoted", Cost: 1, Policies: []slidelog.Policy{{Limit: limit, Window: time.Minute}}}
 	admitted := 0

@@ -174,8 +174,8 @@ func EachMaster(ctx context.Context, c redis.UniversalClient, fn func(context.Co
 }
 
 // ClusterStores returns a slidelogtest.NewStoreFunc that builds Redis stores on the
-// test Redis Cluster, each under its own key prefix whose keys are deleted
-// when its test ends. It fails t when the Cluster is not configured.
+// test Redis Cluster, each under its own key prefix; when its test ends
+// the store is closed and its keys are deleted. It fails t when the Cluster is not configured.
 func ClusterStores(t *testing.T) slidelogtest.NewStoreFunc {
 	t.Helper()
 	return redisStores(ClusterClient(t))
@@ -194,6 +194,7 @@ func redisStores(c redis.UniversalClient) slidelogtest.NewStoreFunc {
 		if err != nil {
 			t.Fatalf("redisstore.New: %v", err)
 		}
+		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
 }
