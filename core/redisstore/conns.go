@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,8 +45,10 @@ type connSet struct {
 	// back-off and its next dial, with no request written: the set's
 	// silence is then judged in alive time.
 	failed atomic.Int64
-	// dialing counts the dials to the node in progress.
+	// dialing counts the dials to the node in progress; dials holds
+	// them, under mu.
 	dialing atomic.Int32
+	dials   []*pendingDial
 	mu      sync.Mutex
 	conns   map[*trackedConn]struct{}
 	// claims are the calls read in their callers' goroutines whose
@@ -53,6 +56,59 @@ type connSet struct {
 	// looks for them only when there are some.
 	claims  []*claim
 	nclaims atomic.Int32
+}
+
+// pendingDial is a dial to a set's node in progress.
+type pendingDial struct {
+	addr  string // the address dialled
+	start int64  // mono ns
+}
+
+// dialStart records a dial to addr, ended with dialEnd.
+func (s *connSet) dialStart(addr string) *pendingDial {
+	d := &pendingDial{addr: addr, start: mono()}
+	s.mu.Lock()
+	s.dials = append(s.dials, d)
+	s.mu.Unlock()
+	s.dialing.Add(1)
+	return d
+}
+
+// dialEnd forgets d.
+func (s *connSet) dialEnd(d *pendingDial) {
+	s.dialing.Add(-1)
+	s.mu.Lock()
+	if i := slices.Index(s.dials, d); i >= 0 {
+		s.dials = slices.Delete(s.dials, i, i+1)
+	}
+	s.mu.Unlock()
+}
+
+// dialEvidence is the kernel's evidence on the dials in progress: a dial
+// the node has not answered (its socket is in SYN_SENT) is owed since the
+// oldest dial's start. A dial the kernel completed, or whose socket does
+// not exist yet, waits for this process to run, not for the node. unknown
+// is set when the kernel's table cannot be read.
+func (s *connSet) dialEvidence() (owedSince int64, owed, unknown bool) {
+	s.mu.Lock()
+	addrs := make([]string, 0, len(s.dials))
+	for _, d := range s.dials {
+		if !slices.Contains(addrs, d.addr) {
+			addrs = append(addrs, d.addr)
+		}
+		if !owed || d.start < owedSince {
+			owedSince, owed = d.start, true
+		}
+	}
+	s.mu.Unlock()
+	if len(addrs) == 0 {
+		return 0, false, false // ended since dialing was read
+	}
+	sent, ok := synSent(addrs)
+	if !ok {
+		return 0, false, true
+	}
+	return owedSince, sent, false
 }
 
 // claim finds the connection a call is sent on, so that the call can be
@@ -177,8 +233,9 @@ type evidence struct {
 	// write.
 	silence time.Duration
 	// unknown is set when a call could be waiting on something the
-	// kernel keeps no record of: a dial in progress, or a connection
-	// that is not TCP. Alive time decides then.
+	// kernel keeps no record of: a connection that is not TCP, go-redis's
+	// retries after a connection failed, or a dial where the kernel's
+	// socket table cannot be read. Alive time decides then.
 	unknown bool
 	// answered is set when bytes the node sent wait unread on some
 	// connection: the node is answering, whatever else waits.
@@ -236,9 +293,19 @@ func (s *connSet) silence() evidence {
 		ev.unknown = true
 	}
 	if s.dialing.Load() > 0 {
-		// A dial in progress may have been answered by the kernel while
-		// this process has not run: it is judged in alive time.
-		ev.unknown = true
+		// A dial in progress is owed while the kernel still waits for
+		// the node's answer to its SYN. One the kernel completed waits
+		// for this process to run, however long that takes: it does not
+		// count.
+		switch since, owed, unknown := s.dialEvidence(); {
+		case unknown:
+			ev.unknown = true
+		case owed:
+			if !ev.owed || since < oldestOwed {
+				oldestOwed = since
+			}
+			ev.owed = true
+		}
 	}
 	if answered {
 		ev.owed, ev.unknown, ev.answered = false, false, true

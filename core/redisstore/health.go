@@ -61,8 +61,14 @@ func WithStallTimeout(d time.Duration) Option {
 //     silent for more than a tick, every thread of the process, so time
 //     in which the machine did not run this process does not count
 //     either.
-//   - Where the kernel keeps no such record (a dial in progress, a Unix
-//     socket, TLS, a client whose connections predate the store), by
+//   - A dial in progress, by the kernel's socket table
+//     (/proc/self/net/tcp): while this process's socket to the node is
+//     in SYN_SENT the node owes an answer, from the dial's start; a dial
+//     the kernel has completed owes nothing, however long this process
+//     takes to run the goroutine waiting on it.
+//   - Where the kernel keeps no such record (a Unix socket, TLS, a
+//     client whose connections predate the store, go-redis's retries
+//     after a connection failed), by
 //     silence counted in alive time: each tick adds at most two ticks of
 //     the time its thread could run, less the time the monitor then
 //     queued for a CPU after yielding once, so time in which the process
@@ -389,6 +395,9 @@ func (b *batcher) evidenceAttrs(now int64) []any {
 	}
 	if r := b.conns.lastRecv.Load(); r > 0 {
 		attrs = append(attrs, "last_byte", time.Duration(now-r).Round(time.Millisecond))
+	}
+	if n := b.conns.dialing.Load(); n > 0 {
+		attrs = append(attrs, "dialing", n)
 	}
 	return attrs
 }

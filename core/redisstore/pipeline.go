@@ -801,9 +801,9 @@ type dialWatch struct {
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cs := h.p.connSet(addr)
-		cs.dialing.Add(1)
+		d := cs.dialStart(addr)
 		conn, err := next(ctx, network, addr)
-		cs.dialing.Add(-1)
+		cs.dialEnd(d)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.p.refuse(addr, err)

@@ -49,9 +49,10 @@
 // written is not owed. The calls waiting on a stalled node end with an
 // error wrapping slidelog.ErrStalled (a limiter's failure mode decides
 // them), its connections are broken off, and its episode ends: each later
-// call waits a full stall timeout again. Where the kernel keeps no record
-// (a dial in progress, a Unix socket, TLS, a client used before New), the
-// silence is counted in alive time. A key of a log that holds another type
+// call waits a full stall timeout again. A dial is owed while the kernel
+// shows its socket waiting for the node's answer (SYN_SENT), not once the
+// handshake is done. Where the kernel keeps no record (a Unix socket, TLS,
+// a client used before New), the silence is counted in alive time. A key of a log that holds another type
 // is deleted and rebuilt like a lost key; an error of one key's data wraps
 // slidelog.ErrDamagedKey. Close ends every waiting call with
 // slidelog.ErrClosed. See docs/operations.md, "How a failing node is told

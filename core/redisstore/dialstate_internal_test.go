@@ -1,0 +1,177 @@
+//go:build linux
+
+package redisstore
+
+import (
+	"context"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/stretchr/testify/require"
+)
+
+// rawConnect starts a non-blocking connect to addr on a socket Go's net
+// package does not know of, as a dial in progress has, and returns its
+// descriptor.
+func rawConnect(t *testing.T, addr string) int {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	sa := &syscall.SockaddrInet4{Port: p}
+	copy(sa.Addr[:], net.ParseIP(host).To4())
+	if err := syscall.Connect(fd, sa); err != nil && err != syscall.EINPROGRESS {
+		t.Fatalf("connect %s: %v", addr, err)
+	}
+	return fd
+}
+
+// blackhole returns the address of a loopback listener whose accept
+// queue is full: the kernel drops the SYNs of further connects, which
+// stay in SYN_SENT, as a dial to a node that does not answer does.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, syscall.Listen(fd, 0))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	// Fill the queue: connects the kernel completes until one stays in
+	// SYN_SENT.
+	for range 8 {
+		rawConnect(t, addr)
+		time.Sleep(20 * time.Millisecond)
+		if sent, ok := synSent([]string{addr}); ok && sent {
+			return addr
+		}
+	}
+	t.Fatalf("no connect to %s stayed in SYN_SENT", addr)
+	return ""
+}
+
+// A dial the node has not answered is in SYN_SENT; one whose handshake
+// the kernel completed is not, whether or not this process has run the
+// goroutine waiting on it; another node's address never matches.
+func TestSynSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	healthy := ln.Addr().String()
+	rawConnect(t, healthy)
+	require.Eventually(t, func() bool {
+		sent, ok := synSent([]string{healthy})
+		return ok && !sent
+	}, time.Second, 5*time.Millisecond, "a completed connect to %s read as SYN_SENT", healthy)
+
+	hole := blackhole(t)
+	sent, ok := synSent([]string{hole})
+	require.True(t, ok)
+	require.True(t, sent, "a connect to the full listener %s is in SYN_SENT", hole)
+	sent, ok = synSent([]string{healthy})
+	require.True(t, ok)
+	require.False(t, sent, "the full listener's SYN_SENT sockets matched %s", healthy)
+	sent, ok = synSent([]string{healthy, hole})
+	require.True(t, ok && sent, "either address")
+
+	// A host name matches on the port alone.
+	_, port, _ := net.SplitHostPort(hole)
+	sent, ok = synSent([]string{"localhost:" + port})
+	require.True(t, ok && sent)
+
+	_, ok = synSent([]string{"no-port"})
+	require.False(t, ok, "an address without a port is unknown")
+}
+
+// A connection set's evidence while a dial is in progress: owed from the
+// dial's start while its socket is in SYN_SENT, nothing owed (and nothing
+// unknown) once the kernel completed the handshake, however long the
+// goroutine waiting on it takes to run.
+func TestDialEvidence(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	healthy := ln.Addr().String()
+	rawConnect(t, healthy)
+
+	var answered connSet
+	d := answered.dialStart(healthy)
+	time.Sleep(30 * time.Millisecond)
+	ev := answered.silence()
+	require.False(t, ev.owed, "a completed dial owes nothing: %+v", ev)
+	require.False(t, ev.unknown, "a completed dial is known: %+v", ev)
+	answered.dialEnd(d)
+	require.Empty(t, answered.dials)
+	require.Zero(t, answered.dialing.Load())
+
+	hole := blackhole(t)
+	var silent connSet
+	d = silent.dialStart(hole)
+	time.Sleep(50 * time.Millisecond)
+	ev = silent.silence()
+	require.True(t, ev.owed, "an unanswered dial is owed: %+v", ev)
+	require.False(t, ev.unknown)
+	require.GreaterOrEqual(t, ev.silence, 50*time.Millisecond, "owed from the dial's start")
+	silent.dialEnd(d)
+	ev = silent.silence()
+	require.False(t, ev.owed || ev.unknown, "no dial left: %+v", ev)
+}
+
+// A dial whose handshake the kernel completed but whose goroutine this
+// process runs late (here: the dialer sleeps after connecting, as a
+// starved process's would) is not the node's silence: the call gets its
+// decision, not ErrStalled. A dial the node never answers ends with
+// ErrStalled within about the stall timeout, not go-redis's dial timeout.
+func TestDialWaitsAreTheProcesses(t *testing.T) {
+	addr := os.Getenv("SLIDELOG_REDIS_ADDR")
+	if addr == "" {
+		t.Fatal("SLIDELOG_REDIS_ADDR is not set: start the test servers (scripts/redis-rig.sh up)")
+	}
+	const stall = 100 * time.Millisecond
+	req := func(key string) slidelog.Request {
+		return slidelog.Request{Namespace: "dialwait", Key: key, Cost: 1, Policies: []slidelog.Policy{{Limit: 5, Window: time.Minute}}, ID: uint64(time.Now().UnixNano())}
+	}
+
+	late := redis.NewClient(&redis.Options{Addr: addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		time.Sleep(6 * stall) // connected; the goroutine "runs" late
+		return c, err
+	}})
+	defer late.Close()
+	s, err := NewUnchecked(late, WithStallTimeout(stall), WithKeyPrefix("dialwait-"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	require.NoError(t, err)
+	defer s.Close()
+	start := time.Now()
+	res, err := s.Take(t.Context(), req("late"))
+	require.NoError(t, err, "a dial the kernel completed was judged as the node's silence")
+	require.True(t, res.Allowed)
+	require.GreaterOrEqual(t, time.Since(start), 6*stall)
+	require.NoError(t, s.Reset(t.Context(), req("late")))
+
+	// The dial's own timeout is well past the stall timeout; the test
+	// waits it out at the end, so that no dial outlives it.
+	hole := redis.NewClient(&redis.Options{Addr: blackhole(t), DialTimeout: 30 * stall, MaxRetries: -1})
+	defer hole.Close()
+	s2, err := NewUnchecked(hole, WithStallTimeout(stall))
+	require.NoError(t, err)
+	defer s2.Close()
+	start = time.Now()
+	_, err = s2.Take(t.Context(), req("hole"))
+	took := time.Since(start)
+	require.ErrorIs(t, err, slidelog.ErrStalled, "after %v", took)
+	require.Less(t, took, 20*stall, "an unanswered dial is judged by the stall timeout")
+	cs := s2.pipes.connSet("")
+	require.Eventually(t, func() bool { return cs.dialing.Load() == 0 }, 60*stall, stall, "the dial ends with its timeout")
+}
