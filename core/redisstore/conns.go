@@ -49,8 +49,13 @@ type connSet struct {
 	// them, under mu.
 	dialing atomic.Int32
 	dials   []*pendingDial
-	mu      sync.Mutex
-	conns   map[*trackedConn]struct{}
+	// dialAsked is when (mono ns) the kernel was last asked about the
+	// dials, dialSent and dialUnknown its answer: asked at most once per
+	// dialAskEvery (see dialEvidence).
+	dialAsked             int64
+	dialSent, dialUnknown bool
+	mu                    sync.Mutex
+	conns                 map[*trackedConn]struct{}
 	// claims are the calls read in their callers' goroutines whose
 	// context can end (see claim); nclaims counts them, so that a write
 	// looks for them only when there are some.
@@ -100,16 +105,33 @@ func (s *connSet) dialEvidence() (owedSince int64, owed, unknown bool) {
 			owedSince, owed = d.start, true
 		}
 	}
-	s.mu.Unlock()
-	if len(addrs) == 0 {
-		return 0, false, false // ended since dialing was read
+	now := mono()
+	if len(addrs) == 0 || now-s.dialAsked < int64(dialAskEvery) {
+		sent, unknown := s.dialSent, s.dialUnknown
+		s.mu.Unlock()
+		if len(addrs) == 0 {
+			return 0, false, false // ended since dialing was read
+		}
+		return owedSince, sent && owed, unknown
 	}
+	s.mu.Unlock()
 	sent, ok := synSent(addrs)
+	s.mu.Lock()
+	s.dialAsked, s.dialSent, s.dialUnknown = now, sent, !ok
+	s.mu.Unlock()
 	if !ok {
 		return 0, false, true
 	}
 	return owedSince, sent, false
 }
+
+// dialAskEvery is how often, at most, the kernel is asked about a node's
+// dials in progress: one look costs about 1.2 ms of
+// this process's CPU on a machine with a large TCP hash table, however
+// few its sockets, so a dial that lasts (a node that does not answer)
+// costs at most about 5% of a core, and its silence is seen at most this
+// much late.
+const dialAskEvery = 25 * time.Millisecond
 
 // claim finds the connection a call is sent on, so that the call can be
 // broken off alone when its caller's context ends: with go-redis's plain

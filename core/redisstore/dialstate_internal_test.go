@@ -6,6 +6,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -41,6 +42,13 @@ func rawConnect(t *testing.T, addr string) int {
 // stay in SYN_SENT, as a dial to a node that does not answer does.
 func blackhole(t *testing.T) string {
 	t.Helper()
+	addr, _ := blackholeFd(t)
+	return addr
+}
+
+// blackholeFd is blackhole, returning also the socket left in SYN_SENT.
+func blackholeFd(t *testing.T) (string, int) {
+	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = syscall.Close(fd) })
@@ -52,14 +60,14 @@ func blackhole(t *testing.T) string {
 	// Fill the queue: connects the kernel completes until one stays in
 	// SYN_SENT.
 	for range 8 {
-		rawConnect(t, addr)
+		c := rawConnect(t, addr)
 		time.Sleep(20 * time.Millisecond)
 		if sent, ok := synSent([]string{addr}); ok && sent {
-			return addr
+			return addr, c
 		}
 	}
 	t.Fatalf("no connect to %s stayed in SYN_SENT", addr)
-	return ""
+	return "", -1
 }
 
 // A dial the node has not answered is in SYN_SENT; one whose handshake
@@ -93,6 +101,28 @@ func TestSynSent(t *testing.T) {
 
 	_, ok = synSent([]string{"no-port"})
 	require.False(t, ok, "an address without a port is unknown")
+
+	// Another process's connect in SYN_SENT to the same node is not this
+	// process's dial.
+	other, mine := blackholeFd(t)
+	require.NoError(t, syscall.Close(mine))
+	_, port, _ = net.SplitHostPort(other)
+	child := exec.Command("bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/"+port)
+	require.NoError(t, child.Start(), "bash opens the connect")
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	require.Eventually(t, func() bool {
+		socks, err := synSentSockets(syscall.AF_INET)
+		require.NoError(t, err)
+		for _, s := range socks {
+			if strconv.Itoa(int(s.dst.Port())) == port {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 10*time.Millisecond, "the child's connect to %s in SYN_SENT", other)
+	sent, ok = synSent([]string{other})
+	require.True(t, ok)
+	require.False(t, sent, "another process's SYN_SENT socket taken for this one's")
 }
 
 // A connection set's evidence while a dial is in progress: owed from the
@@ -174,4 +204,37 @@ func TestDialWaitsAreTheProcesses(t *testing.T) {
 	require.Less(t, took, 20*stall, "an unanswered dial is judged by the stall timeout")
 	cs := s2.pipes.connSet("")
 	require.Eventually(t, func() bool { return cs.dialing.Load() == 0 }, 60*stall, stall, "the dial ends with its timeout")
+}
+
+// BenchmarkSynSent is one look at the kernel's SYN_SENT sockets, as the
+// stall monitor takes on a tick while a dial is in progress, beside 1,000
+// established loopback connections that the kernel's filter skips.
+func BenchmarkSynSent(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for range 1000 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+	}
+	addrs := []string{ln.Addr().String()}
+	for b.Loop() {
+		if _, ok := synSent(addrs); !ok {
+			b.Fatal("unknown")
+		}
+	}
 }

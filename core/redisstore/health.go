@@ -61,11 +61,12 @@ func WithStallTimeout(d time.Duration) Option {
 //     silent for more than a tick, every thread of the process, so time
 //     in which the machine did not run this process does not count
 //     either.
-//   - A dial in progress, by the kernel's socket table
-//     (/proc/self/net/tcp): while this process's socket to the node is
-//     in SYN_SENT the node owes an answer, from the dial's start; a dial
-//     the kernel has completed owes nothing, however long this process
-//     takes to run the goroutine waiting on it.
+//   - A dial in progress, by the kernel's socket table (asked over
+//     netlink's sock_diag, at most every 25 ms): while this process's
+//     socket to the node is in SYN_SENT the node owes an answer, from
+//     the dial's start; a dial the kernel has completed owes nothing,
+//     however long this process takes to run the goroutine waiting on
+//     it.
 //   - Where the kernel keeps no such record (a Unix socket, TLS, a
 //     client whose connections predate the store, go-redis's retries
 //     after a connection failed), by
