@@ -117,7 +117,9 @@ func serveOn(t *testing.T, lis net.Listener, target string, opts []grpc.ServerOp
 	go func() { done <- srv.Serve(lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Serve after Stop: %v", err) // Stop makes Serve return nil
+		}
 	})
 	conn, err := grpc.NewClient(target, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dial...)...)
 	if err != nil {

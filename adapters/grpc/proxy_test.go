@@ -52,7 +52,9 @@ func listen(t *testing.T, opts ...grpc.ServerOption) string {
 	go func() { done <- srv.Serve(lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Serve after Stop: %v", err) // Stop makes Serve return nil
+		}
 	})
 	return lis.Addr().String()
 }

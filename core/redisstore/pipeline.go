@@ -204,15 +204,9 @@ func (b *batcher) cancelInlineLocked() {
 	}
 }
 
-// writeOff writes off the senders in flight, because the node stalled,
-// and starts a new sender for what queued meanwhile.
-func (b *batcher) writeOff() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.writeOffLocked()
-}
-
-// writeOffLocked is writeOff with b.mu held.
+// writeOffLocked writes off the senders in flight, because the node
+// stalled or the store closed, and, unless it closed, starts a new sender
+// for what queued meanwhile. b.mu is held.
 func (b *batcher) writeOffLocked() {
 	for s := range b.senders {
 		s.off = true

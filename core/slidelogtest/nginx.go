@@ -246,11 +246,16 @@ func runProxy(t *testing.T, cmd *exec.Cmd, port int, errorLog string) error {
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		var err error
 		select {
-		case <-exited:
+		case err = <-exited:
 		case <-time.After(10 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			err = <-exited
+		}
+		if err != nil {
+			// Stopped by a signal: worth a line, not a failure.
+			t.Logf("%s stopped: %v", cmd.Path, err)
 		}
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)

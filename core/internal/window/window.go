@@ -130,7 +130,7 @@ func (l *Log) prepare(now int64, policies []Policy) {
 		if !l.exactLive {
 			l.newExact(now)
 		}
-		if !(x.retain > exactW && x.retainUntil > now) {
+		if !longerKept(x.retain, x.retainUntil, exactW, now) {
 			x.retain, x.retainUntil = exactW, now+exactW
 		}
 	} else if l.exactLive && x.retainUntil <= now {
@@ -152,7 +152,7 @@ func (l *Log) prepare(now int64, policies []Policy) {
 		if r == nil {
 			r = l.newRing(now, p.Precision, w)
 		}
-		if !(r.retain > w && r.retainUntil > now) {
+		if !longerKept(r.retain, r.retainUntil, w, now) {
 			r.retain, r.retainUntil = w, now+w
 		}
 	}
@@ -176,6 +176,11 @@ func (l *Log) prepare(now int64, policies []Policy) {
 		l.expires = max(l.expires, now+p.Window)
 	}
 }
+
+// longerKept reports whether a structure kept for retain microseconds
+// until the time until keeps more than window w at now: a longer
+// retention, set by another limiter, that is still in force.
+func longerKept(retain, until, w, now int64) bool { return retain > w && until > now }
 
 // noCopy makes go vet's copylocks check report a copied Log.
 type noCopy struct{}
@@ -329,11 +334,11 @@ func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []St
 	if record && len(policies) == 1 {
 		p := &policies[0]
 		if p.Precision == 0 && len(l.rings) == 0 && l.exactLive {
-			if x := &l.exact; !(x.retain > p.Window && x.retainUntil > now) {
+			if x := &l.exact; !longerKept(x.retain, x.retainUntil, p.Window, now) {
 				return l.takeExact(now, id, cost, *p, &out[0])
 			}
 		} else if p.Precision > 0 && len(l.rings) == 1 && !l.exactLive {
-			if r := &l.rings[0]; r.p == p.Precision && !(r.retain > p.Window && r.retainUntil > now) {
+			if r := &l.rings[0]; r.p == p.Precision && !longerKept(r.retain, r.retainUntil, p.Window, now) {
 				return l.takeBucket(now, id, cost, *p, &out[0])
 			}
 		}
