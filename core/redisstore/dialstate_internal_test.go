@@ -94,10 +94,14 @@ func TestSynSent(t *testing.T) {
 	sent, ok = synSent([]string{healthy, hole})
 	require.True(t, ok && sent, "either address")
 
-	// A host name matches on the port alone.
+	// A host name matches on the port alone; with no socket in SYN_SENT
+	// its dial is unknown, since it may be resolving the name.
 	_, port, _ := net.SplitHostPort(hole)
 	sent, ok = synSent([]string{"localhost:" + port})
 	require.True(t, ok && sent)
+	_, hport, _ := net.SplitHostPort(healthy)
+	_, ok = synSent([]string{"localhost:" + hport})
+	require.False(t, ok, "a named node with no SYN_SENT socket is unknown")
 
 	_, ok = synSent([]string{"no-port"})
 	require.False(t, ok, "an address without a port is unknown")

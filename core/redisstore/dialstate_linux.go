@@ -15,7 +15,9 @@ import (
 // false when the kernel cannot be asked or an address has no port, and
 // the state is then unknown. A dial whose handshake the kernel completed
 // is no longer in SYN_SENT, however long this process takes to run the
-// goroutine that waits on it: it owes nothing.
+// goroutine that waits on it: it owes nothing. A dial to a host name
+// with no socket in SYN_SENT is unknown: it may still be resolving the
+// name, which no socket shows.
 //
 // The kernel is asked over netlink (sock_diag) for the sockets in
 // SYN_SENT alone, so the answer is small however many connections the
@@ -27,6 +29,7 @@ func synSent(addrs []string) (sent, ok bool) {
 		port uint16
 	}
 	targets := make([]target, 0, len(addrs))
+	named := false
 	for _, a := range addrs {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil {
@@ -36,7 +39,8 @@ func synSent(addrs []string) (sent, ok bool) {
 		if err != nil {
 			return false, false
 		}
-		ip, _ := netip.ParseAddr(host)
+		ip, err := netip.ParseAddr(host)
+		named = named || err != nil
 		targets = append(targets, target{ip.Unmap(), uint16(n)})
 	}
 	// Sockets to an IPv4 address are AF_INET ones, to an IPv6 address
@@ -71,7 +75,7 @@ func synSent(addrs []string) (sent, ok bool) {
 			}
 		}
 	}
-	return false, true
+	return false, !named
 }
 
 // diagSocket is a socket the kernel reported: its remote address and

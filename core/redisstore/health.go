@@ -66,7 +66,8 @@ func WithStallTimeout(d time.Duration) Option {
 //     socket to the node is in SYN_SENT the node owes an answer, from
 //     the dial's start; a dial the kernel has completed owes nothing,
 //     however long this process takes to run the goroutine waiting on
-//     it.
+//     it. A dial to a host name with no socket in SYN_SENT may still be
+//     resolving the name: alive time decides it, as below.
 //   - Where the kernel keeps no such record (a Unix socket, TLS, a
 //     client whose connections predate the store, go-redis's retries
 //     after a connection failed), by
