@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
@@ -29,6 +30,7 @@ func TestCloseMidFlood(t *testing.T) {
 			client := pc.New(t)
 			s, err := redisstore.NewUnchecked(client, redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client)))
 			require.NoError(t, err)
+			require.NoError(t, redisstore.MatchServer(t.Context(), s, probe(t, pc.Name)))
 			before := goleak.IgnoreCurrent()
 			require.NoError(t, s.Close())
 			for i := range 64 {
@@ -50,6 +52,7 @@ func TestCloseMidFlood(t *testing.T) {
 				client := pc.New(t)
 				s, err := redisstore.NewUnchecked(client, redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client)))
 				require.NoError(t, err)
+				require.NoError(t, redisstore.MatchServer(t.Context(), s, probe(t, pc.Name)))
 				policy := slidelog.Policy{Limit: 100, Window: time.Minute}
 				before := goleak.IgnoreCurrent()
 
@@ -95,4 +98,13 @@ func TestCloseMidFlood(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probe returns a client of the test servers of the PlainClients entry
+// name, other than the one under test, to read their version with.
+func probe(t *testing.T, name string) redis.UniversalClient {
+	if name == "cluster" {
+		return redistest.ClusterClient(t)
+	}
+	return redistest.RedisClient(t)
 }

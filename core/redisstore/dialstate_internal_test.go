@@ -174,6 +174,10 @@ func TestDialWaitsAreTheProcesses(t *testing.T) {
 		t.Fatal("SLIDELOG_REDIS_ADDR is not set: start the test servers (scripts/redis-rig.sh up)")
 	}
 	const stall = 100 * time.Millisecond
+	// The servers' version is read through a client of its own, so that
+	// the stores' clients dial only when they decide.
+	probe := redis.NewClient(&redis.Options{Addr: addr})
+	defer probe.Close()
 	req := func(key string) slidelog.Request {
 		return slidelog.Request{Namespace: "dialwait", Key: key, Cost: 1, Policies: []slidelog.Policy{{Limit: 5, Window: time.Minute}}, ID: uint64(time.Now().UnixNano())}
 	}
@@ -186,6 +190,7 @@ func TestDialWaitsAreTheProcesses(t *testing.T) {
 	defer late.Close()
 	s, err := NewUnchecked(late, WithStallTimeout(stall), WithKeyPrefix("dialwait-"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 	require.NoError(t, err)
+	require.NoError(t, MatchServer(t.Context(), s, probe))
 	defer s.Close()
 	start := time.Now()
 	res, err := s.Take(t.Context(), req("late"))
