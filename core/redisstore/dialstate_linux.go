@@ -166,8 +166,14 @@ var owned struct {
 	m map[uint32]bool
 }
 
+// maxOwnScan bounds the descriptors ownSocket reads: one readlink each,
+// on the stall monitor's goroutine. A process with more leaves the
+// socket's owner unknown (its dial is judged in alive time).
+const maxOwnScan = 10000
+
 // ownSocket reports whether one of this process's file descriptors is
-// the socket of inode; known is false when they cannot be read.
+// the socket of inode; known is false when they cannot be read, or are
+// more than maxOwnScan.
 func ownSocket(inode uint32) (own, known bool) {
 	owned.Lock()
 	defer owned.Unlock()
@@ -175,7 +181,7 @@ func ownSocket(inode uint32) (own, known bool) {
 		return own, true
 	}
 	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
+	if err != nil || len(fds) > maxOwnScan {
 		return false, false
 	}
 	want := "socket:[" + strconv.FormatUint(uint64(inode), 10) + "]"
