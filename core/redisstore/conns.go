@@ -93,7 +93,7 @@ func (s *connSet) dialEnd(d *pendingDial) {
 // the node has not answered (its socket is in SYN_SENT) is owed since the
 // oldest dial's start. A dial the kernel completed, or whose socket does
 // not exist yet, waits for this process to run, not for the node. unknown
-// is set when the kernel's table cannot be read.
+// is set when synSent cannot tell (see there).
 func (s *connSet) dialEvidence() (owedSince int64, owed, unknown bool) {
 	s.mu.Lock()
 	addrs := make([]string, 0, len(s.dials))
@@ -256,8 +256,8 @@ type evidence struct {
 	silence time.Duration
 	// unknown is set when a call could be waiting on something the
 	// kernel keeps no record of: a connection that is not TCP, go-redis's
-	// retries after a connection failed, or a dial where the kernel's
-	// socket table cannot be read. Alive time decides then.
+	// retries after a connection failed, or a dial synSent cannot tell
+	// about. Alive time decides then.
 	unknown bool
 	// answered is set when bytes the node sent wait unread on some
 	// connection: the node is answering, whatever else waits.
