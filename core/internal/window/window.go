@@ -75,6 +75,9 @@ type Decision struct {
 // policies remembers by ID, for Refund and Record's idempotency.
 const RecentIDs = 16
 
+// The recent ring's index wraps with a mask: RecentIDs is a power of two.
+var _ [0]struct{} = [RecentIDs & (RecentIDs - 1)]struct{}{}
+
 // recent is an admission remembered by ID for the bucketed model.
 type recent struct {
 	id   uint64
@@ -287,7 +290,7 @@ func (l *Log) record(now, at int64, id uint64, cost int64) bool {
 	if inRing {
 		l.seq++
 		l.recent[l.next] = recent{id: id, at: at, cost: cost, seq: l.seq}
-		l.next = (l.next + 1) % len(l.recent)
+		l.next = (l.next + 1) & (RecentIDs - 1) // len(l.recent) is RecentIDs
 		wrote = true
 	}
 	if wrote {
@@ -451,7 +454,7 @@ func (l *Log) takeBucket(now int64, id uint64, cost int64, p Policy, out *State)
 		r.add(b, cost)
 		l.seq++
 		l.recent[l.next] = recent{id: id, at: now, cost: cost, seq: l.seq}
-		l.next = (l.next + 1) % len(l.recent)
+		l.next = (l.next + 1) & (RecentIDs - 1) // len(l.recent) is RecentIDs
 		end := (b+1)*r.p + p.Window // when the admission's bucket stops counting
 		l.expires = max(l.expires, end)
 		out.Remaining = max(0, p.Limit-units-cost)
