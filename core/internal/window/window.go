@@ -290,7 +290,8 @@ func (l *Log) record(now, at int64, id uint64, cost int64) bool {
 	if inRing {
 		l.seq++
 		l.recent[l.next] = recent{id: id, at: at, cost: cost, seq: l.seq}
-		l.next = (l.next + 1) & (RecentIDs - 1) // len(l.recent) is RecentIDs
+		// len(l.recent) is RecentIDs, a power of two
+		l.next = (l.next + 1) & (RecentIDs - 1)
 		wrote = true
 	}
 	if wrote {
@@ -454,7 +455,8 @@ func (l *Log) takeBucket(now int64, id uint64, cost int64, p Policy, out *State)
 		r.add(b, cost)
 		l.seq++
 		l.recent[l.next] = recent{id: id, at: now, cost: cost, seq: l.seq}
-		l.next = (l.next + 1) & (RecentIDs - 1) // len(l.recent) is RecentIDs
+		// len(l.recent) is RecentIDs, a power of two
+		l.next = (l.next + 1) & (RecentIDs - 1)
 		end := (b+1)*r.p + p.Window // when the admission's bucket stops counting
 		l.expires = max(l.expires, end)
 		out.Remaining = max(0, p.Limit-units-cost)
