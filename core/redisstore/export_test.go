@@ -138,15 +138,7 @@ func OpenBatchers(s *Store) (open, senders int) {
 // test servers need (the Redis 6.2 one on 6.2), reading their version
 // through probe, so that s's own client still sends nothing.
 func MatchServer(ctx context.Context, s *Store, probe redis.UniversalClient) error {
-	info, err := probe.Info(ctx, "server").Result()
-	if err != nil {
-		return err
-	}
-	v, err := parseServerVersion(info)
-	if err != nil {
-		return err
-	}
-	legacy, err := scriptVariant(v)
+	legacy, err := serverVariant(ctx, probe)
 	if err != nil {
 		return err
 	}

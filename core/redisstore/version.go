@@ -87,6 +87,17 @@ func (s *Store) checkVersion(ctx context.Context) error {
 	if s.pinned {
 		return nil
 	}
+	legacy, err := serverVariant(ctx, s.client)
+	if err != nil {
+		return err
+	}
+	s.legacy.Store(legacy)
+	return nil
+}
+
+// serverVariant reads the version of every master of client and reports
+// whether they need the legacy script variant: any of them is Redis 6.2.
+func serverVariant(ctx context.Context, client redis.UniversalClient) (bool, error) {
 	var mu sync.Mutex
 	legacy := false
 	check := func(ctx context.Context, c redis.UniversalClient) error {
@@ -107,15 +118,11 @@ func (s *Store) checkVersion(ctx context.Context) error {
 		mu.Unlock()
 		return nil
 	}
-	err := eachMaster(ctx, s.client, func(ctx context.Context, node *redis.Client) error { return check(ctx, node) })
+	err := eachMaster(ctx, client, func(ctx context.Context, node *redis.Client) error { return check(ctx, node) })
 	if err == errClientKind {
-		err = check(ctx, s.client)
+		err = check(ctx, client)
 	}
-	if err != nil {
-		return err
-	}
-	s.legacy.Store(legacy)
-	return nil
+	return legacy, err
 }
 
 // compileError reports whether err is a server's failure to compile the

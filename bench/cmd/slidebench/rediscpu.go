@@ -18,6 +18,7 @@ import (
 	"github.com/slidelog/slidelog/bench/contender"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // rediscpuConfig is the configuration of slidebench rediscpu.
@@ -137,7 +138,7 @@ func rediscpuTopology(ctx context.Context, cfg rediscpuConfig, topo topology, pr
 	per := max(1, cfg.decisions/max(1, cfg.rounds))
 	for range cfg.rounds {
 		for _, e := range entries {
-			if err := forEachMaster(ctx, client, func(ctx context.Context, c *redis.Client) error {
+			if err := redistest.EachMaster(ctx, client, func(ctx context.Context, c *redis.Client) error {
 				return c.ConfigResetStat(ctx).Err()
 			}); err != nil {
 				return err
@@ -148,7 +149,7 @@ func rediscpuTopology(ctx context.Context, cfg rediscpuConfig, topo topology, pr
 			}
 			e.failed += failed
 			var mu sync.Mutex
-			if err := forEachMaster(ctx, client, func(ctx context.Context, c *redis.Client) error {
+			if err := redistest.EachMaster(ctx, client, func(ctx context.Context, c *redis.Client) error {
 				info, err := c.Info(ctx, "commandstats").Result()
 				if err != nil {
 					return err
@@ -228,17 +229,6 @@ func driveN(ctx context.Context, l contender.Limiter, keys, callers, n int) (int
 	}
 	wg.Wait()
 	return allowed.Load(), failed.Load(), errors.Join(errs...)
-}
-
-// forEachMaster runs fn on the standalone server or on every master.
-func forEachMaster(ctx context.Context, client redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
-	switch c := client.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, fn)
-	case *redis.Client:
-		return fn(ctx, c)
-	}
-	return fmt.Errorf("unexpected client %T", client)
 }
 
 // parseCommandStats sums INFO commandstats: the time of every command,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slidelog/slidelog/bench/contender"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 type runConfig struct {
@@ -407,7 +408,7 @@ func runGroup(group []*entry, admin redis.UniversalClient, callers int, keyOf fu
 // summed over the masters), in microseconds.
 func startRedisSlice(ctx context.Context, admin redis.UniversalClient) float64 {
 	return sumNodes(ctx, func(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
-		return forEachMaster(ctx, admin, fn)
+		return redistest.EachMaster(ctx, admin, fn)
 	}, func(ctx context.Context, c *redis.Client) (float64, error) {
 		_ = c.ConfigResetStat(ctx).Err()
 		return cpuUsec(ctx, c)
@@ -432,7 +433,7 @@ func expiredKeys(ctx context.Context, admin redis.UniversalClient) int64 {
 		return 0
 	}
 	return int64(sumNodes(ctx, func(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
-		return forEachMaster(ctx, admin, fn)
+		return redistest.EachMaster(ctx, admin, fn)
 	}, func(ctx context.Context, c *redis.Client) (float64, error) {
 		info, err := c.Info(ctx, "stats").Result()
 		if err != nil {
@@ -470,7 +471,7 @@ func endRedisSlice(ctx context.Context, admin redis.UniversalClient) (float64, i
 	var mu sync.Mutex
 	var total float64
 	var served int64
-	_ = forEachMaster(ctx, admin, func(ctx context.Context, c *redis.Client) error {
+	_ = redistest.EachMaster(ctx, admin, func(ctx context.Context, c *redis.Client) error {
 		cpu, err := cpuUsec(ctx, c)
 		if err != nil {
 			return err
@@ -610,7 +611,7 @@ func deleteKeys(ctx context.Context, client redis.UniversalClient, prefix string
 		}
 		return iter.Err()
 	}
-	return forEachMaster(ctx, client, del)
+	return redistest.EachMaster(ctx, client, del)
 }
 
 func describeEnv(ctx context.Context, cfg runConfig, topologies []topology, runID string) Env {
