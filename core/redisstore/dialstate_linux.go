@@ -95,6 +95,12 @@ func synSentSockets(family uint8) ([]diagSocket, error) {
 		return nil, os.NewSyscallError("socket", err)
 	}
 	defer syscall.Close(fd)
+	// The stall monitor's goroutine asks: it must never wait long on the
+	// kernel's answer.
+	tv := syscall.Timeval{Sec: 1}
+	if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
+		return nil, os.NewSyscallError("setsockopt", err)
+	}
 	const (
 		sockDiagByFamily = 20 // SOCK_DIAG_BY_FAMILY
 		tcpSynSent       = 2  // TCP_SYN_SENT
