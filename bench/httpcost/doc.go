@@ -25,9 +25,12 @@
 // alone, on the same policy and keys: the part of slidelog's cost that is
 // the memory store's, not the middleware's.
 //
-// The in-process rows report cpu-ns/op beside ns/op: the process's CPU
-// time per request (getrusage), which other work on the machine moves
-// less than wall time. -count repeats each row before the next, so to
+// The in-process benchmarks run with one goroutine (serial), one per core
+// (parallel), and 16 and 64 goroutines (16-callers, 64-callers; the
+// callers metric says how many ran). Their rows report cpu-ns/op beside
+// ns/op: the process's CPU time per request (getrusage), which other work
+// on the machine moves less than wall time, and which does not depend on
+// how the callers share the cores. -count repeats each row before the next, so to
 // interleave the three ways, run the compiled test several times, from
 // the bench module:
 //

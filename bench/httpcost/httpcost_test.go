@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -136,12 +137,12 @@ func serve(b *testing.B, h http.Handler, r *http.Request) *writer {
 }
 
 // BenchmarkServeHTTP is the route's ServeHTTP in process, without and
-// with each limiter, on one goroutine (serial) and on every core
-// (parallel); requests come from 1,024 client addresses in turn, each
-// seen before the timer starts.
+// with each limiter, on one goroutine (serial), one per core (parallel),
+// and 16 and 64 goroutines (see modes); requests come from 1,024 client
+// addresses in turn, each seen before the timer starts.
 func BenchmarkServeHTTP(b *testing.B) {
 	reqs := newRequests()
-	for _, mode := range []string{"serial", "parallel"} {
+	for _, mode := range modes {
 		for _, limiter := range limiters {
 			b.Run(limiter+"/"+mode, func(b *testing.B) {
 				h := newRouter(limiter)
@@ -167,7 +168,7 @@ func BenchmarkAllow(b *testing.B) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		keys[i] = "ip:" + host
 	}
-	for _, mode := range []string{"serial", "parallel"} {
+	for _, mode := range modes {
 		b.Run("slidelog/"+mode, func(b *testing.B) {
 			store := memstore.New()
 			defer store.Close()
@@ -188,11 +189,30 @@ func BenchmarkAllow(b *testing.B) {
 	}
 }
 
-// measure runs step(i) for i = 0, 1, ... on one goroutine (mode
-// "serial") or on GOMAXPROCS goroutines, each from its own offset, and
-// reports allocations and the process's CPU time per step.
+// modes are the callers a benchmark runs with: one goroutine ("serial"),
+// one per core ("parallel"), and 16 and 64 goroutines, the callers the
+// Redis benchmarks report.
+var modes = []string{"serial", "parallel", "16-callers", "64-callers"}
+
+// measure runs step(i) for i = 0, 1, ... on the goroutines mode names
+// (see modes), each from its own offset, and reports allocations, the
+// process's CPU time per step and, unless serial, the goroutines it ran.
 func measure(b *testing.B, mode string, step func(i int)) {
 	b.ReportAllocs()
+	goroutines := 1
+	if mode != "serial" {
+		procs := runtime.GOMAXPROCS(0)
+		goroutines = procs
+		if n, ok := strings.CutSuffix(mode, "-callers"); ok {
+			callers, err := strconv.Atoi(n)
+			if err != nil {
+				b.Fatalf("mode %q: %v", mode, err)
+			}
+			// RunParallel starts parallelism*GOMAXPROCS goroutines.
+			b.SetParallelism((callers + procs - 1) / procs)
+			goroutines = (callers + procs - 1) / procs * procs
+		}
+	}
 	cpu := cpuTime()
 	b.ResetTimer()
 	if mode == "serial" {
@@ -202,9 +222,11 @@ func measure(b *testing.B, mode string, step func(i int)) {
 			i++
 		}
 	} else {
+		// Each goroutine starts at a client of its own.
+		stride := int64(clients / max(8, goroutines))
 		var next atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
-			i := int(next.Add(clients / 8))
+			i := int(next.Add(stride))
 			for pb.Next() {
 				step(i)
 				i++
@@ -213,6 +235,9 @@ func measure(b *testing.B, mode string, step func(i int)) {
 	}
 	b.StopTimer()
 	reportCPU(b, cpuTime()-cpu)
+	if mode != "serial" {
+		b.ReportMetric(float64(goroutines), "callers")
+	}
 }
 
 // listen serves h on a loopback port until b ends and returns its URL.
