@@ -67,11 +67,17 @@ type connSet struct {
 type pendingDial struct {
 	addr  string // the address dialled
 	start int64  // mono ns
+	// tls is set when the dial ends with a TLS handshake (the client has
+	// a TLSConfig): once the kernel has connected, it still waits for the
+	// node's answer to this process's hello, of which the kernel keeps no
+	// record.
+	tls bool
 }
 
-// dialStart records a dial to addr, ended with dialEnd.
-func (s *connSet) dialStart(addr string) *pendingDial {
-	d := &pendingDial{addr: addr, start: mono()}
+// dialStart records a dial to addr, ended with dialEnd; tls says whether
+// the dial ends with a TLS handshake.
+func (s *connSet) dialStart(addr string, tls bool) *pendingDial {
+	d := &pendingDial{addr: addr, start: mono(), tls: tls}
 	s.mu.Lock()
 	s.dials = append(s.dials, d)
 	s.mu.Unlock()
@@ -92,11 +98,14 @@ func (s *connSet) dialEnd(d *pendingDial) {
 // dialEvidence is the kernel's evidence on the dials in progress: a dial
 // the node has not answered (its socket is in SYN_SENT) is owed since the
 // oldest dial's start. A dial the kernel completed, or whose socket does
-// not exist yet, waits for this process to run, not for the node. unknown
-// is set when synSent cannot tell (see there).
+// not exist yet, waits for this process to run, not for the node, unless
+// it ends with a TLS handshake: the node may not have answered the hello
+// yet, which the kernel keeps no record of. unknown is set then, and when
+// synSent cannot tell (see there).
 func (s *connSet) dialEvidence() (owedSince int64, owed, unknown bool) {
 	s.mu.Lock()
 	addrs := make([]string, 0, len(s.dials))
+	handshakes := false
 	for _, d := range s.dials {
 		if !slices.Contains(addrs, d.addr) {
 			addrs = append(addrs, d.addr)
@@ -104,25 +113,39 @@ func (s *connSet) dialEvidence() (owedSince int64, owed, unknown bool) {
 		if !owed || d.start < owedSince {
 			owedSince, owed = d.start, true
 		}
+		handshakes = handshakes || d.tls
 	}
 	now := mono()
 	if len(addrs) == 0 || now-s.dialAsked < int64(dialAskEvery) {
-		sent, unknown := s.dialSent, s.dialUnknown
+		sent, known := s.dialSent, !s.dialUnknown
 		s.mu.Unlock()
 		if len(addrs) == 0 {
 			return 0, false, false // ended since dialing was read
 		}
-		return owedSince, sent && owed, unknown
+		return dialVerdict(owedSince, sent && owed, known, handshakes)
 	}
 	s.mu.Unlock()
 	sent, ok := synSent(addrs)
 	s.mu.Lock()
 	s.dialAsked, s.dialSent, s.dialUnknown = now, sent, !ok
 	s.mu.Unlock()
-	if !ok {
+	return dialVerdict(owedSince, sent, ok, handshakes)
+}
+
+// dialVerdict is dialEvidence's answer from the kernel's: sent when some
+// dial's socket is in SYN_SENT, known unless the kernel could not tell,
+// handshakes when some dial ends with a TLS handshake.
+func dialVerdict(owedSince int64, sent, known, handshakes bool) (int64, bool, bool) {
+	switch {
+	case !known:
+		return 0, false, true
+	case sent:
+		return owedSince, true, false
+	case handshakes:
+		// Connected, perhaps waiting for the node's answer to the hello.
 		return 0, false, true
 	}
-	return owedSince, sent, false
+	return 0, false, false
 }
 
 // dialAskEvery is how often, at most, the kernel is asked about a node's

@@ -132,7 +132,8 @@ func TestSynSent(t *testing.T) {
 // A connection set's evidence while a dial is in progress: owed from the
 // dial's start while its socket is in SYN_SENT, nothing owed (and nothing
 // unknown) once the kernel completed the handshake, however long the
-// goroutine waiting on it takes to run.
+// goroutine waiting on it takes to run, unless the dial ends with a TLS
+// handshake (then unknown).
 func TestDialEvidence(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -141,7 +142,7 @@ func TestDialEvidence(t *testing.T) {
 	rawConnect(t, healthy)
 
 	var answered connSet
-	d := answered.dialStart(healthy)
+	d := answered.dialStart(healthy, false)
 	time.Sleep(30 * time.Millisecond)
 	ev := answered.silence()
 	require.False(t, ev.owed, "a completed dial owes nothing: %+v", ev)
@@ -152,7 +153,7 @@ func TestDialEvidence(t *testing.T) {
 
 	hole := blackhole(t)
 	var silent connSet
-	d = silent.dialStart(hole)
+	d = silent.dialStart(hole, false)
 	time.Sleep(50 * time.Millisecond)
 	ev = silent.silence()
 	require.True(t, ev.owed, "an unanswered dial is owed: %+v", ev)
@@ -161,6 +162,24 @@ func TestDialEvidence(t *testing.T) {
 	silent.dialEnd(d)
 	ev = silent.silence()
 	require.False(t, ev.owed || ev.unknown, "no dial left: %+v", ev)
+
+	// A TLS dial: owed while in SYN_SENT, as any; once connected it may
+	// wait for the node's answer to its hello, which the kernel does not
+	// show, so it is unknown rather than owing nothing.
+	var hello connSet
+	d = hello.dialStart(healthy, true)
+	time.Sleep(30 * time.Millisecond)
+	ev = hello.silence()
+	require.False(t, ev.owed, "%+v", ev)
+	require.True(t, ev.unknown, "a connected TLS dial may wait for the node: %+v", ev)
+	hello.dialEnd(d)
+	var helloHole connSet
+	d = helloHole.dialStart(hole, true)
+	time.Sleep(50 * time.Millisecond)
+	ev = helloHole.silence()
+	require.True(t, ev.owed, "an unanswered TLS dial is owed: %+v", ev)
+	require.False(t, ev.unknown)
+	helloHole.dialEnd(d)
 }
 
 // A dial whose handshake the kernel completed but whose goroutine this

@@ -67,7 +67,9 @@ func WithStallTimeout(d time.Duration) Option {
 //     the dial's start; a dial the kernel has completed owes nothing,
 //     however long this process takes to run the goroutine waiting on
 //     it. A dial to a host name with no socket in SYN_SENT may still be
-//     resolving the name: alive time decides it, as below.
+//     resolving the name, and a TLS dial (the client's options have a
+//     TLSConfig) the kernel connected may still wait for the node's
+//     answer to its hello: alive time decides those, as below.
 //   - Where the kernel keeps no such record (a Unix socket, TLS, a
 //     client whose connections predate the store, go-redis's retries
 //     after a connection failed), by
@@ -254,8 +256,9 @@ func (m *monitor) check(alive, elapsed, ran time.Duration) bool {
 // accumulates that silence over the ticks, each counting only the part of
 // its interval in which this process could run.
 func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, needed *bool) (time.Duration, bool) {
+	b.byAlive = false
 	if b.conns == nil || b.conns.untracked.Load() {
-		*needed = true
+		*needed, b.byAlive = true, true
 		return b.silence, b.silence >= m.stall
 	}
 	ev := b.conns.silence()
@@ -267,7 +270,7 @@ func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, nee
 	if !ev.owed {
 		b.quiet, b.quietSince = 0, 0
 		if ev.unknown {
-			*needed = true
+			*needed, b.byAlive = true, true
 			return b.silence, b.silence >= m.stall
 		}
 		// No request is owed on any connection: the calls wait for this
@@ -391,7 +394,11 @@ func (b *batcher) evidenceAttrs(now int64) []any {
 			}
 		}
 	}
-	attrs := []any{"evidence", "kernel", "connections", conns, "owing", owed}
+	evidence := "kernel"
+	if b.byAlive {
+		evidence = "alive time" // the kernel could not tell (see monitor.stalled)
+	}
+	attrs := []any{"evidence", evidence, "connections", conns, "owing", owed}
 	if oldest > 0 {
 		attrs = append(attrs, "oldest_request", time.Duration(now-oldest).Round(time.Millisecond))
 	}

@@ -132,6 +132,9 @@ type batcher struct {
 	// monitor.stalled): since when, and how much of it counts.
 	quietSince int64
 	quiet      time.Duration
+	// byAlive is set when the monitor last judged the node in alive time
+	// (the kernel could not tell), for the verdict's log line.
+	byAlive bool
 
 	// The calls sent inline (see inline) share inlineCtx, made when the
 	// first of them needs it and cancelled, then dropped, when they are
@@ -790,12 +793,15 @@ func cannotServe(err error) bool {
 type dialWatch struct {
 	p    *pipelines
 	addr string // the node's address; "" on a client of one server
+	// tls is set when the client's dials end with a TLS handshake (its
+	// options have a TLSConfig).
+	tls bool
 }
 
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cs := h.p.connSet(addr)
-		d := cs.dialStart(addr)
+		d := cs.dialStart(addr, h.tls)
 		conn, err := next(ctx, network, addr)
 		cs.dialEnd(d)
 		if err != nil {
@@ -843,7 +849,7 @@ func (h dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func (p *pipelines) watchDials(client redis.UniversalClient) {
 	switch c := client.(type) {
 	case *redis.Client:
-		p.hook(c, dialWatch{p: p})
+		p.hook(c, dialWatch{p: p, tls: c.Options().TLSConfig != nil})
 	case *redis.ClusterClient:
 		var mu sync.Mutex
 		hooked := map[*redis.Client]bool{}
@@ -852,7 +858,7 @@ func (p *pipelines) watchDials(client redis.UniversalClient) {
 			defer mu.Unlock()
 			if !hooked[n] {
 				hooked[n] = true
-				p.hook(n, dialWatch{p: p, addr: n.Options().Addr})
+				p.hook(n, dialWatch{p: p, addr: n.Options().Addr, tls: n.Options().TLSConfig != nil})
 			}
 		}
 		c.OnNewNode(add)

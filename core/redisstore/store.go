@@ -51,8 +51,10 @@
 // them), its connections are broken off, and its episode ends: each later
 // call waits a full stall timeout again. A dial is owed while the kernel
 // shows its socket waiting for the node's answer (SYN_SENT), not once the
-// handshake is done. Where the kernel keeps no record (a Unix socket, TLS,
-// a client used before New), the silence is counted in alive time. A key
+// handshake is done, unless the client dials over TLS (the node then owes
+// the answer to the TLS hello). Where the kernel keeps no record (a Unix
+// socket, TLS, a client used before New), the silence is counted in alive
+// time. A key
 // of a log that holds another type is deleted and rebuilt like a lost
 // key; an error of one key's data wraps slidelog.ErrDamagedKey. Close ends
 // every waiting call, and every later one, with slidelog.ErrClosed. See docs/operations.md, "How a failing node is told

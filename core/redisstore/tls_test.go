@@ -1,0 +1,160 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// into dir and returns their files and a pool that trusts the
+// certificate.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "slidelog test"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600))
+	return certFile, keyFile, pool
+}
+
+// logBuffer is a log's output that tests read while the store writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// freeTCPPort returns a loopback port no listener holds now.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A dial over TLS that the kernel has connected may still wait for the
+// node: the handshake's hello is owed an answer, of which the kernel
+// keeps no record. A stopped server's kernel still completes connects,
+// so a decision that waits on such a dial ends by the stall timeout, not
+// by the dial's own timeout, and its log line says the node was judged in
+// alive time; a healthy server decides over TLS.
+func TestTLSDialToAStoppedNode(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	tlsPort := freeTCPPort(t)
+	srv := redistest.StartServer(t, redistest.ServerConfig{Args: []string{
+		"--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		"--tls-ca-cert-file", certFile, "--tls-auth-clients", "no",
+	}})
+	tlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	// The server's version is read over its plain port, so that a store's
+	// client dials only when it decides.
+	probe := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = probe.Close() })
+
+	const stall = 200 * time.Millisecond
+	var logs logBuffer
+	newStore := func() *redisstore.Store {
+		client := redis.NewClient(&redis.Options{
+			Addr: tlsAddr, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			DialTimeout: 30 * stall, MaxRetries: -1,
+		})
+		t.Cleanup(func() { _ = client.Close() })
+		s, err := redisstore.NewUnchecked(client, redisstore.WithStallTimeout(stall),
+			redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+			redisstore.WithKeyPrefix("tlsdial-"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		require.NoError(t, redisstore.MatchServer(t.Context(), s, probe))
+		return s
+	}
+	req := func(key string) slidelog.Request {
+		return slidelog.Request{Namespace: "tlsdial", Key: key, Cost: 1, ID: uint64(time.Now().UnixNano()),
+			Policies: []slidelog.Policy{{Limit: 5, Window: time.Minute}}}
+	}
+
+	res, err := newStore().Take(t.Context(), req("healthy"))
+	require.NoError(t, err, "a decision over TLS on a healthy server")
+	require.True(t, res.Allowed)
+	require.NotContains(t, logs.String(), "node stalled")
+
+	s := newStore()
+	require.NoError(t, srv.Signal(syscall.SIGSTOP))
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			require.NoError(t, srv.Signal(syscall.SIGCONT))
+		}
+	}
+	t.Cleanup(resume)
+	start := time.Now()
+	_, err = s.Take(t.Context(), req("stopped"))
+	took := time.Since(start)
+	require.ErrorIs(t, err, slidelog.ErrStalled, "after %v", took)
+	require.Less(t, took, 15*stall, "a TLS dial the kernel connected is judged by the stall timeout, not the dial timeout (%v)", 30*stall)
+	// The verdict's line is written as its calls are released.
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "node stalled") }, 10*stall, stall/10)
+	require.Contains(t, logs.String(), `evidence="alive time"`, "the verdict says how the node was judged")
+	require.Contains(t, logs.String(), "dialing=1")
+	resume()
+	require.Eventually(t, func() bool {
+		res, err := s.Take(t.Context(), req("resumed"))
+		return err == nil && res.Allowed
+	}, 60*stall, stall, "the node decides again once it runs")
+}
