@@ -1,46 +1,20 @@
 package slidelog_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(substr string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for line := range strings.SplitSeq(s.b.String(), "\n") {
-		if strings.Contains(line, substr) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // The breaker's opening and the failure mode's records say why the store
 // failed, and a failing store logs once per episode, not once per decision.
@@ -59,7 +33,7 @@ func TestLogsSayWhy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantCause, func(t *testing.T) {
-			var buf syncBuffer
+			var buf logbuf.Buffer
 			store := &fakeStore{take: func(context.Context, slidelog.Request) (slidelog.Result, error) { return slidelog.Result{}, tt.give }}
 			l := newResilientLimiter(t, store, slidelog.PerMinute(1000), slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 			for range 100 {
@@ -67,11 +41,11 @@ func TestLogsSayWhy(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, slidelog.SourceFallback, res.Source)
 			}
-			opened := buf.lines("to=open")
+			opened := buf.Lines("to=open")
 			require.Len(t, opened, 1, "got %d breaker openings logged, want 1:\n%s", len(opened), opened)
 			assert.Contains(t, opened[0], "cause="+tt.wantCause)
 			assert.Contains(t, opened[0], "error=", "the breaker's record carries the store's error")
-			episodes := buf.lines("failure mode")
+			episodes := buf.Lines("failure mode")
 			require.Len(t, episodes, 1, "got %d failure-mode records for 100 decisions in one episode, want 1:\n%s", len(episodes), episodes)
 			assert.Contains(t, episodes[0], "cause="+tt.wantCause)
 			assert.Contains(t, episodes[0], "mode=fallback")
@@ -81,7 +55,7 @@ func TestLogsSayWhy(t *testing.T) {
 
 // A Redis that is not there: the records say the connection was refused.
 func TestLogsSayWhyRedisDown(t *testing.T) {
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	client := redis.NewClient(redisstore.ClientOptions("127.0.0.1:1")) // nothing listens on port 1
 	t.Cleanup(func() { _ = client.Close() })
 	store, err := redisstore.New(client, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
@@ -93,7 +67,7 @@ func TestLogsSayWhyRedisDown(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, slidelog.SourceFallback, res.Source)
 	}
-	episodes := buf.lines("failure mode")
+	episodes := buf.Lines("failure mode")
 	require.Len(t, episodes, 1, "got %d failure-mode records, want 1:\n%s", len(episodes), episodes)
 	assert.Contains(t, episodes[0], "cause=dial")
 	assert.Contains(t, episodes[0], "connection refused")
@@ -108,17 +82,17 @@ func TestLogsSayWhyWrongPassword(t *testing.T) {
 	store, err := redisstore.New(client, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	l := newResilientLimiter(t, store, slidelog.PerMinute(1000), slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	for range 20 {
 		res, err := l.Allow(t.Context(), "k")
 		require.NoError(t, err)
 		require.Equal(t, slidelog.SourceFallback, res.Source)
 	}
-	episodes := buf.lines("failure mode")
+	episodes := buf.Lines("failure mode")
 	require.Len(t, episodes, 1, "got %d failure-mode records, want 1:\n%s", len(episodes), episodes)
 	assert.Contains(t, episodes[0], "cause=auth")
-	opened := buf.lines("to=open")
+	opened := buf.Lines("to=open")
 	require.Len(t, opened, 1)
 	assert.Contains(t, opened[0], "cause=auth")
 }

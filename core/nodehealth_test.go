@@ -18,35 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/prommetrics"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
-
-// logLines collects a logger's lines.
-type logLines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// text returns what was written so far.
-func (l *logLines) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logLines) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
 
 // stoppedStore returns a store and a limiter (default options but opts)
 // on a redis-server of the test's own, warmed up, and a function that
@@ -169,7 +145,7 @@ func TestCloseEndsWaitingDecisions(t *testing.T) {
 // failure mode as stalled, none as a plain error (issue 29: limiter A's
 // verdict broke connections B's calls shared, and B counted errors).
 func TestLimitersShareNodeHealth(t *testing.T) {
-	var logs logLines
+	var logs logbuf.Buffer
 	store, a, stop := stoppedStore(t, []redisstore.Option{redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))},
 		slidelog.WithName("a"))
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
@@ -193,8 +169,8 @@ func TestLimitersShareNodeHealth(t *testing.T) {
 	}
 	wg.Wait()
 	// The verdict's WARN line may follow the decisions it ended.
-	assert.Eventually(t, func() bool { return logs.count("node stalled") >= 1 }, 2*time.Second, 10*time.Millisecond, "no verdict logged:\n%s", logs.text())
-	assert.Equal(t, 1, logs.count("node stalled"), "one verdict for the node, shared by both limiters:\n%s", logs.text())
+	assert.Eventually(t, func() bool { return logs.Count("node stalled") >= 1 }, 2*time.Second, 10*time.Millisecond, "no verdict logged:\n%s", logs.String())
+	assert.Equal(t, 1, logs.Count("node stalled"), "one verdict for the node, shared by both limiters:\n%s", logs.String())
 	for name, reg := range map[string]*prometheus.Registry{"a": regA, "b": regB} {
 		by := labelCounts(t, reg, prommetrics.MetricFallbackActivations, "reason")
 		assert.Equal(t, map[string]float64{"stalled": 10}, by, "limiter %s: its decisions went to the failure mode as stalled", name)

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,8 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
@@ -61,24 +59,6 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	return certFile, keyFile, pool
 }
 
-// logBuffer is a log's output that tests read while the store writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // freeTCPPort returns a loopback port no listener holds now.
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
@@ -108,7 +88,7 @@ func TestTLSDialToAStoppedNode(t *testing.T) {
 	t.Cleanup(func() { _ = probe.Close() })
 
 	const stall = 200 * time.Millisecond
-	var logs logBuffer
+	var logs logbuf.Buffer
 	newStore := func() *redisstore.Store {
 		client := redis.NewClient(&redis.Options{
 			Addr: tlsAddr, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
@@ -149,7 +129,7 @@ func TestTLSDialToAStoppedNode(t *testing.T) {
 	require.ErrorIs(t, err, slidelog.ErrStalled, "after %v", took)
 	require.Less(t, took, 15*stall, "a TLS dial the kernel connected is judged by the stall timeout, not the dial timeout (%v)", 30*stall)
 	// The verdict's line is written as its calls are released.
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "node stalled") }, 10*stall, stall/10)
+	require.Eventually(t, func() bool { return logs.Count("node stalled") > 0 }, 10*stall, stall/10)
 	require.Contains(t, logs.String(), `evidence="alive time"`, "the verdict says how the node was judged")
 	require.Contains(t, logs.String(), "dialing=1")
 	resume()
