@@ -13,6 +13,10 @@
 #   core                                go test . (without the load-making tests)
 #   core, the load-making tests alone   go test -run "$ISOLATED" . (as scripts/test.sh)
 #
+# The servers are built without TLS (scripts/servers.sh), so the test of
+# dials over TLS (TestTLSDialToAStoppedNode) starts the distribution's
+# redis-server instead, named by SLIDELOG_TLS_REDIS_SERVER.
+#
 # then stop the rig, and print a summary per step: its time and its
 # top-level tests passed, failed and skipped (the whole -v output is kept
 # in .redis-servers/logs/). Exits non-zero if
@@ -34,6 +38,14 @@ TEST_TIMEOUT="${SLIDELOG_TEST_TIMEOUT:-10m}"
 export SLIDELOG_STANDALONE_PORT="${SLIDELOG_STANDALONE_PORT:-6499}"
 export SLIDELOG_CLUSTER_BASE_PORT="${SLIDELOG_CLUSTER_BASE_PORT:-7400}"
 export SLIDELOG_REQUIRE_REDIS=1
+# The distribution's redis-server, built with TLS, before the loop puts a
+# built server first on PATH.
+if tls_server="$(command -v redis-server)"; then
+  export SLIDELOG_TLS_REDIS_SERVER="$tls_server"
+else
+  echo "test-servers.sh: no redis-server on PATH for the TLS test (apt-get install redis-server)" >&2
+  exit 1
+fi
 # As scripts/test.sh: the tests that make their own load run on their own.
 ISOLATED='^(TestExactWhenBusy|TestStoppedNodeBoundWithCPUHog|TestClusterExactUnderLoadWithDefaults|TestClusterExactnessUnderConcurrency|TestClusterExactnessAcrossProcesses|TestNewInBusyProcess)$'
 start=$SECONDS

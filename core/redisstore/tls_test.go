@@ -59,6 +59,10 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	return certFile, keyFile, pool
 }
 
+// envTLSServer names a redis-server built with TLS for
+// TestTLSDialToAStoppedNode; unset, it is redistest.Binary's.
+const envTLSServer = "SLIDELOG_TLS_REDIS_SERVER"
+
 // freeTCPPort returns a loopback port no listener holds now.
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
@@ -77,7 +81,9 @@ func freeTCPPort(t *testing.T) int {
 func TestTLSDialToAStoppedNode(t *testing.T) {
 	certFile, keyFile, pool := selfSigned(t, t.TempDir())
 	tlsPort := freeTCPPort(t)
-	srv := redistest.StartServer(t, redistest.ServerConfig{Args: []string{
+	// A server built with TLS: scripts/test-servers.sh, whose servers are
+	// built without it, names the distribution's.
+	srv := redistest.StartServer(t, redistest.ServerConfig{Bin: os.Getenv(envTLSServer), Args: []string{
 		"--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
 		"--tls-ca-cert-file", certFile, "--tls-auth-clients", "no",
 	}})
