@@ -122,7 +122,7 @@ func (s *connSet) dialEvidence() (owedSince int64, owed, unknown bool) {
 		if len(addrs) == 0 {
 			return 0, false, false // ended since dialing was read
 		}
-		return dialVerdict(owedSince, sent && owed, known, handshakes)
+		return dialVerdict(owedSince, sent, known, handshakes)
 	}
 	s.mu.Unlock()
 	sent, ok := synSent(addrs)
