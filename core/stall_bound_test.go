@@ -29,7 +29,8 @@ const stallBound = 8 * redisstore.DefaultStallTimeout
 // for this process to schedule one of its goroutines, each as long as the
 // latest wake-up measured beside it: the sender's start and its read of
 // the last reply before the stop, the store's monitor tick, the caller's
-// wake-up, and two contended locks (the batcher's, the fallback's). See
+// wake-up, and twice a lock whose holder the scheduler took off the CPU
+// (the node's breaker, a part of the write-back journal). See
 // docs/operations.md, "The bound on a stopped node".
 const wakeUps = 6
 

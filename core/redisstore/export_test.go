@@ -125,7 +125,7 @@ func ReusedCalls() int64 { return releasedCalls.Load() }
 func OpenBatchers(s *Store) (open, senders int) {
 	for _, b := range s.pipes.batchers() {
 		b.mu.Lock()
-		if !b.closed {
+		if !b.closed.Load() {
 			open++
 		}
 		senders += len(b.senders)

@@ -223,7 +223,7 @@ func (m *monitor) check(alive, elapsed, ran time.Duration) bool {
 	m.suspect = false
 	for _, b := range m.p.batchers() {
 		b.mu.Lock()
-		waiting, busy := b.waiting, b.busySince
+		waiting, busy := b.waiting.Load(), b.busySince
 		b.mu.Unlock()
 		p := b.progress()
 		if waiting == 0 || p != b.seen {
@@ -319,18 +319,16 @@ func (b *batcher) beginLocked(call *scriptCall) {
 		b.epoch = make(chan struct{})
 	}
 	call.stalled = b.epoch
-	if b.waiting == 0 {
+	if b.waiting.Add(1) == 1 {
 		b.busySince = mono()
 	}
-	b.waiting++
 	b.mon.begin()
 }
 
-// end counts a call out.
+// end counts a call out, without b's lock: the callers a verdict ends
+// leave at once.
 func (b *batcher) end() {
-	b.mu.Lock()
-	b.waiting--
-	b.mu.Unlock()
+	b.waiting.Add(-1)
 	b.mon.end()
 }
 
@@ -354,11 +352,11 @@ func (b *batcher) progress() int64 {
 // off.
 func (b *batcher) verdict(silence time.Duration, evidence []any) {
 	b.mu.Lock()
-	if b.waiting == 0 || b.closed {
+	if b.waiting.Load() == 0 || b.closed.Load() {
 		b.mu.Unlock()
 		return
 	}
-	waiting := b.waiting
+	waiting := b.waiting.Load()
 	close(b.epoch)
 	b.epoch = make(chan struct{})
 	b.busySince = mono()
@@ -415,12 +413,12 @@ func (b *batcher) evidenceAttrs(now int64) []any {
 // fail with it at once.
 func (b *batcher) close() {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed.Load() {
 		b.mu.Unlock()
 		return
 	}
-	b.closed = true
-	waiting := b.waiting
+	b.closed.Store(true)
+	waiting := b.waiting.Load()
 	if b.epoch != nil {
 		close(b.epoch)
 	}
@@ -436,10 +434,7 @@ func (b *batcher) close() {
 // stallError is the error of a call whose node was judged stalled, or
 // whose store was closed, while it waited.
 func (b *batcher) stallError() error {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
+	if b.closed.Load() {
 		return slidelog.ErrClosed
 	}
 	return fmt.Errorf("%w: %s sent nothing for %v while calls waited on it", slidelog.ErrStalled, b.name(), b.mon.stall)

@@ -63,7 +63,10 @@ type scriptCall struct {
 	lead    []*scriptCall
 	leadCtx context.Context
 	leadGen uint64
-	gone    atomic.Bool // the caller stopped waiting: do not send
+	// state is callWaiting until the caller leaves (callGone: do not
+	// send it) or a sender makes it lead its batch (callLed), whichever
+	// comes first; the other then finds it taken.
+	state atomic.Int32
 
 	// The storage of keys, args and lead for the commonest call (one key,
 	// up to four arguments, sent alone), kept in the call's own
@@ -72,6 +75,13 @@ type scriptCall struct {
 	argBuf  [4]any
 	selfBuf [1]*scriptCall
 }
+
+// The states of a scriptCall (its state field).
+const (
+	callWaiting int32 = iota
+	callGone          // its caller left: no sender sends it
+	callLed           // made to lead its batch (lead is set)
+)
 
 // batcher sends the script calls for one node. At most limit senders
 // are in flight, each sending up to maxBatch calls (0: all that queued)
@@ -119,10 +129,10 @@ type batcher struct {
 	mon       *monitor
 	node      string
 	master    *atomic.Pointer[string]
-	waiting   int           // calls waiting on the node
+	waiting   atomic.Int64  // calls waiting on the node: counted in under mu, out without it
 	busySince int64         // mono time when waiting last left 0, or of the last verdict
 	epoch     chan struct{} // closed when the node is judged stalled, or the store closed
-	closed    bool          // the store is closed
+	closed    atomic.Bool   // the store is closed: set under mu
 	lastReply atomic.Int64  // mono time of the node's last reply
 	// Owned by the monitor's goroutine: the node's silence in alive
 	// time, and the progress it last saw.
@@ -221,7 +231,7 @@ func (b *batcher) writeOffLocked() {
 	b.inlineN = 0
 	b.inlineGen++
 	b.cancelInlineLocked()
-	if !b.closed && b.inflight < b.limit { // a closed store sends nothing more
+	if !b.closed.Load() && b.inflight < b.limit { // a closed store sends nothing more
 		if batch := b.takeLocked(); batch != nil {
 			b.inflight++
 			b.startLocked(batch)
@@ -234,7 +244,7 @@ func (b *batcher) writeOffLocked() {
 // reply that has arrived is always used.
 func (b *batcher) do(call *scriptCall) ([]int64, error) {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed.Load() {
 		b.mu.Unlock()
 		return nil, slidelog.ErrClosed
 	}
@@ -324,27 +334,32 @@ func (b *batcher) verdictOr(call *scriptCall, reply []int64, err error) ([]int64
 // A call made to lead its batch (see handLocked) as its caller left
 // passes the batch to a sender goroutine.
 func (b *batcher) leave(call *scriptCall) (reply []int64, err error, ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	select {
-	case <-call.done:
-		if call.lead == nil {
+	// A call not made to lead leaves without the batcher's lock: when a
+	// stall verdict ends the waits of every caller of the node at once,
+	// they do not queue for it, nor for a holder the scheduler preempted.
+	if call.state.CompareAndSwap(callWaiting, callGone) {
+		select {
+		case <-call.done: // answered: a sender's last touch
 			call.mine = true
 			return call.reply, call.err, true
+		default:
+			return nil, nil, false
 		}
-	default:
 	}
-	call.gone.Store(true)
-	if batch := call.lead; batch != nil {
-		call.lead, call.done = nil, nil // done was closed to hand over
-		if call.leadGen == b.inlineGen {
-			b.inlineN--
-			b.startLocked(batch) // the slot passes to a sender goroutine
-		} else {
-			// Written off meanwhile, with its slot: the batch is sent
-			// uncounted, and fails with the written-off context.
-			go b.run(&sender{ctx: call.leadCtx, cancel: func() {}, off: true}, batch)
-		}
+	// Made to lead its batch (the only other state a waiting caller can
+	// find): the batch passes to a sender goroutine.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	batch := call.lead
+	call.lead, call.done = nil, nil // done was closed to hand over
+	call.state.Store(callGone)
+	if call.leadGen == b.inlineGen {
+		b.inlineN--
+		b.startLocked(batch) // the slot passes to a sender goroutine
+	} else {
+		// Written off meanwhile, with its slot: the batch is sent
+		// uncounted, and fails with the written-off context.
+		go b.run(&sender{ctx: call.leadCtx, cancel: func() {}, off: true}, batch)
 	}
 	return nil, nil, false
 }
@@ -412,7 +427,7 @@ func (b *batcher) leadLocked(call *scriptCall) {
 // else to a sender goroutine. b.mu is held.
 func (b *batcher) handLocked(batch []*scriptCall) {
 	for _, c := range batch {
-		if c.canLead && !c.gone.Load() {
+		if c.canLead && c.state.CompareAndSwap(callWaiting, callLed) {
 			c.lead = batch
 			b.leadLocked(c)
 			close(c.done)
@@ -500,7 +515,7 @@ func (b *batcher) takeLocked() []*scriptCall {
 func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	live := batch[:0] // in place: the batch is not read again
 	for _, c := range batch {
-		if c.gone.Load() || c.ctx.Err() != nil {
+		if c.state.Load() == callGone || c.ctx.Err() != nil {
 			c.err = context.Cause(c.ctx)
 			if c.err == nil {
 				c.err = slidelog.ErrStalled
@@ -742,7 +757,8 @@ func (p *pipelines) batcher(node string) *batcher {
 	defer p.mu.Unlock()
 	b := p.nodes[node]
 	if b == nil {
-		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack, mon: p.mon, node: node, closed: p.closed}
+		b = &batcher{client: p.client, limit: p.limit, maxBatch: p.maxBatch, mapped: &p.mapped, ack: p.ack, mon: p.mon, node: node}
+		b.closed.Store(p.closed)
 		if node != "" {
 			b.conns = p.connSetLocked(node)
 		}

@@ -14,6 +14,7 @@
 package writeback
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,20 +50,46 @@ type Entry[R any] struct {
 	Writes int       // writes to Server so far
 }
 
+// shards is how many parts a journal's keys are spread over, each with
+// its own lock. A limiter's fallback keeps every admission it makes while
+// a node is down, from every caller at once: one lock would make them
+// queue, and a holder the scheduler preempts (a CPU-bound process takes
+// its goroutines off the CPU every 10 ms) would hold them all for as long
+// as it waits for a CPU again.
+const shards = 64
+
+// shard holds the entries of the keys that hash to it.
+type shard[R any] struct {
+	mu    sync.Mutex
+	byKey map[string][]Entry[R]
+	_     [48]byte // a cache line of its own
+}
+
 // Journal holds entries by key. It is safe for concurrent use; its zero
 // value is not: use New.
 type Journal[R any] struct {
-	mu        sync.Mutex
-	byKey     map[string][]Entry[R]
-	size      int
-	unwritten int
-	count     atomic.Int64 // size, read without the lock
-	unwrit    atomic.Int64 // unwritten, read without the lock
-	dropped   atomic.Uint64
+	seed    maphash.Seed
+	shards  [shards]shard[R]
+	count   atomic.Int64 // the entries held
+	unwrit  atomic.Int64 // the entries held that are Unwritten
+	dropped atomic.Uint64
 }
 
 // New returns an empty journal.
-func New[R any]() *Journal[R] { return &Journal[R]{byKey: make(map[string][]Entry[R])} }
+func New[R any]() *Journal[R] {
+	j := &Journal[R]{seed: maphash.MakeSeed()}
+	for i := range j.shards {
+		j.shards[i].byKey = make(map[string][]Entry[R])
+	}
+	return j
+}
+
+// shard returns the shard of key, locked.
+func (j *Journal[R]) shard(key string) *shard[R] {
+	sh := &j.shards[maphash.String(j.seed, key)%shards]
+	sh.mu.Lock()
+	return sh
+}
 
 // Len is how many entries the journal holds; it takes no lock, for the
 // decision path's check.
@@ -88,9 +115,9 @@ func (j *Journal[R]) Dropped() uint64 { return j.dropped.Load() }
 // the journal holds MaxEntries already. An entry of the same ID under key
 // is replaced.
 func (j *Journal[R]) Add(key string, e Entry[R]) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	es := j.byKey[key]
+	sh := j.shard(key)
+	defer sh.mu.Unlock()
+	es := sh.byKey[key]
 	for i := range es {
 		if es[i].ID == e.ID {
 			j.account(es[i], -1)
@@ -99,23 +126,23 @@ func (j *Journal[R]) Add(key string, e Entry[R]) bool {
 			return true
 		}
 	}
-	if j.size >= MaxEntries {
+	if j.count.Add(1) > MaxEntries {
+		j.count.Add(-1)
 		j.dropped.Add(1)
 		return false
 	}
-	j.byKey[key] = append(es, e)
-	j.size++
-	j.account(e, 1)
+	sh.byKey[key] = append(es, e)
+	if e.Server == Unwritten {
+		j.unwrit.Add(1)
+	}
 	return true
 }
 
-// account adds d to the unwritten count for e; j.mu is held.
-func (j *Journal[R]) account(e Entry[R], d int) {
+// account adds d to the unwritten count for e.
+func (j *Journal[R]) account(e Entry[R], d int64) {
 	if e.Server == Unwritten {
-		j.unwritten += d
+		j.unwrit.Add(d)
 	}
-	j.count.Store(int64(j.size))
-	j.unwrit.Store(int64(j.unwritten))
 }
 
 // Pending appends to dst a copy of the entries of key that have not left
@@ -125,13 +152,13 @@ func (j *Journal[R]) Pending(key string, now time.Time, dst []Entry[R]) []Entry[
 	if j.Len() == 0 {
 		return dst
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	es, ok := j.byKey[key]
+	sh := j.shard(key)
+	defer sh.mu.Unlock()
+	es, ok := sh.byKey[key]
 	if !ok {
 		return dst
 	}
-	j.filter(key, es, func(e *Entry[R]) bool {
+	j.filter(sh, key, es, func(e *Entry[R]) bool {
 		if !now.Before(e.Expires) {
 			return false
 		}
@@ -143,11 +170,14 @@ func (j *Journal[R]) Pending(key string, now time.Time, dst []Entry[R]) []Entry[
 
 // Keys returns the keys that hold entries.
 func (j *Journal[R]) Keys() []string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	keys := make([]string, 0, len(j.byKey))
-	for k := range j.byKey {
-		keys = append(keys, k)
+	var keys []string
+	for i := range j.shards {
+		sh := &j.shards[i]
+		sh.mu.Lock()
+		for k := range sh.byKey {
+			keys = append(keys, k)
+		}
+		sh.mu.Unlock()
 	}
 	return keys
 }
@@ -163,13 +193,13 @@ func (j *Journal[R]) Settle(key string, written []Entry[R], server int64, durabl
 	if len(written) == 0 {
 		return
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	es, ok := j.byKey[key]
+	sh := j.shard(key)
+	defer sh.mu.Unlock()
+	es, ok := sh.byKey[key]
 	if !ok {
 		return
 	}
-	j.filter(key, es, func(e *Entry[R]) bool {
+	j.filter(sh, key, es, func(e *Entry[R]) bool {
 		for _, w := range written {
 			if w.ID != e.ID {
 				continue
@@ -185,7 +215,7 @@ func (j *Journal[R]) Settle(key string, written []Entry[R], server int64, durabl
 					e.Writes = 0
 				}
 				if e.Server == Unwritten {
-					j.unwritten--
+					j.unwrit.Add(-1)
 				}
 				e.Server, e.Wrote = server, sent
 			}
@@ -202,10 +232,10 @@ func (j *Journal[R]) Acked(key string, server int64, sent time.Time) {
 	if j.Len() == 0 || server <= 0 {
 		return
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if es, ok := j.byKey[key]; ok {
-		j.filter(key, es, func(e *Entry[R]) bool { return e.Server != server || !e.Wrote.Before(sent) })
+	sh := j.shard(key)
+	defer sh.mu.Unlock()
+	if es, ok := sh.byKey[key]; ok {
+		j.filter(sh, key, es, func(e *Entry[R]) bool { return e.Server != server || !e.Wrote.Before(sent) })
 	}
 }
 
@@ -214,10 +244,10 @@ func (j *Journal[R]) Forget(key string, id uint64) {
 	if j.Len() == 0 {
 		return
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if es, ok := j.byKey[key]; ok {
-		j.filter(key, es, func(e *Entry[R]) bool { return e.ID != id })
+	sh := j.shard(key)
+	defer sh.mu.Unlock()
+	if es, ok := sh.byKey[key]; ok {
+		j.filter(sh, key, es, func(e *Entry[R]) bool { return e.ID != id })
 	}
 }
 
@@ -226,34 +256,30 @@ func (j *Journal[R]) ForgetKey(key string) {
 	if j.Len() == 0 {
 		return
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if es, ok := j.byKey[key]; ok {
-		j.filter(key, es, func(*Entry[R]) bool { return false })
+	sh := j.shard(key)
+	defer sh.mu.Unlock()
+	if es, ok := sh.byKey[key]; ok {
+		j.filter(sh, key, es, func(*Entry[R]) bool { return false })
 	}
 }
 
-// filter keeps the entries of key for which keep returns true (keep may
-// change them); j.mu is held.
-func (j *Journal[R]) filter(key string, es []Entry[R], keep func(*Entry[R]) bool) {
+// filter keeps the entries of key, in sh, for which keep returns true
+// (keep may change them); sh.mu is held.
+func (j *Journal[R]) filter(sh *shard[R], key string, es []Entry[R], keep func(*Entry[R]) bool) {
 	out := es[:0]
 	for i := range es {
 		e := es[i]
 		if keep(&e) {
 			out = append(out, e)
 		} else {
-			j.size--
-			if e.Server == Unwritten {
-				j.unwritten--
-			}
+			j.count.Add(-1)
+			j.account(e, -1)
 		}
 	}
 	clear(es[len(out):])
 	if len(out) == 0 {
-		delete(j.byKey, key)
+		delete(sh.byKey, key)
 	} else {
-		j.byKey[key] = out
+		sh.byKey[key] = out
 	}
-	j.count.Store(int64(j.size))
-	j.unwrit.Store(int64(j.unwritten))
 }

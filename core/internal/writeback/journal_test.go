@@ -2,6 +2,7 @@ package writeback
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -70,5 +71,47 @@ func TestJournalBound(t *testing.T) {
 	}
 	if j.Len() != MaxEntries || j.Dropped() != 3 {
 		t.Errorf("Len() = %d, Dropped() = %d, want %d and 3", j.Len(), j.Dropped(), MaxEntries)
+	}
+}
+
+// Concurrent adders over many keys, as a limiter's fallback callers are:
+// the bound and the counts stay exact across the shards.
+func TestJournalConcurrent(t *testing.T) {
+	j := New[struct{}]()
+	const adders, each = 8, MaxEntries/8 + 100
+	var wg sync.WaitGroup
+	for a := range adders {
+		wg.Go(func() {
+			for i := range each {
+				id := uint64(a*each + i)
+				server := Unwritten
+				if i%2 == 1 {
+					server = Unknown
+				}
+				j.Add(strconv.Itoa(int(id%5_000)), Entry[struct{}]{ID: id, Server: server, Expires: time.Now().Add(time.Hour)})
+			}
+		})
+	}
+	wg.Wait()
+	if j.Len() != MaxEntries || j.Dropped() != adders*each-MaxEntries {
+		t.Fatalf("Len() = %d, Dropped() = %d, want %d and %d", j.Len(), j.Dropped(), MaxEntries, adders*each-MaxEntries)
+	}
+	held, unwritten := 0, 0
+	for _, k := range j.Keys() {
+		for _, e := range j.Pending(k, time.Now(), nil) {
+			held++
+			if e.Server == Unwritten {
+				unwritten++
+			}
+		}
+	}
+	if held != j.Len() || unwritten != j.Unwritten() {
+		t.Errorf("the keys hold %d entries, %d unwritten; Len() = %d, Unwritten() = %d", held, unwritten, j.Len(), j.Unwritten())
+	}
+	for _, k := range j.Keys() {
+		j.ForgetKey(k)
+	}
+	if j.Len() != 0 || j.Unwritten() != 0 {
+		t.Errorf("Len() = %d, Unwritten() = %d after forgetting every key, want 0 and 0", j.Len(), j.Unwritten())
 	}
 }
