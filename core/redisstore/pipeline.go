@@ -337,14 +337,18 @@ func (b *batcher) leave(call *scriptCall) (reply []int64, err error, ok bool) {
 	// A call not made to lead leaves without the batcher's lock: when a
 	// stall verdict ends the waits of every caller of the node at once,
 	// they do not queue for it, nor for a holder the scheduler preempted.
-	if call.state.CompareAndSwap(callWaiting, callGone) {
-		select {
-		case <-call.done: // answered: a sender's last touch
+	select {
+	case <-call.done:
+		if call.state.Load() == callWaiting { // answered: a sender's last touch
 			call.mine = true
 			return call.reply, call.err, true
-		default:
-			return nil, nil, false
 		}
+	default:
+	}
+	if call.state.CompareAndSwap(callWaiting, callGone) {
+		// A reply arriving from now on is not used, nor is the error a
+		// sender gives a call it finds gone.
+		return nil, nil, false
 	}
 	// Made to lead its batch (the only other state a waiting caller can
 	// find): the batch passes to a sender goroutine.
