@@ -3,6 +3,7 @@ package slidelog
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -63,44 +64,73 @@ type breakers struct {
 	settings BreakerSettings
 	onChange func(node string, from, to gobreaker.State)
 	mu       sync.RWMutex
-	byNode   map[string]*gobreaker.TwoStepCircuitBreaker[struct{}]
+	byNode   map[string]*nodeBreaker
+}
+
+// nodeBreaker is one node's breaker. While it is open, until its open
+// timeout has passed, a request is refused without gobreaker's lock:
+// during an outage every decision of the node's keys asks it, and one
+// holder of that lock the scheduler preempts would hold them all up.
+type nodeBreaker struct {
+	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// openUntil is when (Unix ns) the open breaker lets a probe through,
+	// zero while it is not open. Written under gobreaker's lock, on each
+	// change of state.
+	openUntil atomic.Int64
+}
+
+// Allow is gobreaker's Allow, refusing at once while the breaker is open.
+func (nb *nodeBreaker) Allow() (func(error), error) {
+	if until := nb.openUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		return nil, gobreaker.ErrOpenState
+	}
+	return nb.cb.Allow()
 }
 
 func newBreakers(s BreakerSettings, onChange func(node string, from, to gobreaker.State)) *breakers {
 	if s.Disabled {
 		return nil
 	}
-	return &breakers{settings: s, onChange: onChange, byNode: make(map[string]*gobreaker.TwoStepCircuitBreaker[struct{}])}
+	return &breakers{settings: s, onChange: onChange, byNode: make(map[string]*nodeBreaker)}
 }
 
 // get returns the breaker of node, creating it on first use.
-func (b *breakers) get(node string) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+func (b *breakers) get(node string) *nodeBreaker {
 	b.mu.RLock()
-	cb := b.byNode[node]
+	nb := b.byNode[node]
 	b.mu.RUnlock()
-	if cb != nil {
-		return cb
+	if nb != nil {
+		return nb
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if cb = b.byNode[node]; cb != nil {
-		return cb
+	if nb = b.byNode[node]; nb != nil {
+		return nb
 	}
 	failures := uint32(b.settings.ConsecutiveFailures)
-	cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+	nb = &nodeBreaker{}
+	nb.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        node,
 		MaxRequests: uint32(b.settings.HalfOpenProbes),
 		Timeout:     b.settings.OpenTimeout,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 		IsExcluded:  func(err error) bool { return errors.Is(err, errCallerGone) },
 		OnStateChange: func(name string, from, to gobreaker.State) {
+			// gobreaker set its own expiry just before, from an
+			// earlier read of the clock: the fast refusal outlasts it
+			// by no more than the time between the two reads.
+			var until int64
+			if to == gobreaker.StateOpen {
+				until = time.Now().Add(b.settings.OpenTimeout).UnixNano()
+			}
+			nb.openUntil.Store(until)
 			if b.onChange != nil {
 				b.onChange(name, from, to)
 			}
 		},
 	})
-	b.byNode[node] = cb
-	return cb
+	b.byNode[node] = nb
+	return nb
 }
 
 // states returns every known node's breaker state.
@@ -108,8 +138,8 @@ func (b *breakers) states() map[string]gobreaker.State {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	out := make(map[string]gobreaker.State, len(b.byNode))
-	for n, cb := range b.byNode {
-		out[n] = cb.State()
+	for n, nb := range b.byNode {
+		out[n] = nb.cb.State()
 	}
 	return out
 }
