@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/slidelog/slidelog/core/internal/monotime"
 )
 
 // BreakerSettings configure the circuit breaker a limiter keeps in front
@@ -73,23 +75,16 @@ type breakers struct {
 // holder of that lock the scheduler preempts would hold them all up.
 type nodeBreaker struct {
 	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
-	// openUntil is when (monotonic ns, see sinceStart) the open breaker
-	// lets a probe through, zero while it is not open. Written under
-	// gobreaker's lock, on each change of state.
+	// openUntil is when (monotime.Now) the open breaker lets a probe
+	// through, zero while it is not open: a change to the wall clock
+	// does not move it (nor gobreaker's expiry, compared by monotonic
+	// readings). Written under gobreaker's lock, on each change of state.
 	openUntil atomic.Int64
 }
 
-// monoStart is when the process's monotonic clock is read from: a change to
-// the wall clock moves no breaker's expiry (nor gobreaker's, which
-// compares times by their monotonic readings).
-var monoStart = time.Now()
-
-// sinceStart reads the monotonic clock, in nanoseconds since monoStart.
-func sinceStart() int64 { return int64(time.Since(monoStart)) }
-
 // Allow is gobreaker's Allow, refusing at once while the breaker is open.
 func (nb *nodeBreaker) Allow() (func(error), error) {
-	if until := nb.openUntil.Load(); until != 0 && sinceStart() < until {
+	if until := nb.openUntil.Load(); until != 0 && monotime.Now() < until {
 		return nil, gobreaker.ErrOpenState
 	}
 	return nb.cb.Allow()
@@ -129,7 +124,7 @@ func (b *breakers) get(node string) *nodeBreaker {
 			// by no more than the time between the two reads.
 			var until int64
 			if to == gobreaker.StateOpen {
-				until = sinceStart() + int64(b.settings.OpenTimeout)
+				until = monotime.Now() + int64(b.settings.OpenTimeout)
 			}
 			nb.openUntil.Store(until)
 			if b.onChange != nil {

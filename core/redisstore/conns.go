@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/slidelog/slidelog/core/internal/monotime"
 )
 
 // connSet is the connections a store's client has dialled to one Redis
@@ -31,15 +33,15 @@ type connSet struct {
 	// gen counts the breaks: a connection dialled before the latest one
 	// is broken for good.
 	gen atomic.Uint64
-	// read is the monotonic time (ns since monoStart) a connection of the
+	// read is the monotonic time (monotime.Now) a connection of the
 	// set last read a byte: progress on connections the kernel keeps no
 	// record of (Unix sockets).
 	read atomic.Int64
-	// lastRecv is the latest arrival (mono ns) of the node's bytes on
+	// lastRecv is the latest arrival (monotime.Now) of the node's bytes on
 	// any connection that the monitor has seen (see silence), kept when
 	// the connection is gone.
 	lastRecv atomic.Int64
-	// failed is when (mono ns) a read or write on a connection of the
+	// failed is when (monotime.Now) a read or write on a connection of the
 	// set last failed other than by a deadline: the node reset or closed
 	// it. Until the node's next byte, go-redis may be between a retry's
 	// back-off and its next dial, with no request written: the set's
@@ -49,7 +51,7 @@ type connSet struct {
 	// them, under mu.
 	dialing atomic.Int32
 	dials   []*pendingDial
-	// dialAsked is when (mono ns) the kernel was last asked about the
+	// dialAsked is when (monotime.Now) the kernel was last asked about the
 	// dials, dialSent and dialUnknown its answer: asked at most once per
 	// dialAskEvery (see dialEvidence).
 	dialAsked             int64
@@ -66,7 +68,7 @@ type connSet struct {
 // pendingDial is a dial to a set's node in progress.
 type pendingDial struct {
 	addr  string // the address dialled
-	start int64  // mono ns
+	start int64  // monotime.Now
 	// tls is set when the dial ends with a TLS handshake (the client has
 	// a TLSConfig): once the kernel has connected, it still waits for the
 	// node's answer to this process's hello, of which the kernel keeps no
@@ -77,7 +79,7 @@ type pendingDial struct {
 // dialStart records a dial to addr, ended with dialEnd; tls says whether
 // the dial ends with a TLS handshake.
 func (s *connSet) dialStart(addr string, tls bool) *pendingDial {
-	d := &pendingDial{addr: addr, start: mono(), tls: tls}
+	d := &pendingDial{addr: addr, start: monotime.Now(), tls: tls}
 	s.mu.Lock()
 	s.dials = append(s.dials, d)
 	s.mu.Unlock()
@@ -115,7 +117,7 @@ func (s *connSet) dialEvidence() (owedSince int64, owed, unknown bool) {
 		}
 		handshakes = handshakes || d.tls
 	}
-	now := mono()
+	now := monotime.Now()
 	if len(addrs) == 0 || now-s.dialAsked < int64(dialAskEvery) {
 		sent, known := s.dialSent, !s.dialUnknown
 		s.mu.Unlock()
@@ -211,12 +213,6 @@ func (s *connSet) match(b []byte) *claim {
 	return nil
 }
 
-// monoStart is the origin of the store's monotonic nanosecond times.
-var monoStart = time.Now()
-
-// mono is the monotonic time in nanoseconds since monoStart.
-func mono() int64 { return int64(time.Since(monoStart)) }
-
 // pastDeadline is a deadline in the past: a read or write waiting on a
 // connection given it returns at once with a timeout.
 var pastDeadline = time.Unix(1, 0)
@@ -290,10 +286,10 @@ type evidence struct {
 // silence reads the set's evidence from the kernel (see evidence).
 func (s *connSet) silence() evidence {
 	var ev evidence
-	// lastRecv is when (mono ns) the node's last byte arrived on any
+	// lastRecv is when (monotime.Now) the node's last byte arrived on any
 	// connection, oldestOwed when the oldest request still owed was
 	// written.
-	now := mono()
+	now := monotime.Now()
 	lastRecv := s.lastRecv.Load()
 	var oldestOwed int64
 	answered := false
@@ -371,13 +367,13 @@ type trackedConn struct {
 
 	// The order of the connection's writes and reads: seq counts both,
 	// wseq is the count at the last write, rseq at the last read that
-	// returned bytes, and wrote the mono time of the last write. A
+	// returned bytes, and wrote the time (monotime.Now) of the last write. A
 	// request is owed while wseq > rseq.
 	seq, wseq, rseq atomic.Int64
 	wrote           atomic.Int64
 	nread           atomic.Uint64 // bytes read
 	reading         atomic.Bool   // a read waits for bytes
-	readAt          atomic.Int64  // mono time the last read returned bytes
+	readAt          atomic.Int64  // when (monotime.Now) the last read returned bytes
 
 	owner  atomic.Pointer[claim] // the claimed call the last write carried
 	kicked atomic.Bool           // broken off for a claim: for good
@@ -387,7 +383,7 @@ type trackedConn struct {
 // (a reset, the node closing the connection).
 func (c *trackedConn) failedIO(err error) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		c.set.failed.Store(mono())
+		c.set.failed.Store(monotime.Now())
 	}
 }
 
@@ -419,7 +415,7 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 	if err != nil {
 		c.failedIO(err)
 	}
-	c.wrote.Store(mono())
+	c.wrote.Store(monotime.Now())
 	c.wseq.Store(c.seq.Add(1))
 	return n, err
 }
@@ -433,10 +429,10 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 	}
 	if n > 0 {
 		c.nread.Add(uint64(n))
-		c.readAt.Store(mono())
+		c.readAt.Store(monotime.Now())
 		c.rseq.Store(c.seq.Add(1))
 		if c.tcp == nil {
-			c.set.read.Store(mono())
+			c.set.read.Store(monotime.Now())
 		}
 	}
 	return n, err

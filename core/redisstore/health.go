@@ -10,6 +10,7 @@ import (
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/monotime"
 )
 
 // DefaultStallTimeout is how long a Redis node may send nothing while
@@ -197,7 +198,7 @@ func (m *monitor) run() {
 // goroutine should go on. alive is the tick's alive time, elapsed its wall
 // time and ran the part of elapsed this process could run.
 func (m *monitor) check(alive, elapsed, ran time.Duration) bool {
-	now := mono()
+	now := monotime.Now()
 	needed := false
 	defer func() { m.aliveNeeded.Store(needed) }()
 	// While some node has been silent for more than a tick, the waits of
@@ -320,7 +321,7 @@ func (b *batcher) beginLocked(call *scriptCall) {
 	}
 	call.stalled = b.epoch
 	if b.waiting.Add(1) == 1 {
-		b.busySince = mono()
+		b.busySince = monotime.Now()
 	}
 	b.mon.begin()
 }
@@ -334,7 +335,7 @@ func (b *batcher) end() {
 
 // replied records that the node answered: a reply, or an error reply of
 // the server's own.
-func (b *batcher) replied() { b.lastReply.Store(mono()) }
+func (b *batcher) replied() { b.lastReply.Store(monotime.Now()) }
 
 // progress is the latest sign of life of b's node that this process has
 // seen: a reply, or a byte read on a connection the kernel keeps no
@@ -359,7 +360,7 @@ func (b *batcher) verdict(silence time.Duration, evidence []any) {
 	waiting := b.waiting.Load()
 	close(b.epoch)
 	b.epoch = make(chan struct{})
-	b.busySince = mono()
+	b.busySince = monotime.Now()
 	b.silence = 0
 	// The episode's senders and connections are written off before a
 	// call of the next episode can start one: done after unlocking, it

@@ -130,10 +130,10 @@ type batcher struct {
 	node      string
 	master    *atomic.Pointer[string]
 	waiting   atomic.Int64  // calls waiting on the node: counted in under mu, out without it
-	busySince int64         // mono time when waiting last left 0, or of the last verdict
+	busySince int64         // when (monotime.Now) waiting last left 0, or of the last verdict
 	epoch     chan struct{} // closed when the node is judged stalled, or the store closed
 	closed    atomic.Bool   // the store is closed: set under mu
-	lastReply atomic.Int64  // mono time of the node's last reply
+	lastReply atomic.Int64  // when (monotime.Now) the node last replied
 	// Owned by the monitor's goroutine: the node's silence in alive
 	// time, and the progress it last saw.
 	silence time.Duration
