@@ -33,9 +33,10 @@ type logKey struct{ namespace, key string }
 // lookup compares hash and key, whose bytes, when few, are kept here too;
 // then it takes mu and reads the window's leading fields. On a table
 // larger than the cache each cache line a decision touches is a miss of
-// its own, and a log's first lines are fetched together. A log is 368
-// bytes, so that it takes a 384-byte block, whose lines are aligned in
-// pairs. A log is never copied (its window points into itself).
+// its own, and a log's first lines are fetched together. A log is 384
+// bytes (TestLogLayout), a block of that size class, whose lines are
+// aligned in pairs. A log is never copied (its window points into
+// itself).
 type log struct {
 	mu sync.Mutex
 	// Set when the log is made, before its shard's index publishes it:

@@ -33,6 +33,10 @@ type exactLog struct {
 	ring       []entry // capacity a power of two; nil until first use
 	head, tail int     // entries occupy positions [head, tail)
 	base       int64   // cum before head: the cum of the last evicted entry
+	// total is the cum of the newest entry (base when there is none) and
+	// newest its time: kept here so that a decision reads neither from
+	// the ring, whose newest line is then only written.
+	total, newest int64
 	// retain is the longest exact window a limiter of this log needs,
 	// until retainUntil.
 	retain, retainUntil int64
@@ -44,8 +48,11 @@ func (x *exactLog) get(pos int) *entry { return &x.ring[pos&(len(x.ring)-1)] }
 
 // cumBefore returns the units recorded before position pos.
 func (x *exactLog) cumBefore(pos int) int64 {
-	if pos <= x.head {
+	switch {
+	case pos <= x.head:
 		return x.base
+	case pos >= x.tail:
+		return x.total
 	}
 	return x.get(pos - 1).cum
 }
@@ -126,9 +133,11 @@ func (x *exactLog) grow() {
 // time): an append unless at is older than the newest entry.
 func (x *exactLog) insert(at int64, id uint64, cost int64) {
 	x.grow()
-	if x.head == x.tail || x.get(x.tail-1).at <= at {
-		*x.get(x.tail) = entry{at: at, id: id, cum: x.cumBefore(x.tail) + cost}
+	x.total += cost
+	if x.head == x.tail || x.newest <= at {
+		*x.get(x.tail) = entry{at: at, id: id, cum: x.total}
 		x.tail++
+		x.newest = at
 		return
 	}
 	i := x.search(x.head, x.tail, at)
@@ -138,7 +147,7 @@ func (x *exactLog) insert(at int64, id uint64, cost int64) {
 		*x.get(p) = e
 	}
 	*x.get(i) = entry{at: at, id: id, cum: x.cumBefore(i) + cost}
-	x.tail++
+	x.tail++ // the newest entry stays the newest
 	for k := range x.cursors {
 		if x.cursors[k].pos > i {
 			x.cursors[k].pos++
@@ -169,6 +178,10 @@ func (x *exactLog) remove(pos int) {
 		*x.get(p) = e
 	}
 	x.tail--
+	x.total -= cost
+	if pos == x.tail && x.tail > x.head {
+		x.newest = x.get(x.tail - 1).at
+	}
 	for k := range x.cursors {
 		if x.cursors[k].pos > pos {
 			x.cursors[k].pos--

@@ -380,7 +380,7 @@ func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []St
 				}
 			}
 			if x.tail > x.head {
-				st.ResetAfter = max(0, x.get(x.tail-1).at+p.Window-now)
+				st.ResetAfter = max(0, x.newest+p.Window-now)
 			}
 			continue
 		}
@@ -417,7 +417,7 @@ func (l *Log) takeExact(now int64, id uint64, cost int64, p Policy, out *State) 
 	x.retain, x.retainUntil = p.Window, now+p.Window
 	x.evict(now - p.Window)
 	l.expires = max(l.expires, now+p.Window)
-	units := x.cumBefore(x.tail) - x.base
+	units := x.total - x.base
 	allowed := units+cost <= p.Limit
 	*out = State{Allowed: allowed}
 	if allowed {
@@ -428,7 +428,7 @@ func (l *Log) takeExact(now int64, id uint64, cost int64, p Policy, out *State) 
 	if x.tail == x.head {
 		return Decision{Allowed: allowed}
 	}
-	out.ResetAfter = max(0, x.get(x.tail-1).at+p.Window-now)
+	out.ResetAfter = max(0, x.newest+p.Window-now)
 	if allowed {
 		return Decision{Allowed: true}
 	}
