@@ -243,8 +243,8 @@ func (s *Store) Forget(req slidelog.Request) {
 func (s *Store) Unwritten() int { return s.kept.Unwritten() }
 
 // WriteBack implements slidelog.Keeper: it records every kept admission
-// that no server holds yet, up to writeBackConcurrency at once; after a
-// failed write it tries no more.
+// that no server holds yet, up to 32 at once; after a failed write it
+// tries no more.
 func (s *Store) WriteBack(ctx context.Context) (written, left int) {
 	if s.kept.Unwritten() == 0 {
 		return 0, 0

@@ -166,7 +166,7 @@ const keyTagBytes = 16
 //
 // The key of an identity is prefix + "{" + tag + "}", where tag is the
 // first 128 bits of HMAC-SHA-256(secret, namespace and identity),
-// base64url-encoded (see Key). The
+// base64url-encoded (see LogKey). The
 // hash tag keeps all of an identity's data in one slot, no identity can
 // choose its key or, with a secret, its slot, and braces, colons or any
 // other byte in an identity are harmless.
@@ -502,7 +502,7 @@ func (s *Store) LogKey(namespace, identity string) string {
 // maxPooledKeyInput bounds the input buffer a keyMAC keeps between keys.
 const maxPooledKeyInput = 1024
 
-// keyMAC is Key's HMAC with buffers for its input and sum, reused through
+// keyMAC is LogKey's HMAC with buffers for its input and sum, reused through
 // a sync.Pool so that a key costs one allocation: its string.
 type keyMAC struct {
 	mac hash.Hash
@@ -510,7 +510,7 @@ type keyMAC struct {
 	sum [sha256.Size]byte
 }
 
-// Route implements slidelog.Router: req's Redis key (Key) and the
+// Route implements slidelog.Router: req's Redis key (LogKey) and the
 // address of the master holding it: on a Cluster by the client's slot
 // map ("" while the slot map does not know it), on a single server the
 // client's address, and through a failover client the address of the

@@ -133,9 +133,7 @@ func (l *Log) prepare(now int64, policies []Policy) {
 		if !l.exactLive {
 			l.newExact(now)
 		}
-		if !longerKept(x.retain, x.retainUntil, exactW, now) {
-			x.retain, x.retainUntil = exactW, now+exactW
-		}
+		x.retain, x.retainUntil = retention(x.retain, x.retainUntil, exactW, now)
 	} else if l.exactLive && x.retainUntil <= now {
 		l.exactLive = false
 		x.reset()
@@ -155,9 +153,7 @@ func (l *Log) prepare(now int64, policies []Policy) {
 		if r == nil {
 			r = l.newRing(now, p.Precision, w)
 		}
-		if !longerKept(r.retain, r.retainUntil, w, now) {
-			r.retain, r.retainUntil = w, now+w
-		}
+		r.retain, r.retainUntil = retention(r.retain, r.retainUntil, w, now)
 	}
 	for i := 0; i < len(l.rings); i++ {
 		if r := &l.rings[i]; r.retainUntil <= now && !uses(policies, r.p) {
@@ -180,6 +176,20 @@ func (l *Log) prepare(now int64, policies []Policy) {
 	}
 }
 
+// retention returns a structure's retention once a limiter used window w
+// at now, when it kept retain microseconds until the time until: w from
+// now on, unless a longer retention is in force, which then lasts at
+// least until w from now. Every window a limiter used thus keeps its
+// history until it has passed, however the limiters' windows alternate
+// (a longer one may outlast the shorter one it covers: keeping more is
+// safe).
+func retention(retain, until, w, now int64) (int64, int64) {
+	if longerKept(retain, until, w, now) {
+		return retain, max(until, now+w)
+	}
+	return w, now + w
+}
+
 // longerKept reports whether a structure kept for retain microseconds
 // until the time until keeps more than window w at now: a longer
 // retention, set by another limiter, that is still in force.
@@ -200,17 +210,17 @@ func uses(policies []Policy, precision int64) bool {
 	return false
 }
 
-// newExact starts the exact log, seeded from a bucket ring if there is one:
-// each bucket's units become one entry stamped at the bucket's last
-// microsecond (no later than now), which counts at least as long as the
-// admissions it stands for.
+// newExact starts the exact log, seeded from the bucket ring that keeps
+// the longest history, if there is one: each bucket's units become one
+// entry stamped at the bucket's last microsecond (no later than now),
+// which counts at least as long as the admissions it stands for.
 func (l *Log) newExact(now int64) {
 	x := &l.exact
 	l.exactLive = true
-	if len(l.rings) == 0 {
+	r := longestRing(l.rings)
+	if r == nil {
 		return
 	}
-	r := &l.rings[0]
 	prev := r.base
 	for b := r.first; b <= r.last; b++ {
 		c := *r.slot(b)
@@ -221,9 +231,22 @@ func (l *Log) newExact(now int64) {
 	}
 }
 
+// longestRing returns the ring of rings that keeps the longest history,
+// or nil when there is none.
+func longestRing(rings []bucketRing) *bucketRing {
+	var r *bucketRing
+	for i := range rings {
+		if r == nil || rings[i].retain > r.retain {
+			r = &rings[i]
+		}
+	}
+	return r
+}
+
 // newRing adds a bucket ring of precision p for windows up to w, seeded
-// from the exact log if it is live, else from another ring (each of its
-// buckets' units placed in the bucket holding its last microsecond).
+// from whichever of the exact log (if live) and the other rings keeps the
+// longest history: each admission of the exact log, or each bucket's
+// units placed in the bucket holding its last microsecond.
 func (l *Log) newRing(now, p, w int64) *bucketRing {
 	if l.recent == nil {
 		l.recent = make([]recent, RecentIDs)
@@ -248,14 +271,14 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 		l.ring0[0] = bucketRing{} // moved out: hold no counters the rings no longer use
 	}
 	r := &l.rings[len(l.rings)-1]
-	if x := &l.exact; l.exactLive {
+	o := longestRing(l.rings[:len(l.rings)-1])
+	if x := &l.exact; l.exactLive && (o == nil || x.retain >= o.retain) {
 		for pos := x.head; pos < x.tail; pos++ {
 			if b := floorDiv(x.get(pos).at, p); b >= lo {
 				r.add(b, x.costAt(pos))
 			}
 		}
-	} else if len(l.rings) > 1 {
-		o := &l.rings[0]
+	} else if o != nil {
 		prev := o.base
 		for b := o.first; b <= o.last; b++ {
 			c := *o.slot(b)

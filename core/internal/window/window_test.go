@@ -353,8 +353,11 @@ func TestPolicyChangeKeepsCount(t *testing.T) {
 }
 
 // TestRefundBeforeRingBirth refunds an admission recorded before a ring
-// of a new precision was made, and not seeded into it (the exact log had
-// already let it go): the new ring must not subtract it.
+// of a new precision was made. The new ring is seeded from the hour ring,
+// the longest history the log keeps, so it counts the admission, but it
+// cannot tell it apart from the others of its bucket: it keeps counting
+// it after the refund (an over-count), while the hour ring, which
+// recorded it, subtracts it.
 func TestRefundBeforeRingBirth(t *testing.T) {
 	const second, hour = 1_000_000, 3_600_000_000
 	before := []Policy{{Limit: 5, Window: second}, {Limit: 50, Window: hour, Precision: hour / 100}}
@@ -366,12 +369,33 @@ func TestRefundBeforeRingBirth(t *testing.T) {
 	now += 5 * second
 	require.True(t, l.Take(now, 2, 1, before, out).Allowed) // W; the exact log lets X go
 	now += 5 * second
-	require.True(t, l.Take(now, 3, 1, after, out).Allowed) // Y: the new ring is seeded with W, not X
-	require.Equal(t, int64(3), out[2].Remaining)
+	require.True(t, l.Take(now, 3, 1, after, out).Allowed) // Y: the new ring is seeded from the hour ring, with X and W
+	require.Equal(t, int64(1), out[2].Remaining)
 	require.True(t, l.Refund(1))
 	require.True(t, l.Take(now, 4, 1, after, out).Allowed) // Z
+	require.Equal(t, int64(0), out[2].Remaining, "the new ring counts X, W, Y and Z")
+	require.Equal(t, int64(47), out[1].Remaining, "the hour ring counts W, Y and Z, X refunded")
+}
+
+// TestRefundBeforeRingBirthUnseeded refunds an admission that every
+// structure of the log had let go when a ring of a new precision was
+// made: the new ring was not seeded with it and must not subtract it.
+func TestRefundBeforeRingBirthUnseeded(t *testing.T) {
+	const second = 1_000_000
+	before := []Policy{{Limit: 5, Window: second}, {Limit: 50, Window: 10 * second, Precision: second}}
+	after := append(slices.Clone(before), Policy{Limit: 5, Window: 600 * second, Precision: 6 * second})
+	var l Log
+	out := make([]State, 3)
+	now := int64(1_700_000_000_000_000)
+	require.True(t, l.Take(now, 1, 2, before, out).Allowed) // X, cost 2
+	now += 12 * second
+	require.True(t, l.Take(now, 2, 1, before, out).Allowed) // W; both structures let X go
+	require.True(t, l.Take(now, 3, 1, after, out).Allowed)  // Y: the new ring is seeded with W alone
+	require.Equal(t, int64(3), out[2].Remaining)
+	require.True(t, l.Refund(1), "X is among the recent admissions")
+	require.True(t, l.Take(now, 4, 1, after, out).Allowed) // Z
 	require.Equal(t, int64(2), out[2].Remaining, "the new ring counts W, Y and Z")
-	require.Equal(t, int64(47), out[1].Remaining, "the old ring counts W, Y and Z, X refunded")
+	require.Equal(t, int64(47), out[1].Remaining, "the 10-second ring counts W, Y and Z")
 }
 
 // TestRefundPastRecentSetStaysCounted refunds, on a bucketed-only log, an
@@ -422,5 +446,66 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 			require.Equal(t, outG[0], outF[0], where)
 			require.Equal(t, general.Expires(), fast.Expires(), where)
 		}
+	}
+}
+
+// TestShorterWindowKeptUnderLongerRetention uses a middle window while a
+// longer one's retention is in force, then a short one once that
+// retention has lapsed: the middle window's admissions must stay counted
+// until they leave it, so that it never admits more than its limit.
+func TestShorterWindowKeptUnderLongerRetention(t *testing.T) {
+	const second = 1_000_000
+	long := []Policy{{Limit: 1, Window: 10 * second}}
+	mid := []Policy{{Limit: 3, Window: 5 * second}}
+	short := []Policy{{Limit: 1, Window: second}}
+	for _, precision := range []int64{0, second / 10} {
+		for _, ps := range [][]Policy{long, mid, short} {
+			ps[0].Precision = precision
+		}
+		var l Log
+		out := make([]State, 1)
+		l.Take(0, 1, 1, long, out)
+		admitted := 0
+		for id := uint64(10); id < 13; id++ {
+			if l.Take(9*second, id, 1, mid, out).Allowed {
+				admitted++
+			}
+		}
+		l.Take(11*second, 20, 1, short, out)
+		for id := uint64(30); id < 33; id++ {
+			if l.Take(11*second, id, 1, mid, out).Allowed {
+				admitted++
+			}
+		}
+		require.Equal(t, 3, admitted, "precision %d: 3 per 5 s admitted within (6 s, 11 s]", precision)
+	}
+}
+
+// TestNewStructureSeededFromLongestHistory starts an exact log, and then a
+// ring of a new precision, on a log whose first ring keeps less history
+// than its second: each must be seeded from the ring that still counts
+// the oldest admissions.
+func TestNewStructureSeededFromLongestHistory(t *testing.T) {
+	const second = 1_000_000
+	bucketed := []Policy{{Limit: 100, Window: 5 * second, Precision: second}, {Limit: 2, Window: 50 * second, Precision: 2 * second}}
+	for _, next := range [][]Policy{
+		{{Limit: 2, Window: 50 * second}},
+		{{Limit: 2, Window: 50 * second, Precision: 5 * second}},
+	} {
+		var l Log
+		out := make([]State, 2)
+		n := 0
+		for id := uint64(1); id <= 3; id++ {
+			if l.Take(0, id, 1, bucketed, out).Allowed {
+				n++
+			}
+		}
+		l.Take(9*second, 9, 1, bucketed, out) // denied; trims the 5-second ring
+		for id := uint64(10); id <= 12; id++ {
+			if l.Take(10*second, id, 1, next, out).Allowed {
+				n++
+			}
+		}
+		require.Equal(t, 2, n, "%+v: 2 per 50 s admitted within 10 s", next)
 	}
 }
