@@ -14,7 +14,10 @@
 // have all left their windows; a log that still holds entries is never
 // dropped, so minting identities never resets anyone's window. When every
 // log is live, new identities share one overflow log per limiter until a
-// log expires: together they get one identity's budget. Expired logs are
+// log expires: together they get one identity's budget. An identity that
+// then gets a log of its own starts with a copy of the overflow log, while
+// that still counts admissions, so it keeps what it was admitted there
+// (and over-counts the others' until they leave). Expired logs are
 // dropped as new identities arrive, so a Store runs no goroutine.
 //
 // A limiter on a *Store decides on the store's logs itself, whatever its

@@ -21,6 +21,12 @@ import (
 //     the table full shares until room frees. A flood of minted
 //     identities thus gets one identity's budget in total, and the
 //     identities already tracked keep their windows.
+//  3. When room frees while the overflow log still counts admissions, a
+//     new identity's log starts as a copy of it (seedFromOverflow): an
+//     identity decided on the overflow log keeps its admissions counted
+//     when it gets a log of its own, rather than a fresh window. The
+//     other identities' admissions in the copy over-count, which denies
+//     sooner but never admits more, until they leave the window.
 //
 // Expired logs are also dropped as new identities arrive, a few per new
 // identity, so the table needs no sweeping goroutine: memory stays
@@ -312,9 +318,28 @@ func (t *Table) getOrAdd(h uint64, key *logKey, now int64) *log {
 		return t.overflowLog(key.namespace)
 	}
 	l := newLog(*key, h)
+	t.seedFromOverflow(l, now)
 	s.insert(l)
 	s.push(expiryEntry{at: 0, log: l})
 	return l
+}
+
+// seedFromOverflow makes l, a new log not yet in the table, a copy of its
+// namespace's overflow log when that still counts admissions at now (see
+// Table, rule 3). Called with the shard's lock held: the overflow log's
+// lock is taken after a shard's, never before.
+func (t *Table) seedFromOverflow(l *log, now int64) {
+	t.omu.Lock()
+	o := t.overflow[l.key.namespace]
+	t.omu.Unlock()
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	if !o.dead.Load() && o.w.Expires() > now {
+		l.w.CopyFrom(&o.w)
+	}
+	o.mu.Unlock()
 }
 
 // reserve counts one more log, unless the table is full.

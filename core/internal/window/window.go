@@ -34,7 +34,10 @@
 // [RecentIDs] admissions (see Refund for what that bounds).
 package window
 
-import "unsafe"
+import (
+	"slices"
+	"unsafe"
+)
 
 // Policy is one rolling-window limit: at most Limit units in any window of
 // Window microseconds. Precision is 0 for the exact model, otherwise the
@@ -583,6 +586,29 @@ func (l *Log) Refund(id uint64) bool {
 		}
 	}
 	return true
+}
+
+// CopyFrom makes l, a Log not used yet, hold what src holds: the same
+// admissions, counts, retentions and recent IDs, in memory of its own.
+func (l *Log) CopyFrom(src *Log) {
+	l.expires, l.exactLive, l.next, l.seq = src.expires, src.exactLive, src.next, src.seq
+	l.recent = slices.Clone(src.recent)
+	x, y := &l.exact, &src.exact
+	x.ring, x.cursors = slices.Clone(y.ring), slices.Clone(y.cursors)
+	x.head, x.tail, x.base, x.total, x.newest = y.head, y.tail, y.base, y.total, y.newest
+	x.retain, x.retainUntil, x.next = y.retain, y.retainUntil, y.next
+	switch len(src.rings) {
+	case 0:
+		l.rings = nil
+	case 1:
+		l.rings = l.ring0[:1]
+	default:
+		l.rings = make([]bucketRing, len(src.rings))
+	}
+	for i := range src.rings {
+		l.rings[i] = src.rings[i]
+		l.rings[i].cum = slices.Clone(src.rings[i].cum)
+	}
 }
 
 // Expires returns when (microseconds) every admission has left the longest

@@ -509,3 +509,43 @@ func TestNewStructureSeededFromLongestHistory(t *testing.T) {
 		require.Equal(t, 2, n, "%+v: 2 per 50 s admitted within 10 s", next)
 	}
 }
+
+// TestCopyFromIsDeep copies logs built by random sequences (exact and
+// bucketed, one ring or several) and checks that the copy decides as the
+// original does, and that deciding on either leaves the other as it was.
+func TestCopyFromIsDeep(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for seq := range 200 {
+		policies := randomPolicies(r)
+		now := int64(1_700_000_000_000_000)
+		var orig Log
+		out := make([]State, 3)
+		id := uint64(1)
+		for range 40 {
+			now += r.Int64N(20_000)
+			orig.Take(now, id, 1, policies, out)
+			id++
+		}
+		var cp, witness Log
+		cp.CopyFrom(&orig)
+		witness.CopyFrom(&orig)
+		got := make([]State, 3)
+		for step := range 40 {
+			now += r.Int64N(20_000)
+			d := cp.Take(now, id, 1, policies, got)
+			want := witness.Take(now, id, 1, policies, out)
+			require.Equal(t, want, d, "sequence %d step %d", seq, step)
+			require.Equal(t, out, got, "sequence %d step %d", seq, step)
+			id++
+		}
+		// orig was left alone: a copy of it decides as the first copy
+		// did, from the start.
+		var again Log
+		again.CopyFrom(&orig)
+		require.Equal(t, orig.Expires(), again.Expires())
+		d1 := again.Peek(now, 1, policies, out)
+		d2 := orig.Peek(now, 1, policies, got)
+		require.Equal(t, d1, d2)
+		require.Equal(t, out, got)
+	}
+}
