@@ -2,6 +2,7 @@ package memlog
 
 import (
 	"hash/maphash"
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -52,8 +53,11 @@ type Table struct {
 	cursor atomic.Uint32 // where the next search of other shards starts
 	shards [numShards]shard
 
+	// overflow holds the overflow logs by namespace: a map never changed
+	// once published, read without a lock; omu serialises the writers,
+	// which publish a new one.
 	omu      sync.Mutex
-	overflow map[string]*log // by namespace
+	overflow atomic.Pointer[map[string]*log]
 }
 
 // numShards is how many shards a Table has: enough that two busy keys
@@ -132,7 +136,7 @@ func (x *index) home(h uint64) uint64 { return (h / numShards) & x.mask }
 
 // NewTable returns a table of at most max logs (max >= 1).
 func NewTable(max int) *Table {
-	t := &Table{max: int64(max), seed: maphash.MakeSeed(), overflow: make(map[string]*log)}
+	t := &Table{max: int64(max), seed: maphash.MakeSeed()}
 	for i := range t.shards {
 		t.shards[i].idx.Store(newIndex(minSlots))
 		t.shards[i].next.Store(math.MaxInt64)
@@ -329,9 +333,7 @@ func (t *Table) getOrAdd(h uint64, key *logKey, now int64) *log {
 // Table, rule 3). Called with the shard's lock held: the overflow log's
 // lock is taken after a shard's, never before.
 func (t *Table) seedFromOverflow(l *log, now int64) {
-	t.omu.Lock()
-	o := t.overflow[l.key.namespace]
-	t.omu.Unlock()
+	o := t.overflowOf(l.key.namespace)
 	if o == nil {
 		return
 	}
@@ -446,24 +448,38 @@ func (t *Table) remove(l *log) {
 	}
 }
 
+// overflowOf returns namespace's overflow log, or nil. It takes no lock.
+func (t *Table) overflowOf(namespace string) *log {
+	if m := t.overflow.Load(); m != nil {
+		return (*m)[namespace]
+	}
+	return nil
+}
+
 // overflowLog returns namespace's overflow log, creating it.
 func (t *Table) overflowLog(namespace string) *log {
+	if l := t.overflowOf(namespace); l != nil {
+		return l
+	}
 	t.omu.Lock()
 	defer t.omu.Unlock()
-	l := t.overflow[namespace]
-	if l == nil {
-		l = &log{}
-		t.overflow[namespace] = l
+	if l := t.overflowOf(namespace); l != nil {
+		return l
 	}
+	m := make(map[string]*log)
+	if old := t.overflow.Load(); old != nil {
+		maps.Copy(m, *old)
+	}
+	l := &log{}
+	m[namespace] = l
+	t.overflow.Store(&m)
 	return l
 }
 
 // lockOverflow returns namespace's overflow log, locked, or nil.
 func (t *Table) lockOverflow(namespace string) *log {
 	for {
-		t.omu.Lock()
-		l := t.overflow[namespace]
-		t.omu.Unlock()
+		l := t.overflowOf(namespace)
 		if l == nil {
 			return nil
 		}
@@ -496,10 +512,11 @@ func (t *Table) Purge() {
 	}
 	t.omu.Lock()
 	defer t.omu.Unlock()
-	for _, l := range t.overflow {
-		l.dead.Store(true)
+	if m := t.overflow.Swap(nil); m != nil {
+		for _, l := range *m {
+			l.dead.Store(true)
+		}
 	}
-	clear(t.overflow)
 }
 
 // lock returns key's log, locked, or nil when the table has none.
