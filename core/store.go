@@ -65,6 +65,13 @@ type Store interface {
 	// it reports the first one's admission without recording it again.
 	// The limiter sets the Result's Source (Describer); a store may leave
 	// it zero.
+	//
+	// A policy without a Precision is decided on the exact log: an entry
+	// counts until its time has left the window. A policy with one is
+	// decided on buckets of that width aligned to the Unix epoch (see
+	// Policy): an entry counts until the end of its bucket has left the
+	// window, and RetryAfter and ResetAfter run to bucket ends. The
+	// conformance suite checks both to the microsecond.
 	Take(ctx context.Context, req Request) (Result, error)
 	// Refund removes the entry that the admitted request req recorded,
 	// found by req.ID, with the cost recorded in it (req.Cost is not

@@ -151,6 +151,24 @@ var storeCases = []struct {
 		e.clock.Advance(250 * time.Millisecond)
 		check(t, l, "k", 1, want{remaining: 0, retryAfter: 750 * time.Millisecond, resetAfter: 750 * time.Millisecond})
 	}},
+	{"ManyEntriesInOneWindow", func(t *testing.T, e *storeEnv) {
+		// Thousands of requests of cost 1 in one window, each a
+		// millisecond after the last: a store must count every one, not
+		// a capped number of the newest.
+		const n = 3000
+		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: n, Window: time.Hour})
+		for i := range n {
+			res, err := l.Allow(t.Context(), "k")
+			if err != nil || !res.Allowed || res.Remaining != n-1-i || !fromStore(res) {
+				t.Fatalf("request %d of %d: %+v, %v; want admitted by the store with %d remaining", i+1, n, res, err, n-1-i)
+			}
+			e.clock.Advance(time.Millisecond)
+		}
+		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Hour - n*time.Millisecond, resetAfter: time.Hour - time.Millisecond})
+		e.clock.Advance(time.Hour - n*time.Millisecond) // the first request leaves
+		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Hour})
+		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Millisecond, resetAfter: time.Hour})
+	}},
 	{"RejectionsAreNotLogged", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 2, Window: time.Second})
 		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
@@ -214,6 +232,46 @@ var storeCases = []struct {
 		}
 		if got := res.Policies[0]; !got.Allowed || got.Remaining != 1 {
 			t.Fatalf("short policy after a denial by long = %+v; want allowed with 1 remaining", got)
+		}
+	}},
+	{"EveryPolicyIsChecked", func(t *testing.T, e *storeEnv) {
+		// Five policies, of which only the last binds: a store must check
+		// each one, not the first two.
+		ps := []slidelog.Policy{
+			{Name: "a", Limit: 50, Window: time.Second},
+			{Name: "b", Limit: 40, Window: 2 * time.Second},
+			{Name: "c", Limit: 30, Window: 3 * time.Second},
+			{Name: "d", Limit: 20, Window: 4 * time.Second},
+			{Name: "e", Limit: 2, Window: time.Minute},
+		}
+		opts := make([]slidelog.Option, 0, len(ps)-1)
+		for _, p := range ps[1:] {
+			opts = append(opts, slidelog.WithPolicy(p))
+		}
+		l := e.limiter(t, ps[0], opts...)
+		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
+		e.clock.Advance(time.Second)
+		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.clock.Advance(time.Second)
+		res := check(t, l, "k", 1, want{remaining: 0, retryAfter: 58 * time.Second, resetAfter: 59 * time.Second})
+		if got := res.Violated(); len(got) != 1 || got[0] != "e" {
+			t.Fatalf("Violated() = %v, want [e]", got)
+		}
+		if len(res.Policies) != len(ps) {
+			t.Fatalf("%d policy results, want %d", len(res.Policies), len(ps))
+		}
+		for i, pr := range res.Policies[:len(ps)-1] {
+			// The admissions 2 s and 1 s ago are in a window of W
+			// (half-open, (now-W, now]) when W is longer than their age.
+			in := 0
+			for _, age := range []time.Duration{2 * time.Second, time.Second} {
+				if ps[i].Window > age {
+					in++
+				}
+			}
+			if !pr.Allowed || pr.Remaining != ps[i].Limit-in {
+				t.Fatalf("policy %s = %+v; want allowed with %d remaining", ps[i].Name, pr, ps[i].Limit-in)
+			}
 		}
 	}},
 	{"LimitersKeepTheirLogsApart", func(t *testing.T, e *storeEnv) {
