@@ -169,10 +169,11 @@ type requestAlloc struct {
 // OutcomeDenied like any other, answered 429 with Retry-After; a
 // FailOpen or fallback admission is OutcomeNext.
 //
-// Check never panics: a panic in a key, skip, cost, limiter or shadow
-// function, or in the store, is recovered and answered as an error
-// wrapping ErrMisconfigured (500 by default; let through in
-// shadow mode). A nil or zero Engine answers every request that way.
+// Check never panics: a panic in a key, skip, cost or limiter function,
+// or in the store, is recovered and answered as an error wrapping
+// ErrMisconfigured (500 by default; in shadow mode, let through and
+// reported). A panic in the shadow function is recovered and ignored. A
+// nil or zero Engine answers every request as a misconfiguration.
 func (e *Engine) Check(src Incoming) *Decision {
 	d := new(Decision)
 	e.check(src, d)
@@ -196,6 +197,7 @@ func (e *Engine) check(src Incoming, d *Decision) {
 			*d = Decision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", ErrMisconfigured, p)}
 			if e.cfg.shadow {
 				d.Outcome = OutcomeNext
+				e.report(r, slidelog.Result{}, d.Err)
 			}
 		}
 	}()
@@ -218,11 +220,20 @@ func (e *Engine) check(src Incoming, d *Decision) {
 		if d.Outcome == OutcomeDenied {
 			d.Header = d.Header[:len(d.Header)-1] // no Retry-After on a response that is not a denial
 		}
-		if e.cfg.shadowFunc != nil {
-			e.cfg.shadowFunc(r, d.Result, d.Err)
-		}
 		d.Outcome = OutcomeNext
+		e.report(r, d.Result, d.Err)
 	}
+}
+
+// report tells the shadow function, if any, of a request shadow mode let
+// through. A panic in it is recovered and ignored: the request goes on
+// as decided.
+func (e *Engine) report(r *Request, res slidelog.Result, err error) {
+	if e.cfg.shadowFunc == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	e.cfg.shadowFunc(r, res, err)
 }
 
 func (e *Engine) decide(r *Request) (slidelog.Result, *slidelog.Limiter, error) {

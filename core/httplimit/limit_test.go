@@ -163,6 +163,45 @@ func TestShadowModeOutcomes(t *testing.T) {
 	}
 }
 
+// Shadow mode tells report of a request whose key, skip, cost or limiter
+// function panicked, once; a report function that panics itself is
+// ignored, and the request still goes on with its headers.
+func TestShadowModeReportsPanics(t *testing.T) {
+	store, _ := newMemory(t)
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	boom := func(*httplimit.Request) (string, error) { panic("boom") }
+	var reports []error
+	h, err := httplimit.New(l, httplimit.WithKeyFunc(boom),
+		httplimit.WithShadowMode(func(_ *httplimit.Request, _ slidelog.Result, err error) { reports = append(reports, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Check(newSource("192.0.2.1:1")); d.Outcome != httplimit.OutcomeNext || !errors.Is(d.Err, httplimit.ErrMisconfigured) {
+		t.Errorf("panicking key func: got %v, %v, want next and ErrMisconfigured", d.Outcome, d.Err)
+	}
+	if len(reports) != 1 || !errors.Is(reports[0], httplimit.ErrMisconfigured) {
+		t.Errorf("reports: got %v, want one error wrapping ErrMisconfigured", reports)
+	}
+
+	calls := 0
+	loud, err := httplimit.New(l, httplimit.WithKeyFunc(httplimit.ByHeader("X-Key")),
+		httplimit.WithShadowMode(func(*httplimit.Request, slidelog.Result, error) { calls++; panic("report") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loud.Check(newSource("192.0.2.1:1", "X-Key", "a")) // admitted: not reported
+	d := loud.Check(newSource("192.0.2.1:1", "X-Key", "a"))
+	if d.Outcome != httplimit.OutcomeNext || d.Err != nil || d.Result.Allowed || len(d.Header) == 0 {
+		t.Errorf("panicking report on a denial: got %v, %v, allowed=%v, header=%v, want next, no error, the denial and its headers", d.Outcome, d.Err, d.Result.Allowed, d.Header)
+	}
+	if d := loud.Check(newSource("192.0.2.1:1")); d.Outcome != httplimit.OutcomeNext || !errors.Is(d.Err, httplimit.ErrNoKey) {
+		t.Errorf("panicking report on no key: got %v, %v, want next and ErrNoKey", d.Outcome, d.Err)
+	}
+	if calls != 2 {
+		t.Errorf("report calls: got %d, want 2 (once per request it would have blocked)", calls)
+	}
+}
+
 func TestFinishRefunds(t *testing.T) {
 	store, clock := newMemory(t)
 	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})

@@ -32,7 +32,9 @@ type LimiterFunc func(r *Request) *slidelog.Limiter
 
 // ShadowFunc is told of each request that shadow mode let through but
 // would have blocked: denied (err == nil, res.Allowed == false) or
-// undecided (err != nil).
+// undecided (err != nil; an error wrapping ErrMisconfigured, with the
+// zero Result, when a key, skip, cost or limiter function panicked). A
+// panic in it is recovered and ignored.
 type ShadowFunc func(r *Request, res slidelog.Result, err error)
 
 // DefaultIPv6Prefix is the prefix length by which client IPv6 addresses
@@ -149,8 +151,9 @@ func WithLimiterFunc(f LimiterFunc) Option {
 // WithShadowMode makes the middleware decide, record admissions and send
 // rate-limit headers, but never block: a denied request, a request with a
 // bad identity and a request the limiter could not decide all go on to
-// the handler, and report (when not nil) is told of each. Use it to roll
-// out a new limit safely. Off by default.
+// the handler, and report (when not nil) is told of each, as is a
+// request whose key, skip, cost or limiter function panicked. Use it to
+// roll out a new limit safely. Off by default.
 func WithShadowMode(report ShadowFunc) Option {
 	return optionFunc(func(c *config) error {
 		c.shadow = true
