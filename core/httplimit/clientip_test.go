@@ -226,3 +226,35 @@ func TestClientIPErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustedProxiesTogetherEveryAddress: trusted proxies that together
+// hold every IPv4 or every IPv6 address are refused as one that holds them
+// all would be, naming the prefixes: with them, a client's own
+// X-Forwarded-For would choose its budget.
+func TestTrustedProxiesTogetherEveryAddress(t *testing.T) {
+	l, err := slidelog.New(memstore.New(), slidelog.PerSecond(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for _, give := range [][]string{
+		{"0.0.0.0/1", "128.0.0.0/1"},
+		{"::ffff:0.0.0.0/97", "::ffff:128.0.0.0/97"},
+		{"::/1", "8000::/1"},
+	} {
+		_, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: give, Header: "X-Forwarded-For"}))
+		if !errors.Is(err, slidelog.ErrInvalidOption) || !strings.Contains(err.Error(), "TrustedProxies") ||
+			!strings.Contains(err.Error(), give[0]) || !strings.Contains(err.Error(), give[1]) {
+			t.Errorf("%q: got %v, want ErrInvalidOption naming TrustedProxies and the prefixes", give, err)
+		}
+	}
+	h, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"0.0.0.0/1", "128.0.0.0/2"}, Header: "X-Forwarded-For"}))
+	if err != nil {
+		t.Fatalf("0.0.0.0/1 and 128.0.0.0/2: %v, want no error", err)
+	}
+	// A peer outside them is the client, whatever it writes.
+	d := h.Check(newSource("192.0.2.1:1", "X-Forwarded-For", "198.51.100.7"))
+	if got, err := d.Request.ClientIP(); err != nil || got.String() != "192.0.2.1" {
+		t.Errorf("untrusted peer: client %v, %v, want 192.0.2.1", got, err)
+	}
+}

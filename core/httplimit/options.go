@@ -240,9 +240,11 @@ func WithHeaders(s HeaderStyle) Option {
 // before any of this.
 type ClientIP struct {
 	// TrustedProxies are the proxies whose Header is believed, as CIDRs
-	// ("10.0.0.0/8") or single addresses. A malformed CIDR, or one that
-	// holds every address ("0.0.0.0/0", "::/0", "::ffff:0:0/96"), is
-	// refused. Default: none, and the client is the socket peer.
+	// ("10.0.0.0/8") or single addresses. A malformed CIDR, one that
+	// holds every address ("0.0.0.0/0", "::/0", "::ffff:0:0/96"), and a
+	// list that together holds every IPv4 or every IPv6 address
+	// ("0.0.0.0/1" with "128.0.0.0/1") are refused. Default: none, and
+	// the client is the socket peer.
 	TrustedProxies []string
 	// AllPeersTrusted makes every socket peer a trusted proxy, and only
 	// the socket peer: an address written in Header is never trusted for

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -91,11 +92,13 @@ func Prefix(a netip.Addr, ipv6Bits int) netip.Prefix {
 // ParseTrustedProxies parses proxy addresses in CIDR notation
 // ("10.0.0.0/8", "2001:db8::/32") or as single addresses ("192.0.2.7").
 // IPv4-mapped IPv6 prefixes are converted to IPv4. A prefix that holds
-// every address ("0.0.0.0/0", "::/0", "::ffff:0:0/96") is refused: it
-// would let any client write its own identity (Config.TrustAll opts in to
-// that explicitly).
+// every address ("0.0.0.0/0", "::/0", "::ffff:0:0/96") is refused, and so
+// are prefixes that together hold every IPv4 address ("0.0.0.0/1" and
+// "128.0.0.0/1") or every IPv6 address: they would let any client write
+// its own identity (Config.TrustAll opts in to that explicitly).
 func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(cidrs))
+	var v4, v6 []string // the prefixes as given, by family
 	for _, s := range cidrs {
 		s = strings.TrimSpace(s)
 		var p netip.Prefix
@@ -123,8 +126,62 @@ func ParseTrustedProxies(cidrs ...string) ([]netip.Prefix, error) {
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		out = append(out, p.Masked())
+		if p.Addr().Is4() {
+			v4 = append(v4, s)
+		} else {
+			v6 = append(v6, s)
+		}
+	}
+	if coversAll(out, true) {
+		return nil, fmt.Errorf("trusted proxies %q together hold every IPv4 address, so any client could choose its identity; use AllPeersTrusted if every peer really is your proxy", v4)
+	}
+	if coversAll(out, false) {
+		return nil, fmt.Errorf("trusted proxies %q together hold every IPv6 address, so any client could choose its identity; use AllPeersTrusted if every peer really is your proxy", v6)
 	}
 	return out, nil
+}
+
+// coversAll reports whether the masked prefixes of ps of one family (IPv4
+// when v4) together hold every address of it. IPv6 counts
+// ::ffff:0:0/96 as held: ParseIP makes those addresses IPv4, so no
+// client is ever an IPv6 address in it.
+func coversAll(ps []netip.Prefix, v4 bool) bool {
+	var fam []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() == v4 {
+			fam = append(fam, p)
+		}
+	}
+	if len(fam) == 0 {
+		return false
+	}
+	next := netip.IPv4Unspecified() // the first address not yet held
+	if !v4 {
+		next = netip.IPv6Unspecified()
+		fam = append(fam, netip.PrefixFrom(netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff}), 96))
+	}
+	slices.SortFunc(fam, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	for _, p := range fam {
+		if next.Less(p.Addr()) {
+			return false // no prefix holds next
+		}
+		if last := lastAddr(p); !last.Less(next) {
+			if next = last.Next(); !next.IsValid() {
+				return true // past the family's last address
+			}
+		}
+	}
+	return false
+}
+
+// lastAddr returns the last address of the masked prefix p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // isTrusted reports whether a, read from the header, is a listed proxy.

@@ -75,6 +75,60 @@ func TestParseTrustedProxies(t *testing.T) {
 	}
 }
 
+// TestParseTrustedProxiesUnions: prefixes that together hold every IPv4
+// or every IPv6 address are refused like one that holds them all; a
+// list that leaves any address out is not.
+func TestParseTrustedProxiesUnions(t *testing.T) {
+	for _, give := range [][]string{
+		{"0.0.0.0/1", "128.0.0.0/1"},
+		{"128.0.0.0/1", "10.0.0.0/8", "0.0.0.0/1"},
+		{"::ffff:0.0.0.0/97", "::ffff:128.0.0.0/97"},
+		{"0.0.0.0/1", "::ffff:128.0.0.0/97"},
+		{"0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2", "192.0.0.0/2"},
+		{"0.0.0.0/1", "0.0.0.0/2", "64.0.0.0/3", "96.0.0.0/3", "128.0.0.0/1"},
+		{"::/1", "8000::/1"},
+		{"8000::/1", "::/2", "4000::/2", "2001:db8::/32"},
+		{"255.255.255.255", "0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3", "224.0.0.0/4", "240.0.0.0/5", "248.0.0.0/6", "252.0.0.0/7", "254.0.0.0/8",
+			"255.0.0.0/9", "255.128.0.0/10", "255.192.0.0/11", "255.224.0.0/12", "255.240.0.0/13", "255.248.0.0/14", "255.252.0.0/15", "255.254.0.0/16",
+			"255.255.0.0/17", "255.255.128.0/18", "255.255.192.0/19", "255.255.224.0/20", "255.255.240.0/21", "255.255.248.0/22", "255.255.252.0/23", "255.255.254.0/24",
+			"255.255.255.0/25", "255.255.255.128/26", "255.255.255.192/27", "255.255.255.224/28", "255.255.255.240/29", "255.255.255.248/30", "255.255.255.252/31", "255.255.255.254/32"},
+	} {
+		_, err := clientip.ParseTrustedProxies(give...)
+		if err == nil || !strings.Contains(err.Error(), "every") || !strings.Contains(err.Error(), give[0]) {
+			t.Errorf("ParseTrustedProxies(%q): got %v, want an error naming the prefixes", give, err)
+		}
+	}
+	for _, give := range [][]string{
+		{"0.0.0.0/1", "128.0.0.0/2"},
+		{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3", "::/1"},
+		{"128.0.0.0/1", "::/1"},
+		{"0.0.0.0/1", "8000::/1"},
+		{"::/1", "8000::/2", "c000::/3"},
+		{"0.0.0.0/2", "128.0.0.0/1", "64.0.0.0/3", "96.0.0.0/4", "112.0.0.0/5"},
+		{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3", "224.0.0.0/4", "240.0.0.0/5", "248.0.0.0/6", "252.0.0.0/7", "254.0.0.0/8", "255.0.0.0/9"},
+	} {
+		if _, err := clientip.ParseTrustedProxies(give...); err != nil {
+			t.Errorf("ParseTrustedProxies(%q): %v, want no error", give, err)
+		}
+	}
+	// Every IPv6 address but the IPv4-mapped ones, which are IPv4 to the
+	// package, is every IPv6 client: the siblings of ::ffff:0:0/96's
+	// ancestors. Without one of them, an address is left out.
+	mapped := netip.MustParsePrefix("::ffff:0:0/96").Addr().As16()
+	var siblings []string
+	for i := range 96 {
+		b := mapped
+		b[i/8] ^= 0x80 >> (i % 8)
+		siblings = append(siblings, netip.PrefixFrom(netip.AddrFrom16(b), i+1).Masked().String())
+	}
+	if _, err := clientip.ParseTrustedProxies(siblings...); err == nil {
+		t.Errorf("ParseTrustedProxies(every IPv6 prefix but ::ffff:0:0/96): got no error")
+	}
+	if _, err := clientip.ParseTrustedProxies(siblings[:95]...); err != nil {
+		t.Errorf("ParseTrustedProxies(every IPv6 prefix but ::fffe:0:0/96 and ::ffff:0:0/96): %v, want no error", err)
+	}
+}
+
 // TestClientIPTrustAll: trust-all trusts the socket peer, never an address
 // the header holds: the entry the peer appended (the rightmost, across
 // several fields) is the client, whatever the client wrote before it.
