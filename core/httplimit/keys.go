@@ -92,9 +92,13 @@ func ByHeader(name string) KeyFunc {
 // authentication middleware stored for the request after verifying it,
 // such as the subject claim of a verified JWT: the value r.Value(key)
 // finds (gin's and echo's Set, fiber's Locals, or the request context). It
-// must be a string, a fmt.Stringer or an integer; absent, empty or a nil
-// pointer, the request fails with ErrNoKey; of another type, with
-// ErrMisconfigured (500).
+// must be a fmt.Stringer, a string or an integer (not a uintptr), of a
+// named type too (type userID int64): a value that is not a fmt.Stringer
+// gives the identity its underlying type's value would, so
+// subject("alice") and "alice", userID(42) and 42 share a budget.
+// Absent, empty or a nil pointer, the request fails with ErrNoKey; of
+// another type (a float, a struct, a []byte), with ErrMisconfigured
+// (500).
 //
 // The identity is "v:", the length of the key's identity, ":", the key's
 // identity, ":" and the value, so that two keys never share identities:
@@ -136,8 +140,9 @@ func ByContextValue(key any) KeyFunc {
 }
 
 // identityOf returns v as an identity: "" for nil, a nil pointer or any
-// other nil value; an error wrapping ErrMisconfigured for a type that
-// cannot be one.
+// other nil value; a fmt.Stringer's String; a string's or an integer's
+// value, of a named type too; an error wrapping ErrMisconfigured for a
+// type that cannot be one.
 func identityOf(v any) (string, error) {
 	if v == nil {
 		return "", nil
@@ -165,6 +170,16 @@ func identityOf(v any) (string, error) {
 		return strconv.FormatUint(uint64(v), 10), nil
 	case uint64:
 		return strconv.FormatUint(v, 10), nil
+	}
+	// A named string or integer type (type userID int64), or a smaller
+	// integer: the value as its underlying type would give it.
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.String:
+		return rv.String(), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(rv.Int(), 10), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(rv.Uint(), 10), nil
 	}
 	return "", fmt.Errorf("%w: context value of type %T cannot be an identity", ErrMisconfigured, v)
 }

@@ -195,3 +195,49 @@ func TestZeroRequest(t *testing.T) {
 		_ = httplimit.SkipPaths("/healthz")(r)
 	}
 }
+
+type (
+	subject string
+	userID  int64
+	shard   uint16
+	kindKey struct{}
+)
+
+// ByContextValue takes named string and integer types and every integer
+// size: each gives the identity of the same value as a string or an int,
+// and so the same budget. Other kinds are still ErrMisconfigured.
+func TestByContextValueKinds(t *testing.T) {
+	key := kindKey{}
+	id := func(v any) (string, error) {
+		src := newSource("192.0.2.1:1")
+		src.values[key] = v
+		return httplimit.ByContextValue(key)(httplimit.NewRequest(src))
+	}
+	for _, tt := range []struct{ give, same any }{
+		{subject("alice"), "alice"},
+		{userID(42), int64(42)},
+		{userID(-42), -42},
+		{int8(-7), -7},
+		{int16(7), 7},
+		{uint8(7), 7},
+		{uint16(7), 7},
+		{shard(7), 7},
+	} {
+		got, err := id(tt.give)
+		want, werr := id(tt.same)
+		if err != nil || werr != nil || got != want {
+			t.Errorf("%T(%v): got %q, %v, want %q (as %T)", tt.give, tt.give, got, err, want, tt.same)
+		}
+	}
+	if _, err := id(subject("")); !errors.Is(err, httplimit.ErrNoKey) {
+		t.Errorf(`subject(""): got %v, want ErrNoKey`, err)
+	}
+	if _, err := id(subject("a\x00b")); !errors.Is(err, slidelog.ErrInvalidKey) {
+		t.Errorf(`subject("a\x00b"): got %v, want ErrInvalidKey`, err)
+	}
+	for _, give := range []any{1.5, float32(2), struct{ s string }{"alice"}, []byte("alice"), true, uintptr(7), complex(1, 2)} {
+		if got, err := id(give); !errors.Is(err, httplimit.ErrMisconfigured) {
+			t.Errorf("%T: got %q, %v, want ErrMisconfigured", give, got, err)
+		}
+	}
+}
