@@ -31,7 +31,8 @@ type Engine struct {
 
 // New returns an Engine that asks l, or the limiter chosen by
 // WithLimiterFunc. l may be nil only with WithLimiterFunc. It fails with
-// slidelog.ErrInvalidOption.
+// slidelog.ErrInvalidOption, among others for a policy of l whose name the
+// RateLimit headers cannot carry (see HeadersIETF).
 func New(l *slidelog.Limiter, opts ...Option) (*Engine, error) {
 	cfg := config{keyFunc: ByClientIP(), cost: 1, ip: ipConfig{ipv6Prefix: DefaultIPv6Prefix}}
 	for _, o := range opts {
@@ -50,6 +51,13 @@ func New(l *slidelog.Limiter, opts ...Option) (*Engine, error) {
 	}
 	if cfg.costSet && cfg.costFunc != nil {
 		return nil, fmt.Errorf("%w: WithCost and a cost function both set the cost: use one", slidelog.ErrInvalidOption)
+	}
+	if cfg.headers == HeadersIETF && l != nil {
+		for _, p := range l.Policies() {
+			if !sfPrintable(p.Name) {
+				return nil, fmt.Errorf("%w: policy %q: the RateLimit headers (HeadersIETF) carry printable ASCII names only, and would show this one with '_' for other bytes: rename it, or use HeadersLegacy or HeadersNone", slidelog.ErrInvalidOption, p.Name)
+			}
+		}
 	}
 	if cfg.ip.netBits >= 0 {
 		netBits, maxPer := DefaultIPv6Network, DefaultIPv6PrefixesPerNetwork

@@ -175,7 +175,8 @@ func WithRefundOnServerError() Option {
 }
 
 // WithHeaders chooses the rate-limit response headers. The default is
-// HeadersIETF.
+// HeadersIETF, with which New refuses a limiter whose policy names are not
+// printable ASCII (see HeadersIETF).
 func WithHeaders(s HeaderStyle) Option {
 	return optionFunc(func(c *config) error {
 		if s > HeadersNone {

@@ -29,7 +29,14 @@ const (
 	// capacity is back). A decision of FailOpen or FailClosed, which
 	// checked nothing, carries RateLimit-Policy only: its state is
 	// unknown, which the draft lets a server say by omitting the field.
-	// The default.
+	//
+	// A policy's name is sent as a Structured Field String, which holds
+	// printable ASCII only (a quote and a backslash are escaped): New
+	// refuses a limiter with a policy whose name has other bytes, so that
+	// no two names show as one. The policies of a limiter chosen by
+	// WithLimiterFunc, or by a policy function (slidelog.WithPolicyFunc),
+	// are not known then: such a name is sent with '_' for each of those
+	// bytes. The default.
 	HeadersIETF HeaderStyle = iota
 	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until full capacity, rounded up) for the
@@ -249,6 +256,17 @@ func ceilSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
+}
+
+// sfPrintable reports whether sfString(s) holds every byte of s: whether
+// s is printable ASCII (0x20 to 0x7e).
+func sfPrintable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // sfString encodes s as a Structured Field String (RFC 9651): quoted,

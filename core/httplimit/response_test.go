@@ -216,3 +216,42 @@ func TestHeaderFieldsAndWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestNewRefusesPolicyNamesHeadersCannotCarry: the IETF headers write a
+// policy's name as a Structured Field String, which holds printable ASCII
+// only, so "é" and "è" would both show as "__". New refuses such a name
+// with those headers, naming the policy; the legacy fields and no fields
+// carry no names, and accept it.
+func TestNewRefusesPolicyNamesHeadersCannotCarry(t *testing.T) {
+	store := memstore.New()
+	t.Cleanup(func() { _ = store.Close() })
+	newLimiter := func(name string, ps ...slidelog.Policy) *slidelog.Limiter {
+		l, err := slidelog.New(store, ps[0], append([]slidelog.Option{slidelog.WithName(name)}, slidelog.WithPolicy(ps[1:]...))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	accented := newLimiter("accented", slidelog.PerMinute(10), slidelog.Policy{Name: "per-heure-é", Limit: 100, Window: time.Hour})
+	for _, opts := range [][]httplimit.Option{nil, {httplimit.WithHeaders(httplimit.HeadersIETF)}} {
+		_, err := httplimit.New(accented, opts...)
+		if !errors.Is(err, slidelog.ErrInvalidOption) || !strings.Contains(err.Error(), `"per-heure-é"`) {
+			t.Errorf("IETF headers, policy \"per-heure-é\": got %v, want ErrInvalidOption naming the policy", err)
+		}
+	}
+	for _, style := range []httplimit.HeaderStyle{httplimit.HeadersLegacy, httplimit.HeadersNone} {
+		if _, err := httplimit.New(accented, httplimit.WithHeaders(style)); err != nil {
+			t.Errorf("%s headers, policy \"per-heure-é\": %v, want no error", style, err)
+		}
+	}
+	for _, name := range []string{"tab\there", "del\x7f"} {
+		if _, err := httplimit.New(newLimiter(name, slidelog.Policy{Name: name, Limit: 1, Window: time.Minute})); !errors.Is(err, slidelog.ErrInvalidOption) {
+			t.Errorf("IETF headers, policy %q: got %v, want ErrInvalidOption", name, err)
+		}
+	}
+	// A quote and a backslash are escaped, never replaced.
+	if _, err := httplimit.New(newLimiter("quoted", slidelog.Policy{Name: `say "hi" \o/`, Limit: 1, Window: time.Minute})); err != nil {
+		t.Errorf(`IETF headers, policy "say \"hi\" \\o/": %v, want no error`, err)
+	}
+}
