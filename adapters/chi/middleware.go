@@ -76,11 +76,26 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 				next.ServeHTTP(w, r)
 				return
 			}
-			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-			next.ServeHTTP(ww, r)
-			d.Finish(ww.Status())
+			serveRefunding(next, middleware.NewWrapResponseWriter(w, r.ProtoMajor), r, d)
 		})
 	}
+}
+
+// serveRefunding calls next and then d.Finish with the status it
+// answered. A panic in next is a 500: d.Finish(500) runs as the panic
+// passes, which goes on unrecovered, with its value, to the recovery
+// middleware (or net/http) outside the limiter. So is an aborted
+// response (a panic with http.ErrAbortHandler), whatever it wrote.
+func serveRefunding(next http.Handler, ww middleware.WrapResponseWriter, r *http.Request, d *httplimit.Decision) {
+	returned := false
+	defer func() {
+		if !returned {
+			d.Finish(http.StatusInternalServerError)
+		}
+	}()
+	next.ServeHTTP(ww, r)
+	returned = true
+	d.Finish(ww.Status())
 }
 
 func defaultDenied(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {
