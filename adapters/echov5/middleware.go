@@ -2,6 +2,7 @@ package slideechov5
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/labstack/echo/v5"
 	slidelog "github.com/slidelog/slidelog/core"
@@ -52,6 +53,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) echo.MiddlewareFu
 	if onError == nil {
 		onError = defaultError
 	}
+	refund := e.RefundsOnServerError()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		if next == nil {
 			panic("slideechov5: Middleware(...)(nil): nil next handler")
@@ -65,11 +67,31 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) echo.MiddlewareFu
 			case httplimit.OutcomeError:
 				return onError(c, d.Err)
 			}
-			err := next(c)
-			d.Finish(status(c, err))
-			return err
+			if !refund || !d.Result.Allowed {
+				// No refunds, or skipped or let through by shadow mode:
+				// nothing to refund, so no status to watch.
+				return next(c)
+			}
+			return nextRefunding(next, c, d)
 		}
 	}
+}
+
+// nextRefunding calls next and then d.Finish with the status its answer
+// has or will have. A panic in next is a 500: d.Finish(500) runs as the
+// panic passes, which goes on unrecovered, with its value, to the
+// recovery middleware outside the limiter (echo's middleware.Recover).
+func nextRefunding(next echo.HandlerFunc, c *echo.Context, d *httplimit.Decision) error {
+	returned := false
+	defer func() {
+		if !returned {
+			d.Finish(http.StatusInternalServerError)
+		}
+	}()
+	err := next(c)
+	returned = true
+	d.Finish(status(c, err))
+	return err
 }
 
 // status is the status the response has or, when the handler returned an

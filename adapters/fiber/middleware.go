@@ -57,6 +57,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) fiber.Handler {
 	if onError == nil {
 		onError = defaultError
 	}
+	refund := e.RefundsOnServerError()
 	return func(c *fiber.Ctx) error {
 		d := e.Check(&request{c: c})
 		for _, f := range httplimit.DistinctPolicyNames(d.Header, []string{c.GetRespHeader("RateLimit-Policy")}) {
@@ -72,10 +73,31 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) fiber.Handler {
 		case httplimit.OutcomeError:
 			return onError(c, d.Err)
 		}
-		err := c.Next()
-		d.Finish(status(c, err))
-		return err
+		if !refund || !d.Result.Allowed {
+			// No refunds, or skipped or let through by shadow mode:
+			// nothing to refund, so no status to watch.
+			return c.Next()
+		}
+		return nextRefunding(c, d)
 	}
+}
+
+// nextRefunding calls the handlers after the middleware and then
+// d.Finish with the status their answer has or will have. A panic in them
+// is a 500: d.Finish(500) runs as the panic passes, which goes on
+// unrecovered, with its value, to the recovery middleware outside the
+// limiter (fiber's recover.New).
+func nextRefunding(c *fiber.Ctx, d *httplimit.Decision) error {
+	returned := false
+	defer func() {
+		if !returned {
+			d.Finish(fiber.StatusInternalServerError)
+		}
+	}()
+	err := c.Next()
+	returned = true
+	d.Finish(status(c, err))
+	return err
 }
 
 // status is the status the response has or, when the handler returned an

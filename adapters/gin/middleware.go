@@ -2,6 +2,7 @@ package slidegin
 
 import (
 	"context"
+	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -52,6 +53,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	if onError == nil {
 		onError = defaultError
 	}
+	refund := e.RefundsOnServerError()
 	return func(c *gin.Context) {
 		d := e.Check(request{c})
 		httplimit.SetHeader(c.Writer.Header(), d.Header)
@@ -63,10 +65,31 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 			onError(c, d.Err)
 			c.Abort()
 		default:
-			c.Next()
-			d.Finish(c.Writer.Status())
+			if !refund || !d.Result.Allowed {
+				// No refunds, or skipped or let through by shadow mode:
+				// nothing to refund, so no status to watch.
+				c.Next()
+				return
+			}
+			nextRefunding(c, d)
 		}
 	}
+}
+
+// nextRefunding calls the handlers after the middleware and then d.Finish
+// with the status they answered. A panic in them is a 500: d.Finish(500)
+// runs as the panic passes, which goes on unrecovered, with its value,
+// to the recovery middleware outside the limiter (gin.Recovery).
+func nextRefunding(c *gin.Context, d *httplimit.Decision) {
+	returned := false
+	defer func() {
+		if !returned {
+			d.Finish(http.StatusInternalServerError)
+		}
+	}()
+	c.Next()
+	returned = true
+	d.Finish(c.Writer.Status())
 }
 
 func defaultDenied(c *gin.Context, res slidelog.Result) {
