@@ -36,6 +36,7 @@ import (
 // at start-up, never per call.
 func UnaryServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc.UnaryServerInterceptor {
 	e := build("UnaryServerInterceptor", l, opts)
+	refund := e.RefundsOnServerError()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		d := e.Check(&call{ctx: ctx, method: info.FullMethod})
 		if err := rejection(d); err != nil {
@@ -47,9 +48,10 @@ func UnaryServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc.
 		if md := headerMetadata(d.Header); md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
-		resp, err := handler(ctx, req)
-		d.Finish(finishStatus(err))
-		return resp, err
+		if !refund || !d.Result.Allowed {
+			return handler(ctx, req)
+		}
+		return handleRefunding(ctx, req, handler, d)
 	}
 }
 
@@ -60,6 +62,7 @@ func UnaryServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc.
 // It panics when an option is invalid.
 func StreamServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc.StreamServerInterceptor {
 	e := build("StreamServerInterceptor", l, opts)
+	refund := e.RefundsOnServerError()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		d := e.Check(&call{ctx: ss.Context(), method: info.FullMethod})
 		if err := rejection(d); err != nil {
@@ -71,9 +74,42 @@ func StreamServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc
 		if md := headerMetadata(d.Header); md != nil {
 			_ = ss.SetHeader(md)
 		}
-		err := handler(srv, ss)
-		d.Finish(finishStatus(err))
-		return err
+		if !refund || !d.Result.Allowed {
+			return handler(srv, ss)
+		}
+		return streamRefunding(srv, ss, handler, d)
+	}
+}
+
+// handleRefunding calls handler and then d.Finish with the class of its
+// code (finishStatus). A panic in handler is Internal: d.Finish(500) runs
+// as the panic passes, which goes on unrecovered, with its value, to the
+// recovery interceptor outside the limiter (or crashes the server, as
+// without the limiter).
+func handleRefunding(ctx context.Context, req any, handler grpc.UnaryHandler, d *httplimit.Decision) (any, error) {
+	returned := false
+	defer finishPanicked(&returned, d)
+	resp, err := handler(ctx, req)
+	returned = true
+	d.Finish(finishStatus(err))
+	return resp, err
+}
+
+// streamRefunding is handleRefunding for a stream.
+func streamRefunding(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, d *httplimit.Decision) error {
+	returned := false
+	defer finishPanicked(&returned, d)
+	err := handler(srv, ss)
+	returned = true
+	d.Finish(finishStatus(err))
+	return err
+}
+
+// finishPanicked, deferred, finishes d as a server error (Internal) when
+// the handler did not return: it panicked, and its panic goes on.
+func finishPanicked(returned *bool, d *httplimit.Decision) {
+	if !*returned {
+		d.Finish(http.StatusInternalServerError)
 	}
 }
 

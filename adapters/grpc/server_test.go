@@ -38,6 +38,9 @@ type testService struct {
 
 func (s *testService) reached(ctx context.Context, method string) error {
 	s.calls <- method
+	if len(metadata.ValueFromIncomingContext(ctx, "panic")) > 0 {
+		panic("handler failed")
+	}
 	if len(metadata.ValueFromIncomingContext(ctx, "fail")) > 0 {
 		return status.Error(codes.Internal, "handler failed")
 	}

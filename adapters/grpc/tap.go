@@ -50,6 +50,7 @@ import (
 func ServerOption(l *slidelog.Limiter, opts ...httplimit.Option) grpc.ServerOption {
 	e := build("ServerOption", l, opts)
 	key := new(tapKey) // this option's decisions only
+	refund := e.RefundsOnServerError()
 	inTap := func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		d := e.Check(&call{ctx: ctx, method: info.FullMethodName})
 		if err := rejection(d); err != nil {
@@ -76,9 +77,10 @@ func ServerOption(l *slidelog.Limiter, opts ...httplimit.Option) grpc.ServerOpti
 		if md := headerMetadata(d.Header); md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
-		resp, err := handler(ctx, req)
-		d.Finish(finishStatus(err))
-		return resp, err
+		if !refund || !d.Result.Allowed {
+			return handler(ctx, req)
+		}
+		return handleRefunding(ctx, req, handler, d)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		d, err := decided(ss.Context(), info.FullMethod)
@@ -91,9 +93,10 @@ func ServerOption(l *slidelog.Limiter, opts ...httplimit.Option) grpc.ServerOpti
 		if md := headerMetadata(d.Header); md != nil {
 			_ = ss.SetHeader(md)
 		}
-		err = handler(srv, ss)
-		d.Finish(finishStatus(err))
-		return err
+		if !refund || !d.Result.Allowed {
+			return handler(srv, ss)
+		}
+		return streamRefunding(srv, ss, handler, d)
 	}
 	return joinOptions("ServerOption", grpc.InTapHandle(inTap), grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 }
