@@ -129,8 +129,13 @@ func (i *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err := rejection(d); err != nil {
 			return nil, err
 		}
-		resp, err := next(ctx, req)
-		d.Finish(finishStatus(err))
+		var resp connect.AnyResponse
+		var err error
+		if i.e.RefundsOnServerError() && d.Result.Allowed {
+			resp, err = unaryRefunding(ctx, req, next, d)
+		} else {
+			resp, err = next(ctx, req)
+		}
 		switch {
 		case err != nil:
 			var ce *connect.Error
@@ -158,9 +163,41 @@ func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 			return err
 		}
 		setHeader(conn.ResponseHeader(), d.Header)
-		err := next(ctx, conn)
-		d.Finish(finishStatus(err))
-		return err
+		if !i.e.RefundsOnServerError() || !d.Result.Allowed {
+			return next(ctx, conn)
+		}
+		return streamRefunding(ctx, conn, next, d)
+	}
+}
+
+// unaryRefunding calls next and then d.Finish with the class of its
+// error's code (finishStatus). A panic in next is internal: d.Finish(500)
+// runs as the panic passes, which goes on unrecovered, with its value, to
+// connect.WithRecover's interceptor outside the limiter (or to net/http).
+func unaryRefunding(ctx context.Context, req connect.AnyRequest, next connect.UnaryFunc, d *httplimit.Decision) (connect.AnyResponse, error) {
+	returned := false
+	defer finishPanicked(&returned, d)
+	resp, err := next(ctx, req)
+	returned = true
+	d.Finish(finishStatus(err))
+	return resp, err
+}
+
+// streamRefunding is unaryRefunding for a stream.
+func streamRefunding(ctx context.Context, conn connect.StreamingHandlerConn, next connect.StreamingHandlerFunc, d *httplimit.Decision) error {
+	returned := false
+	defer finishPanicked(&returned, d)
+	err := next(ctx, conn)
+	returned = true
+	d.Finish(finishStatus(err))
+	return err
+}
+
+// finishPanicked, deferred, finishes d as a server error (internal) when
+// the handler did not return: it panicked, and its panic goes on.
+func finishPanicked(returned *bool, d *httplimit.Decision) {
+	if !*returned {
+		d.Finish(http.StatusInternalServerError)
 	}
 }
 

@@ -52,6 +52,9 @@ func serve(t *testing.T, opts ...connect.HandlerOption) *server {
 	mux.Handle(checkProcedure, connect.NewUnaryHandler(checkProcedure,
 		func(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest]) (*connect.Response[healthpb.HealthCheckResponse], error) {
 			s.reached.Add(1)
+			if req.Msg.GetService() == "panic" {
+				panic("handler failed")
+			}
 			if req.Msg.GetService() == "fail" {
 				return nil, connect.NewError(connect.CodeInternal, errors.New("handler failed"))
 			}
@@ -60,6 +63,9 @@ func serve(t *testing.T, opts ...connect.HandlerOption) *server {
 	mux.Handle(watchProcedure, connect.NewServerStreamHandler(watchProcedure,
 		func(ctx context.Context, req *connect.Request[healthpb.HealthCheckRequest], stream *connect.ServerStream[healthpb.HealthCheckResponse]) error {
 			s.reached.Add(1)
+			if req.Msg.GetService() == "panic" {
+				panic("handler failed")
+			}
 			for range 2 {
 				if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
 					return err
