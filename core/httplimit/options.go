@@ -165,8 +165,12 @@ func WithShadowMode(report ShadowFunc) Option {
 // WithRefundOnServerError makes the middleware refund an admitted request
 // whose handler answered with a 5xx status (for gRPC: Unknown, Internal,
 // Unavailable or DataLoss), so that failures the server caused do not use
-// up the client's quota. Off by default: with it, a client that can make
-// the handler fail is not limited on that route.
+// up the client's quota. A handler that panics failed too, whatever it
+// wrote (an aborted response, http.ErrAbortHandler, included): the
+// adapters refund the request as the panic passes, and do not recover it,
+// so that it reaches the recovery middleware outside the limiter as
+// before. Off by default: with it, a client that can make the handler
+// fail is not limited on that route.
 func WithRefundOnServerError() Option {
 	return optionFunc(func(c *config) error {
 		c.refund = true
