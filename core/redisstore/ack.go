@@ -187,6 +187,7 @@ func (s *Store) takeKept(ctx context.Context, req slidelog.Request, r slidelog.R
 	if len(reply) != 4+3*len(req.Policies) {
 		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies and an identity", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
+	s.repaired(r.LogKey, reply)
 	server := reply[len(reply)-1]
 	if server <= 0 {
 		// The server would not say who it is (INFO refused): every

@@ -53,11 +53,27 @@ local function bucket(t, p)
   return b
 end
 
+-- top returns the newest bucket of width p a series of window w may
+-- hold at now: the bucket of now, and a window's more for a clock that
+-- went back.
+local function top(now, w, p) return bucket(now, p) + math.ceil(w / p) end
+
+-- whole returns v, a field the scripts wrote as a whole number (a count
+-- of units, a cost, a sum, a bucket's index, a time), as a number: nil
+-- when it is missing or not such a number (a stray write: a word, a
+-- fraction, a negative number), which the scripts never write.
+local function whole(v)
+  local n = tonumber(v)
+  if n and n >= 0 and n < 9007199254740992 and n % 1 == 0 then return n end
+  return nil
+end
+
 -- walk returns, for the series name of bkt whose buckets f to h may hold
 -- units, the first bucket that holds units and the bucket holding the
 -- k-th oldest unit (nil when k is 0 or more than the series holds),
--- reading the buckets oldest first, 100 at a time.
-local function walk(bkt, name, f, h, k)
+-- reading the buckets oldest first, 100 at a time. A bucket whose units
+-- are not a whole number counts big.
+local function walk(bkt, name, f, h, k, big)
   local first, acc, b = nil, 0, f
   while b <= h do
     local names = {}
@@ -66,7 +82,7 @@ local function walk(bkt, name, f, h, k)
     for j = 1, #names do
       if got[j] then
         first = first or b + j - 1
-        acc = acc + tonumber(got[j])
+        acc = acc + (whole(got[j]) or big)
         if k > 0 and acc >= k then return first, b + j - 1 end
       end
     end
@@ -74,4 +90,33 @@ local function walk(bkt, name, f, h, k)
     b = b + 100
   end
   return first, nil
+end
+
+-- scan reads every field of the series name of bkt (HGETALL), for a
+-- series whose sum or bounds are damaged: it returns the units of its
+-- buckets from lo on, a bucket whose units are not a whole number
+-- counting big (never fewer than it may stand for), and the newest of
+-- them (lo - 1 when there is none); then the fields that do not count
+-- (buckets before lo or after last, names of no bucket) and the buckets
+-- whose units are not a whole number, for a script that repairs them.
+local function scan(bkt, name, lo, last, big)
+  local all = redis.call('HGETALL', bkt)
+  local prefix = name .. ':'
+  local n, h, drop, bad = 0, lo - 1, {}, {}
+  for k = 1, #all, 2 do
+    local field = all[k]
+    if string.sub(field, 1, #prefix) == prefix then
+      local suffix = string.sub(field, #prefix + 1)
+      local b = whole(suffix)
+      if not b or fmt(b) ~= suffix or b < lo or b > last then
+        drop[#drop + 1] = field
+      else
+        local v = whole(all[k + 1])
+        if not v then v, bad[#bad + 1] = big, field end
+        n = n + v
+        if b > h then h = b end
+      end
+    end
+  end
+  return n, h, drop, bad
 end

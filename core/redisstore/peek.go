@@ -27,12 +27,18 @@ func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result
 	if s.legacy.Load() {
 		sc = legacyPeekScript
 	}
-	reply, err := s.pipes.run(ctx, sc, s.routed(ctx, req), args)
+	r := s.routed(ctx, req)
+	reply, err := s.pipes.run(ctx, sc, r, args)
 	if err != nil {
 		return slidelog.Result{}, s.failed(ctx, err)
 	}
 	if len(reply) != 3+3*len(req.Policies) {
 		return slidelog.Result{}, fmt.Errorf("%w: peek script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
+	}
+	if len(reply) > 0 && reply[0] > 0 && reply[0]&repairedFlag != 0 {
+		// Read-only: the next decision of the key repairs it.
+		reply[0] &^= repairedFlag
+		s.logger.Warn("redisstore: peek read damaged fields of a key (values the script never writes) and counted them as the limit; the key's next decision repairs them", "key", r.LogKey)
 	}
 	return decode(reply, req.Policies, Source), nil
 }

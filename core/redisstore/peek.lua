@@ -2,7 +2,14 @@
 -- slidelog: read a key's usage per policy without recording anything
 -- (Store.Peek). It reads the data script.lua keeps (see its header for
 -- the layout) and writes nothing, so it runs on a server out of memory.
--- scripts.go joins lib.lua (bucket, walk, fmt, clock) in after the first line.
+-- scripts.go joins lib.lua (bucket, top, whole, walk, scan, fmt, clock) in
+-- after the first line.
+--
+-- A field the decision script never writes (a stray write, see
+-- docs/algorithm.md, "Damaged keys") is read as that script repairs it,
+-- never as more room: a damaged sum or bound is recounted from the
+-- buckets, a damaged cost or bucket counts as the limit. The reply's
+-- first value then has 2 added; nothing is written.
 --
 -- KEYS     as script.lua: the log, costs, state, buckets, recent
 -- ARGV[1]  now in microseconds, or 0 to read the server's clock (TIME)
@@ -22,6 +29,12 @@ if not now or not cost or cost < 1 or npolicies < 1 or npolicies % 1 ~= 0 then
   return redis.error_reply('ERR slidelog: bad arguments')
 end
 if now == 0 then now = clock(0) end
+-- big: the largest limit, what a damaged cost counts.
+local big, damaged = 1, false
+for i = 1, npolicies do
+  local limit = tonumber(ARGV[3 * i])
+  if limit and limit > big then big = limit end
+end
 
 -- entries returns the members and times of the log's entries stamped
 -- after cut, oldest first, with their costs (1 when costs has none).
@@ -33,40 +46,63 @@ local function entries(cut)
   end
   for i = 1, #members, 500 do
     local got = redis.call('HMGET', costs, unpack(members, i, math.min(i + 499, #members)))
-    for j = 1, #got do cs[i + j - 1] = tonumber(got[j]) or 1 end
+    for j = 1, #got do
+      local c = 1
+      if got[j] then c = whole(got[j]) or 0 end
+      if c < 1 then c, damaged = big, true end
+      cs[i + j - 1] = c
+    end
   end
   return ats, cs
 end
 
 -- series reads the buckets of window w and precision p (their names as
 -- script.lua gives them): the units counting at now, the first bucket
--- that counts, the newest bucket, and a reader of bucket b.
-local function series(wtext, ptext, w, p)
+-- that counts, the newest bucket, and the series' name. limit is what a
+-- damaged bucket counts.
+local function series(wtext, ptext, w, p, limit)
   local name = wtext .. '/' .. ptext
   local meta = redis.call('HMGET', bkt, name .. 'n', name .. 'f', name .. 'h')
-  local n, f, h = tonumber(meta[1]), tonumber(meta[2]), tonumber(meta[3])
-  local lo = bucket(now - w, p)
-  if not n then return 0, lo, lo - 1, name end
+  local n, f, h = whole(meta[1]), whole(meta[2]), whole(meta[3])
+  local lo, last = bucket(now - w, p), top(now, w, p)
+  -- recount reads every bucket of the series, as script.lua rebuilds a
+  -- series whose sum or bounds are missing or damaged.
+  local function recount()
+    local sn, sh, drop, bad = scan(bkt, name, lo, last, limit)
+    if meta[1] or meta[2] or meta[3] or sn > 0 or #drop > 0 then damaged = true end
+    return sn, lo, sh, name
+  end
+  if not meta[1] and not meta[2] and not meta[3] and redis.call('EXISTS', bkt) == 0 then return 0, lo, lo - 1, name end
+  if not n or not f or not h or f > h + 1 or h > last then return recount() end
   if lo > f then
     -- Buckets from f to lo-1 stopped counting (script.lua drops them on
     -- its next call): subtract them, or add up what counts when that is
     -- the shorter read.
-    local last = math.min(lo - 1, h)
-    if last - f < h - lo then
-      for b = f, last, 100 do
+    local upto = math.min(lo - 1, h)
+    if upto - f < h - lo then
+      for b = f, upto, 100 do
         local names = {}
-        for j = b, math.min(b + 99, last) do names[#names + 1] = name .. ':' .. fmt(j) end
+        for j = b, math.min(b + 99, upto) do names[#names + 1] = name .. ':' .. fmt(j) end
         for _, v in ipairs(redis.call('HMGET', bkt, unpack(names))) do
-          if v then n = n - tonumber(v) end
+          if v then
+            local u = whole(v)
+            if not u then return recount() end
+            n = n - u
+          end
         end
       end
+      if n < 0 then return recount() end
     else
       n = 0
       for b = lo, h, 100 do
         local names = {}
         for j = b, math.min(b + 99, h) do names[#names + 1] = name .. ':' .. fmt(j) end
         for _, v in pairs(redis.call('HMGET', bkt, unpack(names))) do
-          if v then n = n + tonumber(v) end
+          if v then
+            local u = whole(v)
+            if not u then u, damaged = limit, true end
+            n = n + u
+          end
         end
       end
     end
@@ -101,11 +137,11 @@ for i = 1, npolicies do
     end
     if newest_at and newest_at + w > now then reset = newest_at + w - now end
   else
-    local n, f, h, name = series(ARGV[3 * i + 1], ARGV[3 * i + 2], w, p)
+    local n, f, h, name = series(ARGV[3 * i + 1], ARGV[3 * i + 2], w, p, limit)
     count = n
     local need = 0
     if count + cost > limit then need = count + cost - limit end
-    local first, last = walk(bkt, name, f, h, need)
+    local first, last = walk(bkt, name, f, h, need, limit)
     if first then leave = (first + 1) * p + w - now end
     if last then
       retry = (last + 1) * p + w - now
@@ -121,6 +157,7 @@ for i = 1, npolicies do
   reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = remaining, retry, reset
 end
 reply[1] = allowed
+if damaged then reply[1] = allowed + 2 end
 if allowed == 1 then steady = 0 end
 reply[3] = steady
 return reply

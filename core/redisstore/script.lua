@@ -81,18 +81,33 @@ end
 local off
 now, off = clock(now)
 
+-- repaired: this call found a field the script never writes (a stray
+-- write: see docs/algorithm.md, "Damaged keys") and rebuilt what it
+-- summarises, or counted it as the limit. The reply says so: its first
+-- value gets 2 added, and the store logs it.
+local repaired = false
+local function flag(reply)
+  if repaired then reply[1] = reply[1] + 2 end
+  return reply
+end
+
 -- Policies: exact ones (precision 0) work on the log, bucketed ones on
 -- their series of buckets. limits, windows: per policy; series[i] the
 -- series of a bucketed policy, nil for an exact one.
 local limits, windows, wkeys, series = {}, {}, {}, {}
 local longest, nexact = 0, 0
-local sers, nsers = {}, 0 -- series by name: {w, p, n, f, h, dirty}
+local sers, nsers = {}, 0 -- series by name: {w, p, n, f, h, dirty, big}
+-- big: the largest limit, what a cost that is not a whole number counts
+-- (a bucket's: the largest limit of its series), so that the windows
+-- holding it admit nothing more until it leaves them.
+local big = 0
 for i = 1, npolicies do
   local limit, window, prec = tonumber(ARGV[pb - 2 + 3 * i]), tonumber(ARGV[pb - 1 + 3 * i]), tonumber(ARGV[pb + 3 * i])
   if not limit or not window or not prec or limit < 1 or window < 1 or prec < 0 or prec > window then
     return redis.error_reply('ERR slidelog: bad policy')
   end
   limits[i], windows[i] = limit, window
+  if limit > big then big = limit end
   if prec == 0 then
     wkeys[i] = ARGV[pb - 1 + 3 * i]
     nexact = nexact + 1
@@ -101,10 +116,11 @@ for i = 1, npolicies do
     local name = ARGV[pb - 1 + 3 * i] .. '/' .. ARGV[pb + 3 * i]
     if not sers[name] then
       nsers = nsers + 1
-      sers[name] = {w = window, p = prec, name = name}
+      sers[name] = {w = window, p = prec, name = name, big = limit}
       sers[nsers] = sers[name]
     end
     series[i] = sers[name]
+    if limit > sers[name].big then sers[name].big = limit end
   end
 end
 
@@ -141,11 +157,32 @@ local st = nil
 local rmember = id
 if cost ~= 1 then rmember = id .. fmt(cost) end
 
+-- rebuild sets the sum and bounds of series sr from its buckets, with
+-- f the first that counts: it deletes the fields that do not count,
+-- and writes big over a bucket whose units are not a whole number, so
+-- that the window holding it admits nothing more until it leaves. It
+-- returns whether it found a field of the series.
+local function rebuild(sr, f)
+  local n, h, drop, bad = scan(bkt, sr.name, f, top(now, sr.w, sr.p), sr.big)
+  for k = 1, #drop, 500 do
+    redis.call('HDEL', bkt, unpack(drop, k, math.min(k + 499, #drop)))
+  end
+  if #bad > 0 then
+    local args = {}
+    for k = 1, #bad do args[#args + 1], args[#args + 2] = bad[k], fmt(sr.big) end
+    redis.call('HSET', bkt, unpack(args))
+  end
+  sr.n, sr.f, sr.h, sr.dirty = n, f, h, true
+  return n > 0 or #drop > 0 or #bad > 0
+end
+
 -- Buckets, step 1: read every series' sum and bounds, and drop the
 -- buckets that stopped counting: bucket b counts while (b+1)*P > now - W,
 -- that is from f = floor((now - W)/P) on. Each bucket is dropped once;
 -- when more buckets passed than the hash holds fields, the fields are
--- read instead of the passed range.
+-- read instead of the passed range. Sums and bounds that are missing beside
+-- buckets, or are not whole numbers, or out of order, are rebuilt from
+-- the buckets (rebuild), and so is a sum that a damaged bucket leaves.
 local bx, bxold
 if nsers > 0 then
   local fields = {}
@@ -160,21 +197,33 @@ if nsers > 0 then
   for j = 1, nsers do
     local sr = sers[j]
     local f = bucket(now - sr.w, sr.p)
-    sr.n, sr.f, sr.h = tonumber(meta[3 * j - 2]), tonumber(meta[3 * j - 1]), tonumber(meta[3 * j])
-    if not sr.n then
+    local rn, rf, rh = meta[3 * j - 2], meta[3 * j - 1], meta[3 * j]
+    sr.n, sr.f, sr.h = whole(rn), whole(rf), whole(rh)
+    if not rn and not rf and not rh and not bxold and redis.call('EXISTS', bkt) == 0 then
+      -- A new series: no buckets.
       sr.n, sr.f, sr.h = 0, f, f - 1
+    elseif not sr.n or not sr.f or not sr.h or sr.f > sr.h + 1 or sr.h > top(now, sr.w, sr.p) then
+      -- No sum and bounds, or damaged ones, beside buckets: rebuild them
+      -- from the buckets. (A series with none is new, and gets them.)
+      if rebuild(sr, f) or rn or rf or rh then repaired = true end
     elseif f > sr.f then
       local last = math.min(f - 1, sr.h)
       if last >= sr.f then
-        local dropped, names = 0, {}
+        local dropped, names, bad = 0, {}, false
         if last - sr.f >= 64 and last - sr.f >= redis.call('HLEN', bkt) then
           local all = redis.call('HGETALL', bkt)
           local prefix = sr.name .. ':'
           for k = 1, #all, 2 do
             local name = all[k]
-            if string.sub(name, 1, #prefix) == prefix and tonumber(string.sub(name, #prefix + 1)) < f then
-              names[#names + 1] = name
-              dropped = dropped + tonumber(all[k + 1])
+            if string.sub(name, 1, #prefix) == prefix then
+              local b = whole(string.sub(name, #prefix + 1))
+              if not b then
+                bad = true
+              elseif b < f then
+                names[#names + 1] = name
+                local v = whole(all[k + 1])
+                if v then dropped = dropped + v else bad = true end
+              end
             end
           end
         else
@@ -184,7 +233,8 @@ if nsers > 0 then
           for k = 1, #got do
             if got[k] then
               names[#names + 1] = sr.name .. ':' .. fmt(sr.f + k - 1)
-              dropped = dropped + tonumber(got[k])
+              local v = whole(got[k])
+              if v then dropped = dropped + v else bad = true end
             end
           end
         end
@@ -192,6 +242,12 @@ if nsers > 0 then
           redis.call('HDEL', bkt, unpack(names, k, math.min(k + 499, #names)))
         end
         sr.n = sr.n - dropped
+        if bad or sr.n < 0 then
+          -- A dropped bucket was damaged, or the sum did not hold what
+          -- was dropped: rebuild the sum from the buckets left.
+          rebuild(sr, f)
+          repaired = true
+        end
       end
       sr.f, sr.dirty = f, true
       if sr.h < f - 1 then sr.h = f - 1 end
@@ -207,9 +263,18 @@ local function brecord(t)
     local sr = sers[j]
     local b = bucket(t, sr.p)
     if b >= sr.f then
-      redis.call('HINCRBY', bkt, sr.name .. ':' .. fmt(b), cost)
-      sr.n, sr.dirty, any = sr.n + cost, true, true
-      if b > sr.h then sr.h = b end
+      local field = sr.name .. ':' .. fmt(b)
+      local left = redis.pcall('HINCRBY', bkt, field, cost)
+      if type(left) ~= 'number' or left < cost then
+        -- The bucket held what the script never writes: it counts big.
+        redis.call('HSET', bkt, field, fmt(sr.big + cost))
+        rebuild(sr, sr.f)
+        repaired = true
+      else
+        sr.n = sr.n + cost
+        if b > sr.h then sr.h = b end
+      end
+      sr.dirty, any = true, true
     end
   end
   return any
@@ -276,10 +341,20 @@ if op == 'refund' then
       for j = 1, nsers do
         local sr = sers[j]
         local b = bucket(t, sr.p)
+        local left = nil
         if b >= sr.f and b <= sr.h then
-          local left = redis.call('HINCRBY', bkt, sr.name .. ':' .. fmt(b), -c)
-          sr.n, sr.dirty = sr.n - c, true
-          if left <= 0 then
+          left = redis.pcall('HINCRBY', bkt, sr.name .. ':' .. fmt(b), -c)
+          if type(left) ~= 'number' or left < 0 or sr.n < c then
+            -- The bucket or the sum held what the script never writes
+            -- (a bucket left with less than the refund, a sum less than
+            -- it): the bucket counts big, the sum is rebuilt.
+            redis.call('HSET', bkt, sr.name .. ':' .. fmt(b), fmt(sr.big))
+            rebuild(sr, sr.f)
+            repaired, left = true, nil
+          else
+            sr.n, sr.dirty = sr.n - c, true
+          end
+          if left and left <= 0 then
             redis.call('HDEL', bkt, sr.name .. ':' .. fmt(b))
             -- The newest bucket emptied: the newest one left is older.
             while b == sr.h and sr.h >= sr.f do
@@ -306,14 +381,23 @@ if op == 'refund' then
     bsave()
   end
   local s = redis.call('ZSCORE', log, id)
-  if not s then return {changed, now} end
+  if not s then return flag({changed, now}) end
   s = tonumber(s)
   if xlog and xlog % 2 == 0 then
     -- A plain log: the entry is all there is.
     redis.call('ZREM', log, id)
-    return {1, now}
+    return flag({1, now})
   end
-  local c = tonumber(redis.call('HGET', costs, id)) or 1
+  -- damaged: the entry's cost, or a window's cut or sum, is not what the
+  -- script writes; then every sum is deleted, and rebuilt from the log
+  -- when next used.
+  local c, damaged = redis.call('HGET', costs, id), false
+  if c then
+    c = whole(c)
+    if not c or c < 1 then damaged = true end
+  else
+    c = 1
+  end
   local raw = redis.call('HGETALL', state)
   local args = {}
   if xlog then
@@ -324,20 +408,36 @@ if op == 'refund' then
   end
   for i = 1, #raw, 2 do
     local f = raw[i]
-    if string.sub(f, 1, 1) == 'c' and s > tonumber(raw[i + 1]) then
-      local w = string.sub(f, 2)
+    local cut = whole(raw[i + 1])
+    if string.sub(f, 1, 1) == 'c' and not cut then
+      damaged = true
+    elseif string.sub(f, 1, 1) == 'c' and s > cut then
+      local w, found = string.sub(f, 2), false
       for j = 1, #raw, 2 do
         if raw[j] == 's' .. w then
+          local sum = whole(raw[j + 1])
+          if not sum or not c or sum < c then damaged = true else found = true end
           args[#args + 1] = 's' .. w
-          args[#args + 1] = fmt(tonumber(raw[j + 1]) - c)
+          args[#args + 1] = fmt((sum or 0) - (c or 0))
         end
       end
+      if not found then damaged = true end
     end
   end
-  if #args > 0 then redis.call('HSET', state, unpack(args)) end
+  if damaged then
+    args = {}
+    for i = 1, #raw, 2 do
+      local k = string.sub(raw[i], 1, 1)
+      if k == 'c' or k == 's' then args[#args + 1] = raw[i] end
+    end
+    if #args > 0 then redis.call('HDEL', state, unpack(args)) end
+    repaired = true
+  elseif #args > 0 then
+    redis.call('HSET', state, unpack(args))
+  end
   redis.call('ZREM', log, id)
   redis.call('HDEL', costs, id)
-  return {1, now}
+  return flag({1, now})
 end
 
 -- The exact log (skipped when every policy is bucketed).
@@ -368,6 +468,10 @@ local function convert()
 end
 
 -- units returns the sum of the costs of the entries stamped in (lo, hi].
+-- A cost that is not a whole number from 1 on (a stray write) counts big,
+-- the largest limit: it is written so, and recount is set, since the
+-- running sums counted another cost for it.
+local recount = false
 local function units(lo, hi)
   if not weighted or nocosts then return redis.call('ZCOUNT', log, '(' .. lo, hi) end
   local members = redis.call('ZRANGEBYSCORE', log, '(' .. lo, hi)
@@ -375,7 +479,14 @@ local function units(lo, hi)
   for i = 1, #members, 500 do
     local cs = redis.call('HMGET', costs, unpack(members, i, math.min(i + 499, #members)))
     for j = 1, #cs do
-      if cs[j] then total = total + tonumber(cs[j]) - 1 end
+      if cs[j] then
+        local c = whole(cs[j])
+        if not c or c < 1 then
+          c, recount, repaired = big, true, true
+          redis.call('HSET', costs, members[i + j - 1], fmt(big))
+        end
+        total = total + c - 1
+      end
     end
   end
   return total
@@ -435,27 +546,43 @@ if nexact > 0 then
   --    is amortised O(1) per admission whatever the cost. A window longer
   --    than the retention has lost entries: drop it (it is rebuilt when
   --    next used). Without the costs hash, every sum is rebuilt as a count.
+  --    A cut or sum that is not what the script writes (a stray write:
+  --    not a whole number, a cut after now, a sum less than what leaves
+  --    it) is deleted, and the sum rebuilt from the log like a missing
+  --    one; a damaged cost (see units) rebuilds every sum.
   if weighted then
+    local wins = {}
     for f, v in pairs(st) do
       if string.sub(f, 1, 1) == 'c' then
         local w = string.sub(f, 2)
-        local W = tonumber(w)
-        if W > retention or nocosts then
+        local W = whole(w)
+        local c, s = whole(v), whole(st['s' .. w])
+        if not W or W < 1 or fmt(W) ~= w or not c or not s or c > now then
+          redis.call('HDEL', state, 'c' .. w, 's' .. w)
+          repaired = true
+        elseif W > retention or nocosts then
           redis.call('HDEL', state, 'c' .. w, 's' .. w)
         else
-          local c, s = tonumber(v), tonumber(st['s' .. w])
           if now - W > c then
             s = s - units(fmt(c), fmt(now - W))
             c = now - W
           end
-          sums[w], cuts[w] = s, c
+          if s < 0 then recount, repaired = true, true end
+          sums[w], cuts[w], wins[w] = s, c, W
         end
       end
     end
     for i = 1, npolicies do
       local w = wkeys[i]
       if w and not sums[w] then
-        cuts[w] = now - windows[i]
+        cuts[w], wins[w] = now - windows[i], windows[i]
+        sums[w] = units(fmt(cuts[w]), '+inf')
+      end
+    end
+    if recount then
+      -- Costs read above were rewritten: every sum counts them anew.
+      for w, W in pairs(wins) do
+        cuts[w] = now - W
         sums[w] = units(fmt(cuts[w]), '+inf')
       end
     end
@@ -628,7 +755,7 @@ if nexact > 0 then
   end
 end
 
-if op == 'record' then return {allowed, now} end
+if op == 'record' then return flag({allowed, now}) end
 
 -- 7. Remaining, retry-after and reset-after for every policy.
 local newest_at = nil
@@ -655,7 +782,10 @@ local function unit_at(cut, k)
     for j = 1, #batch, 2 do members[#members + 1] = batch[j] end
     local cs = redis.call('HMGET', costs, unpack(members))
     for j = 1, #members do
-      acc = acc + (tonumber(cs[j]) or 1)
+      local c = 1
+      if cs[j] then c = whole(cs[j]) or 0 end
+      if c < 1 then c = big end
+      acc = acc + c
       if acc >= k then return tonumber(batch[2 * j]) end
     end
     offset = offset + #members
@@ -673,7 +803,7 @@ for i = 1, npolicies do
     local need = 0
     if count + cost > limit then need = count + cost - limit end
     if allowed == 0 then
-      local first, last = walk(bkt, sr.name, sr.f, sr.h, need)
+      local first, last = walk(bkt, sr.name, sr.f, sr.h, need, sr.big)
       if first then
         local leave = (first + 1) * sr.p + window - now
         if steady == 0 or leave < steady then steady = leave end
@@ -708,7 +838,7 @@ for i = 1, npolicies do
   reply[3 * i + 1], reply[3 * i + 2], reply[3 * i + 3] = remaining, retry, reset
 end
 reply[3] = steady
-return reply
+return flag(reply)
 end
 
 if op ~= 'takew' then return run(op, id, cost, at) end

@@ -112,6 +112,23 @@ func (s *Store) repair(ctx context.Context, key string) {
 	}
 }
 
+// repairedFlag is added to the first value of a reply of the decision
+// script (and the peek script) when it found a field of the key's hashes
+// that the script never writes (a stray write: a word, a negative or
+// fractional number, a missing sum beside buckets) and repaired it:
+// rebuilt what it summarises from the data, or counted a damaged cost or
+// bucket as the limit (docs/algorithm.md, "Damaged keys").
+const repairedFlag = 2
+
+// repaired clears repairedFlag from reply, a reply of the script at key,
+// and logs a warning when it was set.
+func (s *Store) repaired(key string, reply []int64) {
+	if len(reply) > 0 && reply[0] > 0 && reply[0]&repairedFlag != 0 {
+		reply[0] &^= repairedFlag
+		s.logger.Warn("redisstore: repaired damaged fields of a key (values the script never writes); what they summarise was rebuilt, damaged costs and buckets count as the limit until they leave the window", "key", key)
+	}
+}
+
 // notCommon is commonScript's reply when the full steps are needed.
 const notCommon = -1
 
@@ -566,6 +583,7 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result
 	if len(reply) != 3+3*len(req.Policies) {
 		return slidelog.Result{}, fmt.Errorf("%w: script returned %d values for %d policies", slidelog.ErrUnavailable, len(reply), len(req.Policies))
 	}
+	s.repaired(r.LogKey, reply)
 	res := decode(reply, req.Policies, Source)
 	if a := s.pipes.ack; a != nil && res.Allowed && acked < a.replicas {
 		// Written to a master whose identity this call did not learn.
@@ -674,14 +692,15 @@ func (s *Store) Refund(ctx context.Context, req slidelog.Request) error {
 	req.Cost = max(req.Cost, 1)
 	r := s.routed(ctx, req)
 	s.kept.Forget(r.LogKey, req.ID)
-	_, err := s.pipes.run(ctx, s.script(), r, s.args(opRefund, req, 0))
+	reply, err := s.pipes.run(ctx, s.script(), r, s.args(opRefund, req, 0))
 	if wrongType(err) {
 		s.repair(ctx, r.LogKey)
-		_, err = s.pipes.run(ctx, s.script(), r, s.args(opRefund, req, 0))
+		reply, err = s.pipes.run(ctx, s.script(), r, s.args(opRefund, req, 0))
 	}
 	if err != nil {
 		return s.failed(ctx, err)
 	}
+	s.repaired(r.LogKey, reply)
 	return nil
 }
 
@@ -700,14 +719,15 @@ func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) 
 	}
 	r := s.routed(ctx, req)
 	sent := s.now()
-	_, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, s.args(opRecord, req, at.UnixMicro()))
+	reply, acked, err := s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, s.args(opRecord, req, at.UnixMicro()))
 	if wrongType(err) {
 		s.repair(ctx, r.LogKey)
-		_, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, s.args(opRecord, req, at.UnixMicro()))
+		reply, acked, err = s.pipes.runAcked(ctx, s.script(), logKeys(r.LogKey), r, s.args(opRecord, req, at.UnixMicro()))
 	}
 	if err != nil {
 		return s.failed(ctx, err)
 	}
+	s.repaired(r.LogKey, reply)
 	switch a := s.pipes.ack; {
 	case a == nil || acked >= a.replicas:
 		s.kept.Forget(r.LogKey, req.ID) // written (and acknowledged): a kept fallback admission leaves
