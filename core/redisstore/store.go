@@ -56,7 +56,10 @@
 // socket, TLS, a client used before New), the silence is counted in alive
 // time. A key
 // of a log that holds another type is deleted and rebuilt like a lost
-// key; an error of one key's data wraps slidelog.ErrDamagedKey. Close ends
+// key, and a field of its hashes that the script never writes is
+// repaired in the same run (rebuilt from what it summarises, or counted
+// as the limit) and logged as a warning naming the key; an error of one
+// key's data wraps slidelog.ErrDamagedKey. Close ends
 // every waiting call, and every later one, with slidelog.ErrClosed. See docs/operations.md, "How a failing node is told
 // from a busy one".
 package redisstore
