@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
@@ -179,5 +181,48 @@ func damage(t *testing.T, client redis.UniversalClient, key, field, val string) 
 		} else {
 			require.NoError(t, client.HSet(t.Context(), key, f, val).Err())
 		}
+	}
+}
+
+// TestForeignMemberInWeightedLog writes a member into a weighted log (one
+// with running sums, made so by an entry of cost 2) by hand, at a score
+// inside the window. No sum ever held it, so once the window's cut passed
+// it, the sum would stay one unit short for good and every window admit
+// limit + 1. The script finds a sum below the count of its window's
+// entries (each costs at least one unit) and recounts it from the log.
+// The clock moves 0.5 s per decision, 300 s in all, across a 10 s window.
+func TestForeignMemberInWeightedLog(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{
+		"Standalone": redistest.RedisClient(t),
+		"Cluster":    redistest.ClusterClient(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			const limit, window = 5, 10 * time.Second
+			var us atomic.Int64
+			us.Store(time.Now().UnixMicro())
+			s := newRedisStore(t, client, redisstore.WithClock(func() time.Time { return time.UnixMicro(us.Load()) }))
+			policies := []slidelog.Policy{{Name: "p", Limit: limit, Window: window}}
+			id := uint64(100)
+			var admitted []slidelogtest.Admission
+			take := func(cost int) {
+				id++
+				res, err := s.Take(t.Context(), slidelog.Request{Namespace: "foreign", Key: "k", Cost: cost, Policies: policies, ID: id})
+				require.NoError(t, err)
+				if res.Allowed {
+					for range cost {
+						admitted = append(admitted, slidelogtest.Admission{Key: "k", Start: res.DecidedAt})
+					}
+				}
+			}
+			take(2) // the log keeps running sums from here on
+			require.NoError(t, client.ZAdd(t.Context(), s.LogKey("foreign", "k"), redis.Z{Score: float64(us.Load() + 1), Member: "stray"}).Err())
+			for range 600 {
+				us.Add(int64(500 * time.Millisecond / time.Microsecond))
+				take(1)
+			}
+			_, over := slidelogtest.CheckWindows(admitted, limit, window)
+			require.Empty(t, over, "a window over the limit")
+			require.Greater(t, len(admitted), 140, "the key keeps being admitted")
+		})
 	}
 }

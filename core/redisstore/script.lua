@@ -537,7 +537,12 @@ if nexact > 0 then
   -- A costs hash lost beside its log leaves sums too high (stricter, never
   -- looser): when the expiry is due to move (at least once per quarter of
   -- the retention), a missing costs hash makes every sum a count again.
-  if weighted and (not tonumber(st['x']) or at_(tonumber(st['x'])) < now + retention) then
+  -- The same moment recounts every sum from the log (below): a member
+  -- written into the log by hand, which no sum ever held, would keep a
+  -- sum short by its units once the cut passed it; this bounds that to
+  -- a quarter of the retention.
+  local due = weighted and (not tonumber(st['x']) or at_(tonumber(st['x'])) < now + retention)
+  if due then
     nocosts = redis.call('EXISTS', costs) == 0
   end
 
@@ -564,8 +569,17 @@ if nexact > 0 then
           redis.call('HDEL', state, 'c' .. w, 's' .. w)
         else
           if now - W > c then
-            s = s - units(fmt(c), fmt(now - W))
-            c = now - W
+            local passed = units(fmt(c), fmt(now - W))
+            s, c = s - passed, now - W
+            -- Every entry costs at least one unit, so a sum below the
+            -- count of its window's entries held less than the log: it
+            -- was short by a member written into the log by hand, which
+            -- no sum ever held, and the cut just took that out again.
+            -- Checked when the cut passes entries, so that an admission
+            -- whose cut passes none costs no more calls.
+            if passed > 0 and s >= 0 and s < redis.call('ZCOUNT', log, '(' .. fmt(c), '+inf') then
+              recount, repaired = true, true
+            end
           end
           if s < 0 then recount, repaired = true, true end
           sums[w], cuts[w], wins[w] = s, c, W
@@ -579,11 +593,14 @@ if nexact > 0 then
         sums[w] = units(fmt(cuts[w]), '+inf')
       end
     end
-    if recount then
-      -- Costs read above were rewritten: every sum counts them anew.
+    if recount or due then
+      -- Costs read above were rewritten, or the expiry is due to move:
+      -- every sum counts the log anew. A sum that differs, not being one
+      -- of a rewrite, held what the script never wrote.
       for w, W in pairs(wins) do
-        cuts[w] = now - W
-        sums[w] = units(fmt(cuts[w]), '+inf')
+        local s = units(fmt(now - W), '+inf')
+        if not recount and s ~= sums[w] then repaired = true end
+        cuts[w], sums[w] = now - W, s
       end
     end
   end
