@@ -27,32 +27,13 @@ func panicRouter(t *testing.T, store slidelog.Store, opts ...httplimit.Option) h
 }
 
 // A handler that panics, answered 500 by the recovery middleware outside
-// the limiter, is refunded like one that answers 500 itself.
-func TestRefundOnPanic(t *testing.T) {
-	store := slidelogtest.NewCountingStore(memstore.New())
-	r := panicRouter(t, store, httplimit.WithRefundOnServerError())
-	for i := range 4 {
-		if got := serve(r, "/", "192.0.2.1:1").Code; got != http.StatusInternalServerError {
-			t.Errorf("request %d: got %d, want 500", i+1, got)
-		}
-	}
-	if n := store.Refunds(); n != 4 {
-		t.Errorf("refunds: got %d, want 4", n)
-	}
-}
-
-// Without WithRefundOnServerError, a handler that panics still counts.
-func TestPanicCountsWithoutRefund(t *testing.T) {
-	store := slidelogtest.NewCountingStore(memstore.New())
-	r := panicRouter(t, store)
-	for i, want := range []int{500, 500, 429, 429} {
-		if got := serve(r, "/", "192.0.2.1:1").Code; got != want {
-			t.Errorf("request %d: got %d, want %d", i+1, got, want)
-		}
-	}
-	if n := store.Refunds(); n != 0 {
-		t.Errorf("refunds: got %d, want 0", n)
-	}
+// the limiter, is refunded like one that answers 500 itself, and counts
+// without WithRefundOnServerError.
+func TestPanicRefunds(t *testing.T) {
+	slidelogtest.CheckPanicRefunds(t, func(t *testing.T, store slidelog.Store, opts ...httplimit.Option) func() int {
+		r := panicRouter(t, store, opts...)
+		return func() int { return serve(r, "/", "192.0.2.1:1").Code }
+	})
 }
 
 // A handler that aborts its response with http.ErrAbortHandler, which

@@ -79,5 +79,6 @@
 // Engine.Check, sets Decision.Header, and then either calls the handler
 // and Decision.Finish with its status, or answers the denial or error.
 // When the handler panics, it calls Decision.Finish(500) from a deferred
-// function that does not recover the panic.
+// function that does not recover the panic (slidelogtest.CheckPanicRefunds
+// tests it).
 package httplimit
