@@ -82,20 +82,13 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 }
 
 // serveRefunding calls next and then d.Finish with the status it
-// answered. A panic in next is a 500: d.Finish(500) runs as the panic
-// passes, which goes on unrecovered, with its value, to the recovery
-// middleware (or net/http) outside the limiter. So is an aborted
-// response (a panic with http.ErrAbortHandler), whatever it wrote.
+// answered; a panic in next goes on to the recovery middleware (or
+// net/http) outside the limiter as a 500 (Decision.Serve).
 func serveRefunding(next http.Handler, ww middleware.WrapResponseWriter, r *http.Request, d *httplimit.Decision) {
-	returned := false
-	defer func() {
-		if !returned {
-			d.Finish(http.StatusInternalServerError)
-		}
-	}()
-	next.ServeHTTP(ww, r)
-	returned = true
-	d.Finish(ww.Status())
+	d.Serve(func() int {
+		next.ServeHTTP(ww, r)
+		return ww.Status()
+	})
 }
 
 func defaultDenied(w http.ResponseWriter, _ *http.Request, res slidelog.Result) {

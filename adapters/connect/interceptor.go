@@ -171,34 +171,24 @@ func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 }
 
 // unaryRefunding calls next and then d.Finish with the class of its
-// error's code (finishStatus). A panic in next is internal: d.Finish(500)
-// runs as the panic passes, which goes on unrecovered, with its value, to
-// connect.WithRecover's interceptor outside the limiter (or to net/http).
-func unaryRefunding(ctx context.Context, req connect.AnyRequest, next connect.UnaryFunc, d *httplimit.Decision) (connect.AnyResponse, error) {
-	returned := false
-	defer finishPanicked(&returned, d)
-	resp, err := next(ctx, req)
-	returned = true
-	d.Finish(finishStatus(err))
+// error's code (finishStatus); a panic in next is internal and goes on to
+// connect.WithRecover's interceptor outside the limiter (or to net/http)
+// (Decision.Serve).
+func unaryRefunding(ctx context.Context, req connect.AnyRequest, next connect.UnaryFunc, d *httplimit.Decision) (resp connect.AnyResponse, err error) {
+	d.Serve(func() int {
+		resp, err = next(ctx, req)
+		return finishStatus(err)
+	})
 	return resp, err
 }
 
 // streamRefunding is unaryRefunding for a stream.
-func streamRefunding(ctx context.Context, conn connect.StreamingHandlerConn, next connect.StreamingHandlerFunc, d *httplimit.Decision) error {
-	returned := false
-	defer finishPanicked(&returned, d)
-	err := next(ctx, conn)
-	returned = true
-	d.Finish(finishStatus(err))
+func streamRefunding(ctx context.Context, conn connect.StreamingHandlerConn, next connect.StreamingHandlerFunc, d *httplimit.Decision) (err error) {
+	d.Serve(func() int {
+		err = next(ctx, conn)
+		return finishStatus(err)
+	})
 	return err
-}
-
-// finishPanicked, deferred, finishes d as a server error (internal) when
-// the handler did not return: it panicked, and its panic goes on.
-func finishPanicked(returned *bool, d *httplimit.Decision) {
-	if !*returned {
-		d.Finish(http.StatusInternalServerError)
-	}
 }
 
 // DeniedError returns the error a denied call fails with:

@@ -79,19 +79,15 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) echo.MiddlewareFu
 }
 
 // nextRefunding calls next and then d.Finish with the status its answer
-// has or will have. A panic in next is a 500: d.Finish(500) runs as the
-// panic passes, which goes on unrecovered, with its value, to the
-// recovery middleware outside the limiter (echo's middleware.Recover).
+// has or will have; a panic in next goes on to the recovery middleware
+// outside the limiter (echo's middleware.Recover) as a 500
+// (Decision.Serve).
 func nextRefunding(next echo.HandlerFunc, c echo.Context, d *httplimit.Decision) error {
-	returned := false
-	defer func() {
-		if !returned {
-			d.Finish(http.StatusInternalServerError)
-		}
-	}()
-	err := next(c)
-	returned = true
-	d.Finish(status(c, err))
+	var err error
+	d.Serve(func() int {
+		err = next(c)
+		return status(c, err)
+	})
 	return err
 }
 

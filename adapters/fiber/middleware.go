@@ -83,20 +83,15 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) fiber.Handler {
 }
 
 // nextRefunding calls the handlers after the middleware and then
-// d.Finish with the status their answer has or will have. A panic in them
-// is a 500: d.Finish(500) runs as the panic passes, which goes on
-// unrecovered, with its value, to the recovery middleware outside the
-// limiter (fiber's recover.New).
+// d.Finish with the status their answer has or will have; a panic in them
+// goes on to the recovery middleware outside the limiter (fiber's
+// recover.New) as a 500 (Decision.Serve).
 func nextRefunding(c *fiber.Ctx, d *httplimit.Decision) error {
-	returned := false
-	defer func() {
-		if !returned {
-			d.Finish(fiber.StatusInternalServerError)
-		}
-	}()
-	err := c.Next()
-	returned = true
-	d.Finish(status(c, err))
+	var err error
+	d.Serve(func() int {
+		err = c.Next()
+		return status(c, err)
+	})
 	return err
 }
 

@@ -2,7 +2,6 @@ package slidegin
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -77,19 +76,14 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 }
 
 // nextRefunding calls the handlers after the middleware and then d.Finish
-// with the status they answered. A panic in them is a 500: d.Finish(500)
-// runs as the panic passes, which goes on unrecovered, with its value,
-// to the recovery middleware outside the limiter (gin.Recovery).
+// with the status they answered; a panic in them goes on to the recovery
+// middleware outside the limiter (gin.Recovery) as a 500
+// (Decision.Serve).
 func nextRefunding(c *gin.Context, d *httplimit.Decision) {
-	returned := false
-	defer func() {
-		if !returned {
-			d.Finish(http.StatusInternalServerError)
-		}
-	}()
-	c.Next()
-	returned = true
-	d.Finish(c.Writer.Status())
+	d.Serve(func() int {
+		c.Next()
+		return c.Writer.Status()
+	})
 }
 
 func defaultDenied(c *gin.Context, res slidelog.Result) {

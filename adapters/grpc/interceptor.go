@@ -82,35 +82,24 @@ func StreamServerInterceptor(l *slidelog.Limiter, opts ...httplimit.Option) grpc
 }
 
 // handleRefunding calls handler and then d.Finish with the class of its
-// code (finishStatus). A panic in handler is Internal: d.Finish(500) runs
-// as the panic passes, which goes on unrecovered, with its value, to the
+// code (finishStatus); a panic in handler is Internal and goes on to the
 // recovery interceptor outside the limiter (or crashes the server, as
-// without the limiter).
-func handleRefunding(ctx context.Context, req any, handler grpc.UnaryHandler, d *httplimit.Decision) (any, error) {
-	returned := false
-	defer finishPanicked(&returned, d)
-	resp, err := handler(ctx, req)
-	returned = true
-	d.Finish(finishStatus(err))
+// without the limiter) (Decision.Serve).
+func handleRefunding(ctx context.Context, req any, handler grpc.UnaryHandler, d *httplimit.Decision) (resp any, err error) {
+	d.Serve(func() int {
+		resp, err = handler(ctx, req)
+		return finishStatus(err)
+	})
 	return resp, err
 }
 
 // streamRefunding is handleRefunding for a stream.
-func streamRefunding(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, d *httplimit.Decision) error {
-	returned := false
-	defer finishPanicked(&returned, d)
-	err := handler(srv, ss)
-	returned = true
-	d.Finish(finishStatus(err))
+func streamRefunding(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, d *httplimit.Decision) (err error) {
+	d.Serve(func() int {
+		err = handler(srv, ss)
+		return finishStatus(err)
+	})
 	return err
-}
-
-// finishPanicked, deferred, finishes d as a server error (Internal) when
-// the handler did not return: it panicked, and its panic goes on.
-func finishPanicked(returned *bool, d *httplimit.Decision) {
-	if !*returned {
-		d.Finish(http.StatusInternalServerError)
-	}
 }
 
 // DeniedStatus returns the status a denied call fails with:

@@ -77,8 +77,8 @@
 //
 // An adapter presents its framework's request as an Incoming, calls
 // Engine.Check, sets Decision.Header, and then either calls the handler
-// and Decision.Finish with its status, or answers the denial or error.
-// When the handler panics, it calls Decision.Finish(500) from a deferred
-// function that does not recover the panic (slidelogtest.CheckPanicRefunds
-// tests it).
+// and Decision.Finish with its status (Decision.Serve does both, and
+// finishes a handler that panics as a 500 without recovering the panic;
+// slidelogtest.CheckPanicRefunds tests it), or answers the denial or
+// error.
 package httplimit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -289,6 +290,25 @@ func (d *Decision) Finish(status int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.Request.Context()), RefundTimeout)
 	defer cancel()
 	_ = l.Refund(ctx, d.Result)
+}
+
+// Serve calls handler, which serves the admitted request and returns the
+// status it answered, and then Finish with that status. When handler
+// panics, Serve finishes the decision as a 500 and lets the panic go on,
+// unrecovered and with its value, to the recovery middleware outside the
+// limiter: with WithRefundOnServerError a request whose handler panicked
+// (http.ErrAbortHandler included) is refunded like one that answered
+// 500. Adapters call it on the path that refunds.
+func (d *Decision) Serve(handler func() int) {
+	returned := false
+	defer func() {
+		if !returned {
+			d.Finish(http.StatusInternalServerError)
+		}
+	}()
+	status := handler()
+	returned = true
+	d.Finish(status)
 }
 
 // RefundTimeout bounds the store call Finish makes to refund a request.

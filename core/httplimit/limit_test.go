@@ -369,3 +369,29 @@ func TestPolicyFuncHeaders(t *testing.T) {
 		t.Errorf("no plan, second request: got %v %q, want denied under the limiter's own policy", d.Outcome, header(d, "RateLimit-Policy"))
 	}
 }
+
+// Decision.Serve finishes an admitted request with the status its handler
+// returned, and one whose handler panicked as a 500 while the panic goes
+// on with its value: both are refunded with WithRefundOnServerError, a 200
+// is not.
+func TestDecisionServe(t *testing.T) {
+	store, _ := newMemory(t)
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "p", Limit: 5, Window: time.Minute})
+	h, err := httplimit.New(l, httplimit.WithRefundOnServerError())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Check(newSource("192.0.2.1:1")).Serve(func() int { return http.StatusOK })
+	h.Check(newSource("192.0.2.1:1")).Serve(func() int { return http.StatusBadGateway })
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Errorf("recovered %v, want the handler's panic", p)
+			}
+		}()
+		h.Check(newSource("192.0.2.1:1")).Serve(func() int { panic("boom") })
+	}()
+	if n := store.Refunds(); n != 2 {
+		t.Errorf("refunds: got %d, want 2 (the 502 and the panic)", n)
+	}
+}
