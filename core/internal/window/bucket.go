@@ -9,7 +9,11 @@ type bucketRing struct {
 	cum         []int64 // cum[b mod len] = units recorded in buckets <= b (wrapping)
 	first, last int64   // buckets held; last == first-1 when none
 	off         int64   // slot of bucket first
-	base        int64   // units recorded in buckets before first
+	// lastSum is the running sum of bucket last, kept here rather than in
+	// cum (whose slot of last is stale), so that an admission into the
+	// newest bucket writes no line of cum.
+	lastSum int64
+	base    int64 // units recorded in buckets before first
 	// retain is the longest window of precision p a limiter of this log
 	// needs, until retainUntil.
 	retain, retainUntil int64
@@ -17,7 +21,6 @@ type bucketRing struct {
 	// made: a refund of an admission recorded before it is not subtracted,
 	// since the ring may never have counted it.
 	bornSeq uint64
-	live    bool
 }
 
 // floorDiv is a/b rounded toward minus infinity (b > 0).
@@ -31,7 +34,12 @@ func floorDiv(a, b int64) int64 {
 
 // slot returns the counter of bucket b, first <= b < first+len(cum),
 // without a division.
-func (r *bucketRing) slot(b int64) *int64 { return &r.cum[r.index(b)] }
+func (r *bucketRing) slot(b int64) *int64 {
+	if b == r.last {
+		return &r.lastSum
+	}
+	return &r.cum[r.index(b)]
+}
 
 func (r *bucketRing) index(b int64) int64 {
 	i := b - r.first + r.off
@@ -46,7 +54,7 @@ func (r *bucketRing) top() int64 {
 	if r.last < r.first {
 		return r.base
 	}
-	return *r.slot(r.last)
+	return r.lastSum
 }
 
 // through returns the units recorded in buckets <= b.
@@ -102,10 +110,13 @@ func (r *bucketRing) add(b, cost int64) {
 	if b > r.last {
 		r.span(b)
 		t := r.top()
-		for j := r.last + 1; j <= b; j++ {
-			*r.slot(j) = t
+		if r.last >= r.first {
+			r.cum[r.index(r.last)] = r.lastSum // its slot from now on
 		}
-		r.last = b
+		for j := r.last + 1; j < b; j++ {
+			r.cum[r.index(j)] = t
+		}
+		r.last, r.lastSum = b, t
 	}
 	for j := b; j <= r.last; j++ {
 		*r.slot(j) += cost

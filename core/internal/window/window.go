@@ -269,7 +269,7 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 	if l.rings == nil {
 		l.rings = l.ring0[:0]
 	}
-	l.rings = append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq, live: true})
+	l.rings = append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq})
 	if &l.rings[0] != &l.ring0[0] {
 		l.ring0[0] = bucketRing{} // moved out: hold no counters the rings no longer use
 	}
