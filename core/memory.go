@@ -2,7 +2,6 @@ package slidelog
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/slidelog/slidelog/core/internal/memlog"
@@ -48,9 +47,10 @@ func (l *Limiter) allowMemory(ctx context.Context, res *Result, key string, n in
 	}
 	// Field by field: a composite literal is built aside and copied, and
 	// the copy reads what was just written at another width, which
-	// stalls.
+	// stalls. ID 0: the key's log gives the request an ID, which costs
+	// less than a random draw (memlog.Table.Take).
 	var req memlog.Request
-	req.Namespace, req.Key, req.ID, req.Cost = l.namespace, key, rand.Uint64(), int64(n)
+	req.Namespace, req.Key, req.Cost = l.namespace, key, int64(n)
 	var sent time.Time
 	if l.metrics != nil || l.deny != nil {
 		sent = time.Now()

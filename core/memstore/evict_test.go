@@ -157,3 +157,40 @@ func TestMemoryStoreMintingConcurrently(t *testing.T) {
 		t.Errorf("Len: got %d, want at most 200", got)
 	}
 }
+
+// A refund names its admission by an ID the key's log gave it. When that
+// log has been dropped and the identity has a new one, the refund of an
+// admission of the old log finds nothing in the new one: it must not
+// take back one of the new log's admissions (which would let a third
+// request into a window of limit 2), whichever policy model decides.
+func TestRefundOfADroppedLogsAdmission(t *testing.T) {
+	for _, p := range []slidelog.Policy{
+		{Name: "exact", Limit: 2, Window: time.Minute},
+		{Name: "bucketed", Limit: 2, Window: time.Minute, Precision: time.Second},
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			store, clock := newClockedMemory(t, memstore.WithMaxKeys(1))
+			l := slidelogtest.NewLimiter(t, store, p)
+			old, err := l.Allow(t.Context(), "k")
+			if err != nil || !old.Allowed {
+				t.Fatalf("first admission: %+v, %v", old, err)
+			}
+			clock.Advance(2 * time.Minute)
+			if !allow(t, l, "x") { // drops k's expired log for x's
+				t.Fatal("x denied")
+			}
+			clock.Advance(2 * time.Minute)
+			if !allow(t, l, "k") || !allow(t, l, "k") { // k's new log, dropping x's
+				t.Fatal("k denied in its new log")
+			}
+			if store.Len() != 1 {
+				t.Fatalf("the store holds %d logs, want 1", store.Len())
+			}
+			err = l.Refund(t.Context(), old)
+			t.Logf("refund of the old log's admission: %v", err)
+			if allow(t, l, "k") {
+				t.Fatal("a refund of the dropped log's admission took back one of the new log's: 3 admitted in a window of 2")
+			}
+		})
+	}
+}

@@ -90,10 +90,15 @@ type Clock interface{ Now() int64 }
 // call with the same ID: in one process a call is never sent twice. On a
 // key the table already tracks it allocates nothing. The request is taken
 // by pointer: a caller builds it field by field, and a copy of it made at
-// once, to pass it, would read it back at another width and stall.
+// once, to pass it, would read it back at another width and stall. A
+// request of ID 0 is given one of the log's (window.Log.NewID), written
+// to req.ID, which a refund then names.
 func (t *Table) Take(clock Clock, req *Request, policies []window.Policy, out []window.State) (window.Decision, int64) {
 	l := t.lockOrAdd(&logKey{req.Namespace, req.Key}, clock)
 	now := clock.Now()
+	if req.ID == 0 {
+		req.ID = l.w.NewID()
+	}
 	d := l.w.Take(now, req.ID, req.Cost, policies, out)
 	l.mu.Unlock()
 	return d, now

@@ -35,6 +35,7 @@
 package window
 
 import (
+	"math/rand/v2"
 	"slices"
 	"unsafe"
 )
@@ -74,6 +75,23 @@ type Decision struct {
 	Steady int64
 }
 
+// NewID returns a request ID for an admission on l: unique among the IDs
+// l has given, never 0. A log's IDs run on from a random start, so that
+// those of two logs (another identity's, or the next log of the same
+// identity once this one is dropped) coincide only by a chance of about
+// one in 2^64 per pair of ranges; a copy made by CopyFrom draws its own.
+// It costs an addition where a random draw per request costs a draw.
+func (l *Log) NewID() uint64 {
+	if l.ids == 0 {
+		l.ids = rand.Uint64()
+	}
+	l.ids++
+	if l.ids == 0 {
+		l.ids = rand.Uint64() | 1 // wrapped: a fresh start
+	}
+	return l.ids
+}
+
 // RecentIDs is how many of its latest admissions a Log with bucketed
 // policies remembers by ID, for Refund and Record's idempotency.
 const RecentIDs = 16
@@ -102,9 +120,10 @@ type Log struct {
 	expires int64
 	// exactLive is set while the exact log is in use.
 	exactLive bool
+	next      uint8        // slot of recent to write next
 	rings     []bucketRing // ring0[:n] while it has room
 	recent    []recent     // ring of RecentIDs, allocated with the first bucket ring
-	next      int          // slot of recent to write next
+	ids       uint64       // the last ID NewID returned; 0 before the first
 	seq       uint64       // admissions recorded so far
 	ring0     [1]bucketRing
 	exact     exactLog
@@ -592,6 +611,7 @@ func (l *Log) Refund(id uint64) bool {
 // admissions, counts, retentions and recent IDs, in memory of its own.
 func (l *Log) CopyFrom(src *Log) {
 	l.expires, l.exactLive, l.next, l.seq = src.expires, src.exactLive, src.next, src.seq
+	l.ids = 0 // IDs of its own (NewID)
 	l.recent = slices.Clone(src.recent)
 	x, y := &l.exact, &src.exact
 	x.ring, x.cursors = slices.Clone(y.ring), slices.Clone(y.cursors)

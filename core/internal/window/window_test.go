@@ -549,3 +549,24 @@ func TestCopyFromIsDeep(t *testing.T) {
 		require.Equal(t, out, got)
 	}
 }
+
+// NewID: never 0, distinct on one log, a random start per log (so two
+// logs' first IDs differ), a fresh start when the IDs wrap, and a copy
+// that does not go on with its source's IDs.
+func TestNewID(t *testing.T) {
+	var a, b Log
+	seen := map[uint64]bool{}
+	for range 1000 {
+		id := a.NewID()
+		require.NotZero(t, id)
+		require.False(t, seen[id], "ID %d given twice", id)
+		seen[id] = true
+	}
+	require.NotEqual(t, a.ids, b.NewID()-1000, "a second log's IDs start where the first's did")
+	a.ids = ^uint64(0)
+	require.NotZero(t, a.NewID(), "a wrapped ID")
+	var c Log
+	c.CopyFrom(&a)
+	last := a.ids
+	require.NotEqual(t, last+1, c.NewID(), "a copy goes on with its source's IDs")
+}
