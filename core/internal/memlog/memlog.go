@@ -41,11 +41,13 @@ type log struct {
 	mu sync.Mutex
 	// Set when the log is made, before its shard's index publishes it:
 	// the identity, and its hash, under which the shard keeps it; and
-	// the key's first len(kbuf) bytes (all of any IP address in text),
-	// for is.
+	// the key's first len(kbuf) bytes (all of any identity ByClientIP
+	// makes with its default /64 grouping), for is. 32 bytes leave the
+	// window's leading fields, its request IDs among them, in the log's
+	// second line.
 	hash uint64
 	key  logKey
-	kbuf [40]byte
+	kbuf [32]byte
 	dead atomic.Bool // removed from the table; a caller holding it must look again
 	// in tells whether the log is in its shard. Guarded by the shard's
 	// lock.

@@ -121,9 +121,9 @@ type Log struct {
 	// exactLive is set while the exact log is in use.
 	exactLive bool
 	next      uint8        // slot of recent to write next
+	ids       uint64       // the last ID NewID returned; 0 before the first
 	rings     []bucketRing // ring0[:n] while it has room
 	recent    []recent     // ring of RecentIDs, allocated with the first bucket ring
-	ids       uint64       // the last ID NewID returned; 0 before the first
 	seq       uint64       // admissions recorded so far
 	ring0     [1]bucketRing
 	exact     exactLog
