@@ -210,3 +210,61 @@ func TestServerOptionServeHTTP(t *testing.T) {
 		t.Errorf("handler calls: got %d, want 1", got)
 	}
 }
+
+// TestUnixSocketProxyServeHTTP: served through net/http
+// (grpc.Server.ServeHTTP) on a Unix socket, whose peers grpc-go reports
+// as "tcp" addresses, a call is keyed by the proxy's x-real-ip metadata
+// as over grpc-go's own transport, not refused for want of a client
+// address.
+func TestUnixSocketProxyServeHTTP(t *testing.T) {
+	unix := httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "x-real-ip"})
+	for name, opts := range map[string]func(*slidelog.Limiter) []grpc.ServerOption{
+		"ServerOption": func(l *slidelog.Limiter) []grpc.ServerOption {
+			return []grpc.ServerOption{slidegrpc.ServerOption(l, unix)}
+		},
+		"interceptors": func(l *slidelog.Limiter) []grpc.ServerOption { return interceptors(l, unix) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, err := slidelog.New(memstore.New(), slidelog.Policy{Name: "unix", Limit: 1, Window: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			srv := grpc.NewServer(opts(l)...)
+			testgrpc.RegisterTestServiceServer(srv, &testService{calls: make(chan string, 1000)})
+			dir, err := os.MkdirTemp("", "slidelog-grpc-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			sock := filepath.Join(dir, "app.sock")
+			lis, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := &http.Server{Handler: srv, Protocols: new(http.Protocols)}
+			hs.Protocols.SetUnencryptedHTTP2(true)
+			done := make(chan error, 1)
+			go func() { done <- hs.Serve(lis) }()
+			t.Cleanup(func() {
+				_ = hs.Close()
+				<-done
+			})
+			conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+			client := testgrpc.NewTestServiceClient(conn)
+			for _, tt := range []struct {
+				ip   string
+				want codes.Code
+			}{{"203.0.113.5", codes.OK}, {"203.0.113.6", codes.OK}, {"203.0.113.5", codes.ResourceExhausted}} {
+				ctx := metadata.AppendToOutgoingContext(t.Context(), "x-real-ip", tt.ip)
+				if _, err := client.EmptyCall(ctx, &testgrpc.Empty{}); status.Code(err) != tt.want {
+					t.Errorf("x-real-ip %s: got %v, want %v", tt.ip, err, tt.want)
+				}
+			}
+		})
+	}
+}

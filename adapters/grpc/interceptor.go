@@ -250,10 +250,20 @@ func (c *call) Header(name string) []string {
 	return metadata.ValueFromIncomingContext(c.ctx, name)
 }
 
-// Network is the network of the peer's address ("tcp", "unix"), or ""
-// for a call without a peer.
+// Network is the network of the call's connection ("tcp", "unix"): that
+// of the server's end of it when known, else that of the peer's address;
+// "" for a call without a peer. A server run through net/http
+// (grpc.Server.ServeHTTP) reports every peer address as "tcp", even on a
+// Unix socket, while the local address net/http records is the
+// listener's.
 func (c *call) Network() string {
-	if p, ok := peer.FromContext(c.ctx); ok && p.Addr != nil {
+	p, ok := peer.FromContext(c.ctx)
+	switch {
+	case !ok:
+		return ""
+	case p.LocalAddr != nil:
+		return p.LocalAddr.Network()
+	case p.Addr != nil:
 		return p.Addr.Network()
 	}
 	return ""
