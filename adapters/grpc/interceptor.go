@@ -222,9 +222,16 @@ func headerMetadata(fields []httplimit.HeaderField) metadata.MD {
 
 // finishStatus maps a handler's error to the HTTP status class
 // httplimit.Decision.Finish understands: 500 for a server-side code, so that
-// httplimit.WithRefundOnServerError refunds the call.
+// httplimit.WithRefundOnServerError refunds the call. The code is the one
+// grpc-go sends: a context error (the client cancelled, or its deadline
+// passed) is Canceled or DeadlineExceeded, not Unknown, and is never
+// refunded.
 func finishStatus(err error) int {
-	switch status.Code(err) {
+	st, ok := status.FromError(err)
+	if !ok {
+		st = status.FromContextError(err)
+	}
+	switch st.Code() {
 	case codes.Unknown, codes.Internal, codes.Unavailable, codes.DataLoss:
 		return http.StatusInternalServerError
 	}

@@ -44,6 +44,10 @@ func (s *testService) reached(ctx context.Context, method string) error {
 	if len(metadata.ValueFromIncomingContext(ctx, "fail")) > 0 {
 		return status.Error(codes.Internal, "handler failed")
 	}
+	if len(metadata.ValueFromIncomingContext(ctx, "hang")) > 0 {
+		<-ctx.Done()
+		return ctx.Err() // as a handler whose database call the client's deadline cut short
+	}
 	return nil
 }
 
@@ -424,6 +428,53 @@ func TestRefundOnServerError(t *testing.T) {
 			}
 			if got := store.Refunds(); got != 2 {
 				t.Errorf("refunds: got %d, want 2", got)
+			}
+		})
+	}
+}
+
+// TestNoRefundForClientDeadline: a handler that returns its context's
+// error when the client's deadline passes or the client cancels ends
+// with DeadlineExceeded or Canceled on the wire (grpc-go's
+// status.FromContextError), not a server-side code, so
+// WithRefundOnServerError refunds nothing: otherwise a client that gives
+// each call a deadline shorter than the handler's work would have every
+// call's work done for free.
+func TestNoRefundForClientDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption
+	}{
+		{"interceptors", interceptors},
+		{"ServerOption", func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption {
+			return []grpc.ServerOption{slidegrpc.ServerOption(l, opts...)}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := slidelogtest.NewCountingStore(memstore.New())
+			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			client, svc := serve(t, tt.opts(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "deadline", Limit: 2, Window: time.Minute}), httplimit.WithRefundOnServerError())...)
+			hanging := metadata.AppendToOutgoingContext(t.Context(), "hang", "1")
+			for i := range 5 {
+				ctx, cancel := context.WithTimeout(hanging, 50*time.Millisecond)
+				_, err := client.EmptyCall(ctx, &testgrpc.Empty{})
+				cancel()
+				want := codes.DeadlineExceeded
+				if i >= 2 {
+					want = codes.ResourceExhausted
+				}
+				if got := status.Code(err); got != want {
+					t.Errorf("call %d: got %v, want %v", i+1, got, want)
+				}
+			}
+			ctx, cancel := context.WithCancel(hanging)
+			time.AfterFunc(50*time.Millisecond, cancel)
+			_, _ = client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+			if got := store.Refunds(); got != 0 {
+				t.Errorf("refunds: got %d, want 0", got)
+			}
+			if got := svc.Reached(); got != 2 {
+				t.Errorf("handler calls: got %d, want 2 (the limit)", got)
 			}
 		})
 	}
