@@ -278,9 +278,16 @@ func setHeader(h http.Header, fields []httplimit.HeaderField) {
 
 // finishStatus maps a handler's error to the HTTP status class
 // httplimit.Decision.Finish understands: 500 for a server-side code, so
-// that httplimit.WithRefundOnServerError refunds the call.
+// that httplimit.WithRefundOnServerError refunds the call. The code is the
+// one connect-go sends: a context error that is not a *connect.Error (the
+// client cancelled, or its deadline passed) is canceled or
+// deadline_exceeded, not unknown, and is never refunded.
 func finishStatus(err error) int {
 	if err == nil {
+		return http.StatusOK
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return http.StatusOK
 	}
 	switch connect.CodeOf(err) {

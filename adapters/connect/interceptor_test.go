@@ -58,6 +58,10 @@ func serve(t *testing.T, opts ...connect.HandlerOption) *server {
 			if req.Msg.GetService() == "fail" {
 				return nil, connect.NewError(connect.CodeInternal, errors.New("handler failed"))
 			}
+			if req.Msg.GetService() == "hang" {
+				<-ctx.Done()
+				return nil, ctx.Err() // as a handler whose database call the client's deadline cut short
+			}
 			return connect.NewResponse(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}), nil
 		}, opts...))
 	mux.Handle(watchProcedure, connect.NewServerStreamHandler(watchProcedure,
@@ -377,6 +381,38 @@ func TestRefundOnServerError(t *testing.T) {
 		if got := connect.CodeOf(err); got != connect.CodeInternal {
 			t.Fatalf("failing call %d: got %v, want internal (refunded, so never denied)", i+1, got)
 		}
+	}
+}
+
+// TestNoRefundForClientDeadline: a handler that returns its context's
+// error when the client's deadline passes ends with deadline_exceeded
+// (connect-go's own code for it), not a server-side code, so
+// WithRefundOnServerError refunds nothing: otherwise a client that gives
+// each call a deadline shorter than the handler's work would have every
+// call's work done for free.
+func TestNoRefundForClientDeadline(t *testing.T) {
+	store := slidelogtest.NewCountingStore(memstore.New())
+	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "deadline", Limit: 2, Window: time.Minute})
+	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, httplimit.WithRefundOnServerError())))
+	client := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](s.http, s.url+checkProcedure)
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		_, err := client.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{Service: "hang"}))
+		cancel()
+		want := connect.CodeDeadlineExceeded
+		if i >= 2 {
+			want = connect.CodeResourceExhausted
+		}
+		if got := connect.CodeOf(err); got != want {
+			t.Errorf("call %d: got %v, want %v", i+1, got, want)
+		}
+	}
+	if got := store.Refunds(); got != 0 {
+		t.Errorf("refunds: got %d, want 0", got)
+	}
+	if got := s.reached.Load(); got != 2 {
+		t.Errorf("handler calls: got %d, want 2 (the limit)", got)
 	}
 }
 
