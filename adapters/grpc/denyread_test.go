@@ -2,6 +2,8 @@ package slidegrpc_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -264,6 +267,59 @@ func TestUnixSocketProxyServeHTTP(t *testing.T) {
 				if _, err := client.EmptyCall(ctx, &testgrpc.Empty{}); status.Code(err) != tt.want {
 					t.Errorf("x-real-ip %s: got %v, want %v", tt.ip, err, tt.want)
 				}
+			}
+		})
+	}
+}
+
+// TestServerOptionUnknownMethods: the tap runs before grpc-go looks a
+// method up, so a call's full method may be a name the client made up.
+// Keyed by httplimit.ByRoute, such names must not each get a budget of
+// their own (a store entry per name, never denied): ServerOption decides
+// no call to a method no handler has served, which grpc-go answers with
+// Unimplemented, and decides in the tap a method's calls once one has
+// reached its handler.
+func TestServerOptionUnknownMethods(t *testing.T) {
+	for name, key := range map[string]httplimit.KeyFunc{
+		"route":          httplimit.ByRoute(),
+		"route and peer": httplimit.Composite(httplimit.ByRoute(), httplimit.ByClientIP()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := slidelogtest.NewCountingStore(memstore.New())
+			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "method", Limit: 1, Window: time.Minute})
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, svc := serveOn(t, lis, lis.Addr().String(), []grpc.ServerOption{slidegrpc.ServerOption(l, httplimit.WithKeyFunc(key))})
+			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+			for i := range 100 {
+				err := conn.Invoke(t.Context(), fmt.Sprintf("/made.Up/M%d", i), &testgrpc.Empty{}, &testgrpc.Empty{})
+				if got := status.Code(err); got != codes.Unimplemented {
+					t.Fatalf("made-up method %d: got %v, want Unimplemented", i, err)
+				}
+			}
+			if got := store.Takes(); got != 0 {
+				t.Errorf("store calls for 100 made-up methods: got %d, want 0 (identities %v)", got, store.Identities())
+			}
+			if _, err := client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			var trailer metadata.MD
+			_, err = client.UnaryCall(t.Context(), &testgrpc.SimpleRequest{}, grpc.Trailer(&trailer))
+			if got := status.Code(err); got != codes.ResourceExhausted {
+				t.Errorf("second UnaryCall: got %v, want ResourceExhausted", err)
+			}
+			if got := first(trailer, slidegrpc.PushbackKey); got != "" {
+				t.Errorf("second UnaryCall's pushback: got %q, want none (denied in the tap, before its message is read)", got)
+			}
+			if got := svc.Reached(); got != 1 {
+				t.Errorf("handler calls: got %d, want 1", got)
 			}
 		})
 	}

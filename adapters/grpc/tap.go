@@ -2,6 +2,8 @@ package slidegrpc
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
@@ -17,6 +19,16 @@ import (
 // message the client is sending; with the interceptors, grpc-go reads and
 // decodes a unary call's whole message (up to grpc.MaxRecvMsgSize, 4 MB
 // by default) before any interceptor runs, denied or not.
+//
+// The tap runs before grpc-go looks the method up, so until one of a
+// method's calls has reached its handler the option's interceptors
+// decide that method's calls instead, after their message is read: the
+// name may be one the client made up, which httplimit.ByRoute would make
+// a new identity per name. A call to a method the server does not have is
+// not decided at all (grpc-go answers it Unimplemented). Give this option
+// to grpc.NewServer before interceptors that may reject calls (an
+// authentication interceptor): a method whose every call they reject
+// before this option's interceptors run stays undecided in the tap.
 //
 // The decision can use what the headers carry: the peer, the metadata
 // and the full method, as the default key (httplimit.ByClientIP),
@@ -51,7 +63,16 @@ func ServerOption(l *slidelog.Limiter, opts ...httplimit.Option) grpc.ServerOpti
 	e := build("ServerOption", l, opts)
 	key := new(tapKey) // this option's decisions only
 	refund := e.RefundsOnServerError()
+	served := new(methodSet)
 	inTap := func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if !served.has(info.FullMethodName) {
+			// The tap runs before grpc-go looks the method up: a name
+			// no handler has served yet may be one the client made up,
+			// a new identity per name under httplimit.ByRoute. The
+			// interceptors decide it, once grpc-go has found its
+			// handler.
+			return ctx, nil
+		}
 		d := e.Check(&call{ctx: ctx, method: info.FullMethodName})
 		if err := rejection(d); err != nil {
 			return ctx, err
@@ -62,7 +83,9 @@ func ServerOption(l *slidelog.Limiter, opts ...httplimit.Option) grpc.ServerOpti
 		if d, ok := ctx.Value(key).(*httplimit.Decision); ok {
 			return d, nil
 		}
-		// No tap ran (grpc.Server.ServeHTTP calls none): decide now.
+		// No tap decided (a method's first calls, or
+		// grpc.Server.ServeHTTP, which calls none): decide now.
+		served.add(method)
 		d := e.Check(&call{ctx: ctx, method: method})
 		return d, rejection(d)
 	}
@@ -103,3 +126,29 @@ func ServerOption(l *slidelog.Limiter, opts ...httplimit.Option) grpc.ServerOpti
 
 // tapKey is the context key of a ServerOption's decisions.
 type tapKey struct{ _ byte }
+
+// maxServedMethods bounds a methodSet: past it, further methods (only a
+// server with a grpc.UnknownServiceHandler serves that many) are decided
+// by the interceptors alone.
+const maxServedMethods = 4096
+
+// methodSet is a bounded set of the full methods grpc-go has routed to a
+// handler. It is safe for concurrent use.
+type methodSet struct {
+	m sync.Map
+	n atomic.Int64
+}
+
+func (s *methodSet) has(method string) bool {
+	_, ok := s.m.Load(method)
+	return ok
+}
+
+func (s *methodSet) add(method string) {
+	if s.has(method) || s.n.Load() >= maxServedMethods {
+		return
+	}
+	if _, loaded := s.m.LoadOrStore(method, struct{}{}); !loaded {
+		s.n.Add(1)
+	}
+}
