@@ -80,6 +80,7 @@ type metrics struct {
 	fallbacks  *prometheus.CounterVec
 	errs       *prometheus.CounterVec
 	breaker    *prometheus.GaugeVec
+	sizes      *sizes
 }
 
 // register registers collector c with reg, or returns the collector of the
@@ -142,16 +143,15 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	if err != nil {
 		return nil, err
 	}
-	// The size gauges are per limiter; a second limiter of the same name
-	// on one registry keeps the first one's.
-	_, _ = register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: MetricDenyCacheEntries, Help: "Keys in the local deny cache.", ConstLabels: labels,
-	}, func() float64 { d, _ := gauges(); return d }))
-	_, _ = register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: MetricFallbackKeys, Help: "Keys tracked by the local fallback limiter.", ConstLabels: labels,
-	}, func() float64 { _, f := gauges(); return f }))
-
+	// The size gauges are per limiter name: the limiters of one name on
+	// one registry (their counters share series too) report the sums of
+	// their sizes, and a closed limiter's sizes are no longer read.
+	sz, err := register(reg, newSizes(labels))
+	if err != nil {
+		return nil, err
+	}
 	m := &metrics{
+		sizes:     sz,
 		command:   command.MustCurryWith(labels).(*prometheus.HistogramVec),
 		fallbacks: fallbacks.MustCurryWith(labels),
 		errs:      errs.MustCurryWith(labels),
@@ -161,6 +161,7 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	for i, s := range sources {
 		m.known[i] = m.counters(s)
 	}
+	sz.add(m, gauges)
 	return m, nil
 }
 
@@ -217,5 +218,62 @@ func (m *metrics) BreakerState(node string, st slidelog.BreakerState) {
 	m.breaker.WithLabelValues(node).Set(float64(st))
 }
 
-// Unbind keeps the size gauges registered, as they were before Close.
-func (m *metrics) Unbind() {}
+// Unbind stops reading the limiter's sizes: its size gauges leave the
+// registry's output when no other open limiter of its name reports them.
+func (m *metrics) Unbind() { m.sizes.remove(m) }
+
+// sizes is the collector of the size gauges of the limiters of one name
+// on one registry.
+type sizes struct {
+	denied, fallbackKeys *prometheus.Desc
+
+	mu     sync.Mutex
+	gauges map[*metrics]func() (denied, fallbackKeys float64)
+}
+
+func newSizes(labels prometheus.Labels) *sizes {
+	return &sizes{
+		denied:       prometheus.NewDesc(MetricDenyCacheEntries, "Keys in the local deny cache.", nil, labels),
+		fallbackKeys: prometheus.NewDesc(MetricFallbackKeys, "Keys tracked by the local fallback limiter.", nil, labels),
+		gauges:       make(map[*metrics]func() (denied, fallbackKeys float64)),
+	}
+}
+
+func (s *sizes) add(m *metrics, gauges func() (denied, fallbackKeys float64)) {
+	s.mu.Lock()
+	s.gauges[m] = gauges
+	s.mu.Unlock()
+}
+
+// remove forgets m's gauges; once it returns, Collect no longer calls
+// them.
+func (s *sizes) remove(m *metrics) {
+	s.mu.Lock()
+	delete(s.gauges, m)
+	s.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (s *sizes) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.denied
+	ch <- s.fallbackKeys
+}
+
+// Collect implements prometheus.Collector: the sums over the open
+// limiters, nothing when none is open.
+func (s *sizes) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	n := len(s.gauges)
+	var denied, fallbackKeys float64
+	for _, g := range s.gauges {
+		d, f := g()
+		denied += d
+		fallbackKeys += f
+	}
+	s.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(s.denied, prometheus.GaugeValue, denied)
+	ch <- prometheus.MustNewConstMetric(s.fallbackKeys, prometheus.GaugeValue, fallbackKeys)
+}
