@@ -240,7 +240,9 @@ func (l *Limiter) decide(ctx context.Context, res *Result, key string, n int) er
 		return err
 	}
 	if n < 1 || n > minLimit {
-		return costErrorFor(n, minLimit)
+		err := costErrorFor(n, minLimit)
+		l.metrics.error(errorReason(err))
+		return err
 	}
 	if l.deny != nil {
 		if r, ok := l.deny.get(key, n); ok && (l.policyFunc == nil || samePolicies(&r, policies)) {

@@ -80,6 +80,26 @@ func TestObserverGetsEvents(t *testing.T) {
 	assert.Equal(t, 1, o.unbound, "Close unbinds once")
 }
 
+// A cost out of range is an error instead of a decision like any other:
+// slidelog_errors_total counts it (reason "other"), on every path.
+func TestObserverCountsCostErrors(t *testing.T) {
+	for name, store := range map[string]slidelog.Store{"store": failingStore(), "memory": newMemoryStore(t)} {
+		t.Run(name, func(t *testing.T) {
+			o := &recordingObserver{}
+			l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 2, Window: time.Minute}, slidelog.WithObserver(o), slidelog.WithName("cost"))
+			require.NoError(t, err)
+			defer l.Close()
+			for _, n := range []int{0, 3} {
+				_, err := l.AllowN(t.Context(), "k", n)
+				require.ErrorIs(t, err, slidelog.ErrInvalidCost)
+			}
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			assert.Equal(t, []string{"bind cost", "error other", "error other"}, o.events)
+		})
+	}
+}
+
 func TestObserverBindErrorFailsNew(t *testing.T) {
 	first := &recordingObserver{}
 	_, err := slidelog.New(failingStore(), slidelog.PerMinute(1), slidelog.WithObserver(first),
