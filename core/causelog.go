@@ -120,6 +120,35 @@ func (l *Limiter) logFailover(node, reason string, err error) {
 		slog.Int64("decisions", failures))
 }
 
+// errorLog counts the errors of reason "other" a limiter returned
+// instead of a decision, and when it last logged them.
+type errorLog struct {
+	logged atomic.Int64 // Unix ns
+	errors atomic.Int64 // since
+}
+
+// noDecision counts err, returned instead of a decision, in the metrics.
+// The errors of reason "other" (a policy func that failed or chose
+// invalid policies, a cost out of range), which no other record explains,
+// it logs at most once per causeLogEvery, with how many there were since
+// the previous record.
+func (l *Limiter) noDecision(err error) {
+	reason := errorReason(err)
+	l.metrics.error(reason)
+	if reason != "other" {
+		return
+	}
+	now := time.Now().UnixNano()
+	l.errLog.errors.Add(1)
+	logged := l.errLog.logged.Load()
+	if logged != 0 && now-logged < int64(causeLogEvery) || !l.errLog.logged.CompareAndSwap(logged, now) {
+		return
+	}
+	l.logger.LogAttrs(context.Background(), slog.LevelWarn, "slidelog: calls answered with an error instead of a decision",
+		slog.String("limiter", l.name), slog.String("reason", reason), slog.Any("error", err),
+		slog.Int64("errors", l.errLog.errors.Swap(0)))
+}
+
 // breakerCause returns the attributes that say why node's breaker opened.
 func (l *Limiter) breakerCause(node string) []any {
 	err := l.causes.cause(node)

@@ -53,6 +53,29 @@ func TestLogsSayWhy(t *testing.T) {
 	}
 }
 
+// The errors slidelog_errors_total counts as "other" (the SlidelogErrors
+// alert says to see the logs for them) are logged with their cause, once
+// per episode, not once per call; those of other reasons are not.
+func TestLogsSayWhyNoDecision(t *testing.T) {
+	var buf logbuf.Buffer
+	l := newResilientLimiter(t, newMemoryStore(t), slidelog.PerMinute(10), slidelog.WithName("plans"),
+		slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))),
+		slidelog.WithPolicyFunc(func(context.Context, string) ([]slidelog.Policy, error) {
+			return nil, errors.New("plan lookup: connection refused")
+		}))
+	for range 100 {
+		_, err := l.Allow(t.Context(), "k")
+		require.ErrorIs(t, err, slidelog.ErrPolicyFunc)
+		_, err = l.Allow(t.Context(), "")
+		require.ErrorIs(t, err, slidelog.ErrInvalidKey)
+	}
+	lines := buf.Lines("instead of a decision")
+	require.Len(t, lines, 1, "got %d records for 100 failed calls, want 1:\n%s", len(lines), lines)
+	assert.Contains(t, lines[0], "limiter=plans")
+	assert.Contains(t, lines[0], "reason=other")
+	assert.Contains(t, lines[0], "plan lookup: connection refused")
+}
+
 // A Redis that is not there: the records say the connection was refused.
 func TestLogsSayWhyRedisDown(t *testing.T) {
 	var buf logbuf.Buffer

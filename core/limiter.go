@@ -57,6 +57,7 @@ type Limiter struct {
 	fallback    *fallback
 	breakers    *breakers
 	causes      *causeLog // why store calls fail, for the log (causelog.go)
+	errLog      errorLog  // errors of reason "other", for the log (causelog.go)
 	deny        *denyCache
 	metrics     *observers
 	router      Router // the store, when it is spread over nodes
@@ -231,17 +232,17 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 // decides what the store cannot (allowStore).
 func (l *Limiter) decide(ctx context.Context, res *Result, key string, n int) error {
 	if err := l.check(ctx, key); err != nil {
-		l.metrics.error(errorReason(err))
+		l.noDecision(err)
 		return err
 	}
 	policies, minLimit, err := l.policiesFor(ctx, key)
 	if err != nil {
-		l.metrics.error(errorReason(err))
+		l.noDecision(err)
 		return err
 	}
 	if n < 1 || n > minLimit {
 		err := costErrorFor(n, minLimit)
-		l.metrics.error(errorReason(err))
+		l.noDecision(err)
 		return err
 	}
 	if l.deny != nil {
@@ -495,12 +496,12 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 		if l.fallback == nil {
 			// A Local store (StoreInfo.Local) has no fallback: it fails
 			// only when closed, misconfigured or out of time, and says so.
-			l.metrics.error(errorReason(cause))
+			l.noDecision(cause)
 			return Result{}, cause
 		}
 		r, taken, err := l.fallback.take(ctx, req)
 		if err != nil {
-			l.metrics.error(errorReason(err))
+			l.noDecision(err)
 			return Result{}, err
 		}
 		if r.Allowed {
