@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
@@ -75,6 +77,33 @@ func TestLogsSayWhyNoDecision(t *testing.T) {
 	assert.Contains(t, lines[0], "reason=other")
 	assert.Contains(t, lines[0], "plan lookup: connection refused")
 }
+
+// recordingStore is a failing store that can record admissions (a
+// Recorder that keeps none itself): a limiter's fallback journals what
+// it admits for it.
+type recordingStore struct{ fakeStore }
+
+func (s *recordingStore) Record(context.Context, slidelog.Request, time.Time) error { return errDown }
+
+// A fallback admission the write-back journal has no room for will never
+// be counted by the store: the limiter says so, not once per admission.
+func TestLogsSayJournalFull(t *testing.T) {
+	var buf logbuf.Buffer
+	l := newResilientLimiter(t, &recordingStore{fakeStore: *failingStore()}, slidelog.PerHour(1000), slidelog.WithName("jf"),
+		slidelog.WithFallbackMaxKeys(writebackMax+10), slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	for i := range writebackMax + 10 {
+		res, err := l.Allow(t.Context(), "k"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	lines := buf.Lines("journal full")
+	require.Len(t, lines, 1, "got %d records for 10 dropped admissions, want 1:\n%s", len(lines), lines)
+	assert.Contains(t, lines[0], "limiter=jf")
+	assert.Contains(t, lines[0], "dropped=1")
+}
+
+// writebackMax is the write-back journal's bound (writeback.MaxEntries).
+const writebackMax = 100_000
 
 // A Redis that is not there: the records say the connection was refused.
 func TestLogsSayWhyRedisDown(t *testing.T) {

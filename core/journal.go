@@ -1,6 +1,7 @@
 package slidelog
 
 import (
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -20,7 +21,16 @@ type journal = writeback.Journal[Request]
 
 type journalEntry = writeback.Entry[Request]
 
-func newJournal() *journal { return writeback.New[Request]() }
+// newJournal returns an empty journal, which logs to logger the entries
+// it drops (at most every writeback.DropReportEvery).
+func newJournal(logger *slog.Logger, limiter string) *journal {
+	j := writeback.New[Request]()
+	j.OnDrop = func(dropped uint64) {
+		logger.Warn("slidelog: write-back journal full: fallback admissions dropped, the store will not count them",
+			"limiter", limiter, "dropped", dropped, "max_entries", writeback.MaxEntries)
+	}
+	return j
+}
 
 // journalKey is the journal's name for a key of a namespace.
 func journalKey(namespace, key string) string {

@@ -155,7 +155,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 			l.recorder, l.keeper = k, k
 			l.flushCtx, l.flushCancel = context.WithCancel(context.Background())
 		} else if rec, ok := store.(Recorder); ok {
-			l.recorder, l.journal = rec, newJournal()
+			l.recorder, l.journal = rec, newJournal(l.logger, l.name)
 			l.flushCtx, l.flushCancel = context.WithCancel(context.Background())
 		}
 	}

@@ -289,6 +289,10 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 		cfg.logger = slog.Default()
 	}
 	s := &Store{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock, logger: cfg.logger, kept: writeback.New[slidelog.Request]()}
+	s.kept.OnDrop = func(dropped uint64) {
+		cfg.logger.Warn("redisstore: write-back journal full: admissions dropped, Redis will not count them",
+			"dropped", dropped, "max_entries", writeback.MaxEntries)
+	}
 	if !cfg.pipeliningSet {
 		cfg.pipelinesPerNode = DefaultPipelinesPerNode
 	}

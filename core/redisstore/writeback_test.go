@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
@@ -195,4 +198,20 @@ func TestKeptFallbackAdmissionsBeforeEveryConcurrentDecision(t *testing.T) {
 			require.Zero(t, s.Unwritten())
 		})
 	}
+}
+
+// A fallback admission the store's journal has no room for will never be
+// counted by Redis: the store says so, not once per admission.
+func TestKeepLogsJournalFull(t *testing.T) {
+	var buf logbuf.Buffer
+	s := newRedisStore(t, redistest.RedisClient(t), redisstore.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	p := slidelog.Policy{Limit: 5, Window: time.Hour}
+	at := time.Now()
+	for i := range 100_000 + 10 {
+		s.Keep(slidelog.Request{Namespace: "wb", Key: strconv.Itoa(i), ID: uint64(i + 1), Cost: 1, Policies: []slidelog.Policy{p}}, at)
+	}
+	require.Equal(t, uint64(10), s.ReplicaAckStats().Dropped)
+	lines := buf.Lines("journal full")
+	require.Len(t, lines, 1, "got %d records for 10 dropped admissions, want 1:\n%s", len(lines), lines)
+	require.Contains(t, lines[0], "dropped=1")
 }

@@ -73,7 +73,18 @@ type Journal[R any] struct {
 	count   atomic.Int64 // the entries held
 	unwrit  atomic.Int64 // the entries held that are Unwritten
 	dropped atomic.Uint64
+
+	// OnDrop, when set before the journal is used, is told of the
+	// entries Add could not keep: at the first one, then at most every
+	// DropReportEvery, with how many were dropped since it was last told.
+	OnDrop       func(dropped uint64)
+	dropReported atomic.Uint64 // dropped when OnDrop was last told
+	dropTold     atomic.Int64  // when OnDrop was last told (Unix ns)
 }
+
+// DropReportEvery is how often, at most, a journal tells its OnDrop of
+// the entries it dropped.
+const DropReportEvery = 10 * time.Second
 
 // New returns an empty journal.
 func New[R any]() *Journal[R] {
@@ -111,10 +122,24 @@ func (j *Journal[R]) Unwritten() int {
 // Dropped counts the entries not kept because the journal was full.
 func (j *Journal[R]) Dropped() uint64 { return j.dropped.Load() }
 
-// Add keeps e under key; it reports false, counting it in Dropped, when
-// the journal holds MaxEntries already. An entry of the same ID under key
-// is replaced.
+// Add keeps e under key; it reports false, counting it in Dropped and
+// telling OnDrop as it says, when the journal holds MaxEntries already.
+// An entry of the same ID under key is replaced.
 func (j *Journal[R]) Add(key string, e Entry[R]) bool {
+	if j.add(key, e) {
+		return true
+	}
+	if j.OnDrop != nil {
+		now := time.Now().UnixNano()
+		if told := j.dropTold.Load(); (told == 0 || now-told >= int64(DropReportEvery)) && j.dropTold.CompareAndSwap(told, now) {
+			d := j.dropped.Load()
+			j.OnDrop(d - j.dropReported.Swap(d))
+		}
+	}
+	return false
+}
+
+func (j *Journal[R]) add(key string, e Entry[R]) bool {
 	sh := j.shard(key)
 	defer sh.mu.Unlock()
 	es := sh.byKey[key]

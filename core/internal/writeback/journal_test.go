@@ -1,9 +1,11 @@
 package writeback
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -114,4 +116,28 @@ func TestJournalConcurrent(t *testing.T) {
 	if j.Len() != 0 || j.Unwritten() != 0 {
 		t.Errorf("Len() = %d, Unwritten() = %d after forgetting every key, want 0 and 0", j.Len(), j.Unwritten())
 	}
+}
+
+// A full journal tells OnDrop of what it drops, at the first drop and
+// then at most every DropReportEvery with the count since: a fallback
+// admission the store will never count is never dropped silently.
+func TestJournalTellsDrops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var told []uint64
+		j := New[string]()
+		j.OnDrop = func(n uint64) { told = append(told, n) }
+		for i := range MaxEntries + 3 {
+			j.Add(strconv.Itoa(i), Entry[string]{ID: uint64(i)})
+		}
+		time.Sleep(DropReportEvery - time.Millisecond)
+		j.Add("late", Entry[string]{ID: 1})
+		if want := []uint64{1}; !slices.Equal(told, want) {
+			t.Fatalf("OnDrop told %v within DropReportEvery, want %v", told, want)
+		}
+		time.Sleep(time.Millisecond)
+		j.Add("later", Entry[string]{ID: 1})
+		if want := []uint64{1, 4}; !slices.Equal(told, want) {
+			t.Fatalf("OnDrop told %v, want %v", told, want)
+		}
+	})
 }
