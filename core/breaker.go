@@ -67,6 +67,7 @@ type breakers struct {
 	onChange func(node string, from, to gobreaker.State)
 	mu       sync.RWMutex
 	byNode   map[string]*nodeBreaker
+	closed   atomic.Bool // no breaker reports a change any more
 }
 
 // nodeBreaker is one node's breaker. While it is open, until its open
@@ -80,6 +81,11 @@ type nodeBreaker struct {
 	// does not move it (nor gobreaker's expiry, compared by monotonic
 	// readings). Written under gobreaker's lock, on each change of state.
 	openUntil atomic.Int64
+	// halfOpen moves the open breaker to half-open once its open timeout
+	// has passed, whether or not a request asks it then: the state it
+	// reports (slidelog_breaker_state) is the one it is in, also for a
+	// node no key maps to any more (a failed-over master).
+	halfOpen atomic.Pointer[time.Timer]
 }
 
 // Allow is gobreaker's Allow, refusing at once while the breaker is open.
@@ -127,6 +133,9 @@ func (b *breakers) get(node string) *nodeBreaker {
 				until = monotime.Now() + int64(b.settings.OpenTimeout)
 			}
 			nb.openUntil.Store(until)
+			if to == gobreaker.StateOpen {
+				b.halfOpenLater(nb)
+			}
 			if b.onChange != nil {
 				b.onChange(name, from, to)
 			}
@@ -134,6 +143,36 @@ func (b *breakers) get(node string) *nodeBreaker {
 	})
 	b.byNode[node] = nb
 	return nb
+}
+
+// halfOpenLater asks nb's state once its open timeout has passed, which
+// moves it to half-open and reports the change.
+func (b *breakers) halfOpenLater(nb *nodeBreaker) {
+	if b.closed.Load() {
+		return
+	}
+	t := time.AfterFunc(b.settings.OpenTimeout, func() { nb.cb.State() })
+	if old := nb.halfOpen.Swap(t); old != nil {
+		old.Stop()
+	}
+	if b.closed.Load() {
+		t.Stop() // close ran meanwhile and may not have seen t
+	}
+}
+
+// close stops reporting changes that no request causes.
+func (b *breakers) close() {
+	if b == nil {
+		return
+	}
+	b.closed.Store(true)
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, nb := range b.byNode {
+		if t := nb.halfOpen.Load(); t != nil {
+			t.Stop()
+		}
+	}
 }
 
 // states returns every known node's breaker state.

@@ -667,6 +667,7 @@ func (l *Limiter) Close() error {
 	if l.fallback != nil {
 		_ = l.fallback.close()
 	}
+	l.breakers.close()
 	l.metrics.unbind()
 	l.release()
 	return nil

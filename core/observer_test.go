@@ -100,6 +100,29 @@ func TestObserverCountsCostErrors(t *testing.T) {
 	}
 }
 
+// An open breaker reports half-open once its open timeout has passed,
+// whether or not a request asks it: a node no key maps to any more (a
+// failed-over master) does not stay "open" in slidelog_breaker_state, and
+// its alert, for good.
+func TestBreakerReportsHalfOpenWithoutRequests(t *testing.T) {
+	o := &recordingObserver{}
+	l, err := slidelog.New(failingStore(), slidelog.PerMinute(100), slidelog.WithObserver(o), slidelog.WithName("idle"),
+		slidelog.WithBreaker(slidelog.BreakerSettings{OpenTimeout: 50 * time.Millisecond}))
+	require.NoError(t, err)
+	defer l.Close()
+	for range 5 {
+		_, err := l.Allow(t.Context(), "k")
+		require.NoError(t, err)
+	}
+	require.Equal(t, map[string]string{"store": "open"}, slidelog.BreakerStates(l))
+	require.Eventually(t, func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.events[len(o.events)-1] == "breaker store half-open"
+	}, 2*time.Second, 10*time.Millisecond, "no request came, and the breaker still reports open")
+	assert.Equal(t, map[string]string{"store": "half-open"}, slidelog.BreakerStates(l))
+}
+
 func TestObserverBindErrorFailsNew(t *testing.T) {
 	first := &recordingObserver{}
 	_, err := slidelog.New(failingStore(), slidelog.PerMinute(1), slidelog.WithObserver(first),
