@@ -131,7 +131,7 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	}
 	errs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricErrors,
-		Help: "Calls that returned an error instead of a decision, by reason (canceled, unavailable, closed).",
+		Help: "Calls that returned an error instead of a decision, by reason (canceled, unavailable, closed, invalid_key, other).",
 	}, []string{"limiter", "reason"}))
 	if err != nil {
 		return nil, err

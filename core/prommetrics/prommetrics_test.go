@@ -90,3 +90,27 @@ func TestSizeGaugesFollowOpenLimiters(t *testing.T) {
 	got, _ = gauge(t, reg, prommetrics.MetricDenyCacheEntries, "api")
 	assert.Equal(t, 3.0, got)
 }
+
+// The help of slidelog_errors_total names every reason the limiter
+// reports (slidelog.LimiterObserver.Error, docs/operations.md).
+func TestErrorsHelpNamesEveryReason(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	store := memstore.New()
+	defer store.Close()
+	l, err := slidelog.New(store, slidelog.PerMinute(1), slidelog.WithObserver(prommetrics.New(reg)))
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.Allow(t.Context(), "")
+	require.ErrorIs(t, err, slidelog.ErrInvalidKey)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == prommetrics.MetricErrors {
+			for _, reason := range []string{"canceled", "unavailable", "closed", "invalid_key", "other"} {
+				assert.Contains(t, mf.GetHelp(), reason)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s", prommetrics.MetricErrors)
+}
