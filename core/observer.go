@@ -11,7 +11,9 @@ import (
 //
 // New calls Bind once per limiter; the LimiterObserver it returns gets
 // that limiter's events from any goroutine, so it must be safe for
-// concurrent use and must not block: it runs on the request path.
+// concurrent use and must not block: it runs on the request path, and on
+// a timer of the limiter's own (a breaker's change to half-open when its
+// open timeout passes), where a panic is not recovered.
 type Observer interface {
 	// Bind is called by New with the limiter's name (WithName) and a
 	// function that reads the limiter's gauges at the moment it is
