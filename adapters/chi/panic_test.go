@@ -1,6 +1,7 @@
 package slidechi_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -61,4 +62,20 @@ func TestRefundOnAbortHandler(t *testing.T) {
 	if n := store.Refunds(); n != 4 {
 		t.Errorf("refunds: got %d, want 4", n)
 	}
+}
+
+// A request whose client goes away while its handler runs is not refunded
+// with WithRefundOnServerError, whether the handler then answers 500 or
+// aborts; one whose client stays for its 500 is.
+func TestNoRefundWhenClientGone(t *testing.T) {
+	slidelogtest.CheckNoRefundWhenClientGone(t, func(t *testing.T, store slidelog.Store, handler func(context.Context) int, opts ...httplimit.Option) string {
+		l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(2))
+		r := chi.NewRouter()
+		r.Use(chimw.Recoverer)
+		r.Use(slidechi.Middleware(l, opts...))
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(handler(r.Context())) })
+		srv := httptest.NewServer(r)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	})
 }

@@ -1,7 +1,9 @@
 package slideecho_test
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -31,5 +33,21 @@ func TestPanicRefunds(t *testing.T) {
 	slidelogtest.CheckPanicRefunds(t, func(t *testing.T, store slidelog.Store, opts ...httplimit.Option) func() int {
 		r := panicEcho(t, store, opts...)
 		return func() int { return serve(r, "/", "192.0.2.1:1").Code }
+	})
+}
+
+// A request whose client goes away while its handler runs is not refunded
+// with WithRefundOnServerError, whether the handler then answers 500 or
+// aborts; one whose client stays for its 500 is.
+func TestNoRefundWhenClientGone(t *testing.T) {
+	slidelogtest.CheckNoRefundWhenClientGone(t, func(t *testing.T, store slidelog.Store, handler func(context.Context) int, opts ...httplimit.Option) string {
+		l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(2))
+		r := echo.New()
+		r.Use(echomw.Recover())
+		r.Use(slideecho.Middleware(l, opts...))
+		r.GET("/", func(c echo.Context) error { return c.NoContent(handler(c.Request().Context())) })
+		srv := httptest.NewServer(r)
+		t.Cleanup(srv.Close)
+		return srv.URL
 	})
 }

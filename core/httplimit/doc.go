@@ -79,6 +79,7 @@
 // Engine.Check, sets Decision.Header, and then either calls the handler
 // and Decision.Finish with its status (Decision.Serve does both, and
 // finishes a handler that panics as a 500 without recovering the panic;
-// slidelogtest.CheckPanicRefunds tests it), or answers the denial or
-// error.
+// slidelogtest.CheckPanicRefunds tests it, and
+// slidelogtest.CheckNoRefundWhenClientGone that a request whose client
+// went away is not refunded), or answers the denial or error.
 package httplimit

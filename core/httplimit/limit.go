@@ -158,6 +158,12 @@ type Decision struct {
 
 	limiter *slidelog.Limiter
 	refund  bool
+	// ctx is the request's context as Check saw it: Finish reads whether
+	// the client went away from it, not from the context a middleware
+	// inside the limiter may have put on the request since (echo's
+	// ContextTimeout, for one, leaves its own context there, canceled
+	// once it returns).
+	ctx context.Context
 }
 
 // requestAlloc is what Check allocates for a request: the Request, which
@@ -224,6 +230,9 @@ func (e *Engine) check(src Incoming, d *Decision) {
 	default:
 		d.Header = appendHeaderFields(a.fields[:0], e.cfg.headers, d.Result, &e.texts)
 		d.refund = e.cfg.refund
+		if d.refund {
+			d.ctx = r.Context()
+		}
 	}
 	if e.cfg.shadow && d.Outcome != OutcomeNext {
 		if d.Outcome == OutcomeDenied {
@@ -275,8 +284,13 @@ func (e *Engine) decide(r *Request) (slidelog.Result, *slidelog.Limiter, error) 
 
 // Finish completes a decision once the handler has answered with status.
 // With WithRefundOnServerError, an admitted request whose status is 5xx
-// is refunded; a refund that fails is ignored (the request then simply
-// counts). Finish is a no-op for every other decision.
+// is refunded, unless its client went away first: a request whose
+// context, as Check received it, is done when Finish runs (canceled, or
+// past its deadline) counts, since a handler that sees its context done
+// answers 5xx (or panics with http.ErrAbortHandler, as
+// httputil.ReverseProxy does) for the client's doing, not the server's.
+// A refund that fails is ignored (the request then simply counts). Finish
+// is a no-op for every other decision.
 func (d *Decision) Finish(status int) {
 	if d == nil || !d.refund || status < 500 || status > 599 || !d.Result.Allowed {
 		return
@@ -286,8 +300,15 @@ func (d *Decision) Finish(status int) {
 	if l == nil {
 		return
 	}
-	// The client may be gone, but its entry must still go.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.Request.Context()), RefundTimeout)
+	ctx := d.ctx
+	if ctx == nil {
+		ctx = d.Request.Context()
+	}
+	if ctx.Err() != nil {
+		return // the client went away: its request counts
+	}
+	// The client may go while the refund runs; its entry must still go.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RefundTimeout)
 	defer cancel()
 	_ = l.Refund(ctx, d.Result)
 }
@@ -298,7 +319,8 @@ func (d *Decision) Finish(status int) {
 // unrecovered and with its value, to the recovery middleware outside the
 // limiter: with WithRefundOnServerError a request whose handler panicked
 // (http.ErrAbortHandler included) is refunded like one that answered
-// 500. Adapters call it on the path that refunds.
+// 500, and, like it, not when its client went away (see Finish).
+// Adapters call it on the path that refunds.
 func (d *Decision) Serve(handler func() int) {
 	returned := false
 	defer func() {

@@ -395,3 +395,91 @@ func TestDecisionServe(t *testing.T) {
 		t.Errorf("refunds: got %d, want 2 (the 502 and the panic)", n)
 	}
 }
+
+// ctxSource is a source whose context is ctx.
+type ctxSource struct {
+	*source
+	ctx context.Context
+}
+
+func (s *ctxSource) Context() context.Context { return s.ctx }
+
+// With WithRefundOnServerError, a request whose context is done when
+// Finish runs (its client went away, or its deadline passed) is not
+// refunded, whether its handler answered 500 or panicked with
+// http.ErrAbortHandler: the handler failed because the client left. A
+// 500 on a live context is refunded, also when a middleware inside the
+// limiter has since put a context of its own, now canceled, on the
+// request: Finish reads the context Check received.
+func TestFinishNoRefundWhenClientGone(t *testing.T) {
+	store, _ := newMemory(t)
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
+	h, err := httplimit.New(l, httplimit.WithRefundOnServerError())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// admitted decides one request from remote with ctx, which must be
+	// admitted, and returns its decision and source.
+	admitted := func(remote string, ctx context.Context) (*httplimit.Decision, *ctxSource) {
+		t.Helper()
+		src := &ctxSource{newSource(remote), ctx}
+		d := h.Check(src)
+		if d.Outcome != httplimit.OutcomeNext || !d.Result.Allowed {
+			t.Fatalf("%s: got %v, allowed=%v, err=%v, want admitted", remote, d.Outcome, d.Result.Allowed, d.Err)
+		}
+		return d, src
+	}
+	stillLimited := func(remote string) {
+		t.Helper()
+		if d := h.Check(newSource(remote)); d.Result.Allowed {
+			t.Errorf("%s: next request allowed, want denied (the failed request must count)", remote)
+		}
+	}
+
+	canceled, cancel := context.WithCancel(context.Background())
+	d, _ := admitted("192.0.2.1:1", canceled)
+	cancel()
+	d.Finish(http.StatusInternalServerError)
+	stillLimited("192.0.2.1:1")
+
+	expiring, cancelExpiring := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelExpiring()
+	d, _ = admitted("192.0.2.2:1", expiring)
+	<-expiring.Done()
+	d.Finish(http.StatusServiceUnavailable)
+	stillLimited("192.0.2.2:1")
+
+	aborted, cancelAborted := context.WithCancel(context.Background())
+	d, _ = admitted("192.0.2.3:1", aborted)
+	func() {
+		defer func() {
+			if p := recover(); p != http.ErrAbortHandler {
+				t.Errorf("recovered %v, want http.ErrAbortHandler", p)
+			}
+		}()
+		d.Serve(func() int {
+			cancelAborted()
+			panic(http.ErrAbortHandler)
+		})
+	}()
+	stillLimited("192.0.2.3:1")
+
+	if n := store.Refunds(); n != 0 {
+		t.Errorf("refunds with the client gone: got %d, want 0", n)
+	}
+
+	d, _ = admitted("192.0.2.4:1", context.Background())
+	d.Finish(http.StatusInternalServerError)
+	if n := store.Refunds(); n != 1 {
+		t.Errorf("refunds after a 500 on a live context: got %d, want 1", n)
+	}
+
+	d, src := admitted("192.0.2.5:1", context.Background())
+	inner, cancelInner := context.WithCancel(src.ctx)
+	src.ctx = inner // as echo's ContextTimeout does, inside the limiter
+	cancelInner()
+	d.Finish(http.StatusServiceUnavailable)
+	if n := store.Refunds(); n != 2 {
+		t.Errorf("refunds after a 503 whose inner context was canceled: got %d, want 2", n)
+	}
+}

@@ -169,8 +169,14 @@ func WithShadowMode(report ShadowFunc) Option {
 // wrote (an aborted response, http.ErrAbortHandler, included): the
 // adapters refund the request as the panic passes, and do not recover it,
 // so that it reaches the recovery middleware outside the limiter as
-// before. Off by default: with it, a client that can make the handler
-// fail is not limited on that route.
+// before. A request whose client went away is not refunded, whatever the
+// handler answered: one whose context, as the limiter received it, is
+// canceled or past its deadline when the handler returns (see
+// Decision.Finish). Otherwise a client could disconnect, or let its
+// deadline pass, mid-request, and have the 500 or the aborted response
+// that a handler gives for a done context refunded every time. Off by
+// default: with it, a client that can make the handler fail is not
+// limited on that route.
 func WithRefundOnServerError() Option {
 	return optionFunc(func(c *config) error {
 		c.refund = true
