@@ -87,6 +87,18 @@ func LimitByPeer(p slidelog.Policy, opts ...httplimit.Option) connect.HandlerOpt
 // interceptor. A request that is not an RPC connect-go supports goes on
 // to next, which refuses it.
 //
+// Handler decides a call before connect-go routes it, so it decides calls
+// of procedures that do not exist too. Keyed by the procedure
+// (httplimit.ByRoute, alone or in httplimit.Composite), each procedure
+// name a client makes up is then an identity of its own: it costs a
+// store key, kept for one window, though connect-go answers the call
+// unimplemented (HTTP 404) and no handler runs. Made-up names do not
+// touch a real procedure's budget, but a client can create keys at will.
+// Key Handler by client (the default, the peer's address), and for
+// per-procedure limits give the handlers a second Interceptor, keyed by
+// route, with connect.WithInterceptors and without its Handler: an
+// interceptor runs only for the procedures connect-go serves.
+//
 //	limit := slideconnect.NewInterceptor(l)
 //	path, h := greetv1connect.NewGreetServiceHandler(greeter, connect.WithInterceptors(limit))
 //	mux.Handle(path, limit.Handler(h))

@@ -192,7 +192,9 @@ func identityOf(v any) (string, error) {
 // serves, not the mux), gin's FullPath, echo's Path, fiber's route (on a
 // route or its handlers, not under app.Use or a group's Use, which run
 // before fiber knows the route), the gRPC full method and the Connect
-// procedure. Where the pattern is not known, or no route matched (a 404),
+// procedure (before connect-go routes it under slideconnect's
+// Interceptor.Handler, where a made-up name is a procedure too: see
+// there). Where the pattern is not known, or no route matched (a 404),
 // ByRoute fails with ErrNoRoute, answered 400, never one budget shared by
 // every route; FirstOf(ByRoute(), ByClientIP()) keys those requests by
 // client instead. Combine it with ByClientIP in Composite for a
