@@ -312,6 +312,23 @@ func unreachableError(addr string, err error) error {
 	return fmt.Errorf("%w at %s%s: %w", ErrUnreachable, addr, hint, err)
 }
 
+// failoverError is the error of a failover client (redis.NewFailoverClient)
+// whose Sentinels named no master: ErrTopology when one of its Sentinel
+// addresses is a server's (it does not know SENTINEL), as Connect says of
+// a redis+sentinel:// URL, so that WithStartUnreachable does not start a
+// store whose every decision would go to the failure mode; else
+// ErrUnreachable, saying so when the Sentinels know no master of that
+// name. go-redis does not tell which address answered what.
+func failoverError(err error) error {
+	switch {
+	case strings.Contains(err.Error(), "unknown command 'sentinel'"):
+		return fmt.Errorf("%w: a Sentinel address of the failover client is a Redis server, not a Sentinel (%w); give the Sentinels' addresses in FailoverOptions.SentinelAddrs, or use redisstore.Connect with a %s:// URL", ErrTopology, err, sentinelScheme)
+	case errors.Is(err, redis.Nil):
+		return fmt.Errorf("%w at %s: no Sentinel named a master of the name in FailoverOptions.MasterName (%w)", ErrUnreachable, nodeName(failoverAddr), err)
+	}
+	return unreachableError(nodeName(failoverAddr), err)
+}
+
 // reach checks that a master of client answers and that client's kind
 // matches the server: it fails with ErrTopology for a ClusterClient on a
 // standalone server or a plain Client on a Cluster node, and with
@@ -332,6 +349,9 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 	case *redis.Client:
 		o := c.Options()
 		addr, err := dialRemote(ctx, o.Dialer, o.Network, o.Addr)
+		if err != nil && o.Addr == failoverAddr {
+			return nil, failoverError(err)
+		}
 		if err != nil {
 			return nil, unreachableError(nodeName(o.Addr), err)
 		}

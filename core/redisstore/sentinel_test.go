@@ -170,6 +170,27 @@ func TestStartRefusesReplicaAndSentinel(t *testing.T) {
 		assert.Contains(t, err.Error(), bed.Sentinels[1].Addr+" is a Sentinel: use redis+sentinel://")
 	})
 
+	// A failover client given a server's address where a Sentinel's is
+	// expected never finds a master: New fails with ErrTopology, as
+	// Connect does for such a URL, even with WithStartUnreachable (which
+	// would otherwise start a store whose every decision goes to the
+	// failure mode). A master name no Sentinel knows is said so.
+	t.Run("FailoverClient on a server", func(t *testing.T) {
+		client := redis.NewFailoverClient(redisstore.FailoverOptions("mymaster", bed.Master.Addr))
+		t.Cleanup(func() { _ = client.Close() })
+		s, err := redisstore.New(client, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+		require.ErrorIs(t, err, redisstore.ErrTopology)
+		assert.Nil(t, s)
+		assert.Contains(t, err.Error(), "is a Redis server, not a Sentinel")
+	})
+	t.Run("FailoverClient, unknown master name", func(t *testing.T) {
+		client := redis.NewFailoverClient(redisstore.FailoverOptions("nosuch", bed.Sentinels[0].Addr))
+		t.Cleanup(func() { _ = client.Close() })
+		_, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+		require.ErrorIs(t, err, redisstore.ErrUnreachable)
+		assert.Contains(t, err.Error(), "no Sentinel named a master of the name in FailoverOptions.MasterName")
+	})
+
 	// A user without INFO on a replica: the probe's writes answer
 	// READONLY.
 	t.Run("replica, user without info", func(t *testing.T) {
