@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/slidelog/slidelog/core/internal/ratelog"
 )
 
 // causeLogEvery is how often, at most, a limiter logs that one store node's
@@ -34,9 +36,8 @@ type causeLog struct {
 }
 
 type nodeCause struct {
-	last     atomic.Pointer[noted] // the latest telling store error on the node
-	logged   atomic.Int64          // when a failover of the node was last logged (Unix ns)
-	failures atomic.Int64          // failovers since
+	last atomic.Pointer[noted] // the latest telling store error on the node
+	log  ratelog.Every         // the node's failovers, and when they were last logged
 }
 
 type noted struct {
@@ -101,15 +102,13 @@ func (l *Limiter) logFailover(node, reason string, err error) {
 	}
 	now := time.Now()
 	nc := c.node(node)
-	nc.failures.Add(1)
 	if !isBreakerOpen(err) {
 		nc.keep(err, now)
 	}
-	logged := nc.logged.Load()
-	if logged != 0 && now.UnixNano()-logged < int64(causeLogEvery) || !nc.logged.CompareAndSwap(logged, now.UnixNano()) {
+	failures, ok := nc.log.Note(now, causeLogEvery)
+	if !ok {
 		return
 	}
-	failures := nc.failures.Swap(0)
 	var cause error
 	if last := nc.last.Load(); last != nil {
 		cause = last.err
@@ -118,13 +117,6 @@ func (l *Limiter) logFailover(node, reason string, err error) {
 		slog.String("limiter", l.name), slog.String("node", nodeLabel(node)), slog.String("mode", l.mode.String()),
 		slog.String("reason", reason), slog.String("cause", causeKind(cause)), slog.Any("error", cause),
 		slog.Int64("decisions", failures))
-}
-
-// errorLog counts the errors of reason "other" a limiter returned
-// instead of a decision, and when it last logged them.
-type errorLog struct {
-	logged atomic.Int64 // Unix ns
-	errors atomic.Int64 // since
 }
 
 // noDecision counts err, returned instead of a decision, in the metrics.
@@ -138,15 +130,13 @@ func (l *Limiter) noDecision(err error) {
 	if reason != "other" {
 		return
 	}
-	now := time.Now().UnixNano()
-	l.errLog.errors.Add(1)
-	logged := l.errLog.logged.Load()
-	if logged != 0 && now-logged < int64(causeLogEvery) || !l.errLog.logged.CompareAndSwap(logged, now) {
+	errs, ok := l.errLog.Note(time.Now(), causeLogEvery)
+	if !ok {
 		return
 	}
 	l.logger.LogAttrs(context.Background(), slog.LevelWarn, "slidelog: calls answered with an error instead of a decision",
 		slog.String("limiter", l.name), slog.String("reason", reason), slog.Any("error", err),
-		slog.Int64("errors", l.errLog.errors.Swap(0)))
+		slog.Int64("errors", errs))
 }
 
 // breakerCause returns the attributes that say why node's breaker opened.

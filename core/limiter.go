@@ -14,6 +14,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/slidelog/slidelog/core/internal/memlog"
+	"github.com/slidelog/slidelog/core/internal/ratelog"
 	"github.com/slidelog/slidelog/core/internal/window"
 	"github.com/slidelog/slidelog/core/internal/writeback"
 )
@@ -56,8 +57,8 @@ type Limiter struct {
 	openTimeout time.Duration
 	fallback    *fallback
 	breakers    *breakers
-	causes      *causeLog // why store calls fail, for the log (causelog.go)
-	errLog      errorLog  // errors of reason "other", for the log (causelog.go)
+	causes      *causeLog     // why store calls fail, for the log (causelog.go)
+	errLog      ratelog.Every // errors of reason "other", and when they were last logged (causelog.go)
 	deny        *denyCache
 	metrics     *observers
 	router      Router // the store, when it is spread over nodes
@@ -200,6 +201,11 @@ func (l *Limiter) Policies() []Policy { return append([]Policy(nil), l.policies.
 // two programs sharing a Redis never share a budget by accident, while
 // the instances of one program do.
 func (l *Limiter) Name() string { return l.name }
+
+// Logger returns the logger the limiter logs to (WithLogger, or
+// slog.Default()). The HTTP middleware (package httplimit) logs there
+// what it could not decide because of the server's own setup.
+func (l *Limiter) Logger() *slog.Logger { return l.logger }
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (res Result, err error) {

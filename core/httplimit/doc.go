@@ -63,7 +63,11 @@
 // (DeniedProblem). When the limiter cannot decide (its store is down and
 // its failure mode says so), the request is answered 503 (ErrorProblem),
 // never with the error's text. The adapters' WithDeniedHandler and
-// WithErrorHandler replace these answers.
+// WithErrorHandler replace these answers. What the server's own setup
+// gets wrong at run time (a key, skip, cost or limiter function that
+// panics, a key function that fails) is answered 500 or 503 and logged
+// to the limiter's logger, at most once every 10 seconds per kind
+// (Engine.Check).
 //
 // # More options
 //

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/ratelog"
 )
 
 // Engine is the framework-neutral rate-limiting middleware the adapters
@@ -28,6 +31,8 @@ type Engine struct {
 	cfg     config
 	// texts renders the RateLimit-Policy value once per set of policies.
 	texts policyTexts
+	// logs says when each kind of problem was last logged (logProblem).
+	logs [numProblems]ratelog.Every
 }
 
 // New returns an Engine that asks l, or the limiter chosen by
@@ -189,6 +194,13 @@ type requestAlloc struct {
 // ErrMisconfigured (500 by default; in shadow mode, let through and
 // reported). A panic in the shadow function is recovered and ignored. A
 // nil or zero Engine answers every request as a misconfiguration.
+//
+// A recovered panic, and a key function's error that does not wrap
+// slidelog.ErrInvalidKey, are the server's own problems: Check logs them
+// to the limiter's logger (slidelog.Limiter.Logger; slog.Default() when
+// no limiter was chosen), a panic at ERROR with its value and stack, a
+// key function's error at WARN, each kind at most once every 10 seconds
+// per Engine, with the number of requests since the previous record.
 func (e *Engine) Check(src Incoming) *Decision {
 	d := new(Decision)
 	e.check(src, d)
@@ -207,9 +219,11 @@ func (e *Engine) check(src Incoming, d *Decision) {
 	a := &requestAlloc{r: Request{Incoming: src, ip: &e.cfg.ip}}
 	r := &a.r
 	d.Request = r
+	var at progress // starts at the skip function
 	defer func() {
 		if p := recover(); p != nil {
 			*d = Decision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", ErrMisconfigured, p)}
+			e.logPanic(r, &at, p)
 			if e.cfg.shadow {
 				d.Outcome = OutcomeNext
 				e.report(r, slidelog.Result{}, d.Err)
@@ -220,7 +234,8 @@ func (e *Engine) check(src Incoming, d *Decision) {
 		d.Skipped = true
 		return
 	}
-	d.Result, d.limiter, d.Err = e.decide(r)
+	d.Result, d.limiter, d.Err = e.decide(r, &at)
+	at.step = panicEngine
 	switch {
 	case d.Err != nil:
 		d.Outcome = OutcomeError
@@ -254,9 +269,12 @@ func (e *Engine) report(r *Request, res slidelog.Result, err error) {
 	e.cfg.shadowFunc(r, res, err)
 }
 
-func (e *Engine) decide(r *Request) (slidelog.Result, *slidelog.Limiter, error) {
+// decide asks the limiter about r, noting in at the function it calls,
+// for the record of a panic.
+func (e *Engine) decide(r *Request, at *progress) (slidelog.Result, *slidelog.Limiter, error) {
 	l := e.limiter
 	if e.cfg.limiterFunc != nil {
+		at.step = panicLimiterFunc
 		if chosen := e.cfg.limiterFunc(r); chosen != nil {
 			l = chosen
 		}
@@ -264,8 +282,12 @@ func (e *Engine) decide(r *Request) (slidelog.Result, *slidelog.Limiter, error) 
 	if l == nil {
 		return slidelog.Result{}, nil, errNoLimiter
 	}
+	at.limiter, at.step = l, panicKeyFunc
 	id, err := e.cfg.keyFunc(r)
 	if err != nil {
+		if !errors.Is(err, slidelog.ErrInvalidKey) {
+			e.logKeyError(r, l, err)
+		}
 		return slidelog.Result{}, nil, err
 	}
 	if id == "" {
@@ -276,10 +298,91 @@ func (e *Engine) decide(r *Request) (slidelog.Result, *slidelog.Limiter, error) 
 	}
 	cost := e.cfg.cost
 	if e.cfg.costFunc != nil {
+		at.step = panicCostFunc
 		cost = e.cfg.costFunc(r)
 	}
+	at.step = panicStore
 	res, err := l.AllowN(r.Context(), id, cost)
 	return res, l, err
+}
+
+// problem is a kind of problem of the server's own setup that an Engine
+// sees only at run time, and logs (logProblem): a function that
+// panicked, or a key function's error.
+type problem uint8
+
+const (
+	panicSkipFunc    problem = iota // the skip function panicked
+	panicLimiterFunc                // the limiter function panicked
+	panicKeyFunc                    // the key function panicked
+	panicCostFunc                   // the cost function panicked
+	panicStore                      // the limiter's decision (its store) panicked
+	panicEngine                     // the Engine panicked past the decision
+	keyFuncError                    // the key function failed, not for the client's identity
+	numProblems
+)
+
+// problemKinds are the problems' names, the "kind" of their records.
+var problemKinds = [numProblems]string{
+	"skip_func_panic", "limiter_func_panic", "key_func_panic", "cost_func_panic",
+	"store_panic", "panic", "key_func_error",
+}
+
+// progress is how far check got in deciding a request: the function it
+// was calling, and the limiter, once chosen. A panic's record names them.
+type progress struct {
+	step    problem
+	limiter *slidelog.Limiter
+}
+
+// problemLogEvery is how often, at most, an Engine logs one kind of
+// problem: the interval of the limiter's own failure-mode records.
+const problemLogEvery = 10 * time.Second
+
+// logPanic logs p, a panic recovered while check was at at, with the
+// stack that panicked.
+func (e *Engine) logPanic(r *Request, at *progress, p any) {
+	e.logProblem(slog.LevelError, "slidelog: httplimit recovered a panic; no decision for the request",
+		at.step, r, at.limiter, func() []slog.Attr {
+			return []slog.Attr{slog.Any("panic", p), slog.String("stack", string(debug.Stack()))}
+		})
+}
+
+// logKeyError logs err, the error of the key function, which does not
+// wrap slidelog.ErrInvalidKey (not the client's fault).
+func (e *Engine) logKeyError(r *Request, l *slidelog.Limiter, err error) {
+	e.logProblem(slog.LevelWarn, "slidelog: httplimit key function failed; no decision for the request",
+		keyFuncError, r, l, func() []slog.Attr { return []slog.Attr{slog.Any("error", err)} })
+}
+
+// logProblem logs msg for a problem of kind k met on r, at most once per
+// problemLogEvery per kind: to the logger of l (or of the Engine's
+// limiter; slog.Default() without one), with the limiter's name, the
+// kind, the request's route pattern and method, the number of requests
+// since the previous record, and what more returns. more is called only
+// when a record is logged. It never panics: a logger, or an Incoming,
+// that panics loses the record, not the request.
+func (e *Engine) logProblem(level slog.Level, msg string, k problem, r *Request, l *slidelog.Limiter, more func() []slog.Attr) {
+	n, ok := e.logs[k].Note(time.Now(), problemLogEvery)
+	if !ok {
+		return
+	}
+	defer func() { _ = recover() }()
+	if l == nil {
+		l = e.limiter
+	}
+	logger, name := slog.Default(), ""
+	if l != nil {
+		logger, name = l.Logger(), l.Name()
+	}
+	attrs := []slog.Attr{slog.String("limiter", name), slog.String("kind", problemKinds[k])}
+	if r.Incoming != nil {
+		// The route is the server's pattern, never the client's path.
+		attrs = append(attrs, slog.String("route", r.Route()), slog.String("method", r.Method()))
+	}
+	attrs = append(attrs, slog.Int64("requests", n))
+	attrs = append(attrs, more()...)
+	logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
 // Finish completes a decision once the handler has answered with status.

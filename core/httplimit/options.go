@@ -13,8 +13,9 @@ import (
 // KeyFunc returns the identity a request is limited by. An error wrapping
 // slidelog.ErrInvalidKey (ErrNoKey among them) is the client's fault and
 // is answered with 400; any other error goes to the error handler like a
-// limiter error (503 by default). Build key functions from ByClientIP,
-// ByHeader, ByContextValue, ByRoute, Composite and FirstOf.
+// limiter error (503 by default), and is logged (see Engine.Check). Build
+// key functions from ByClientIP, ByHeader, ByContextValue, ByRoute,
+// Composite and FirstOf.
 type KeyFunc func(r *Request) (string, error)
 
 // SkipFunc reports whether a request bypasses the limiter entirely (no
