@@ -483,7 +483,17 @@ func (l *Limiter) record(ctx context.Context, e journalEntry, r Route) error {
 }
 
 // failover decides req by the failure mode, because the store could not.
+// Under FailFallback a Local store (StoreInfo.Local; a memory store among
+// them) has no fallback: nothing fails over, and the call fails with
+// cause, counted as an error (reason "closed" for a closed store), not as
+// a failover.
 func (l *Limiter) failover(ctx context.Context, req Request, reason string, cause error) (Result, error) {
+	if l.mode == FailFallback && l.fallback == nil {
+		// A Local store fails only when closed, misconfigured or out of
+		// time, and says so.
+		l.noDecision(cause)
+		return Result{}, cause
+	}
 	l.metrics.failover(reason, l.mode)
 	l.logFailover(req.Route.Node, reason, cause)
 	var res Result
@@ -499,12 +509,6 @@ func (l *Limiter) failover(ctx context.Context, req Request, reason string, caus
 		}
 		return Result{}, cause
 	default:
-		if l.fallback == nil {
-			// A Local store (StoreInfo.Local) has no fallback: it fails
-			// only when closed, misconfigured or out of time, and says so.
-			l.noDecision(cause)
-			return Result{}, cause
-		}
 		r, taken, err := l.fallback.take(ctx, req)
 		if err != nil {
 			l.noDecision(err)

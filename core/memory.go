@@ -34,7 +34,8 @@ func memoryOf(store Store) *memlog.Memory {
 // allowMemory is AllowN's decision on the limiter's memory store, after
 // AllowN's checks: it writes the Result to res. A closed store is the one
 // failure of a memory store: the failure mode decides then (with the
-// default, the decision fails with ErrClosed, a memory store having no
+// default, the decision fails with ErrClosed, counted as an error of
+// reason "closed" and not as a failover, a memory store having no
 // fallback), and res is left zero when it fails.
 func (l *Limiter) allowMemory(ctx context.Context, res *Result, key string, n int, policies []Policy) error {
 	m := l.memory

@@ -32,7 +32,8 @@ type LimiterObserver interface {
 	StoreCall(status string, took time.Duration)
 	// Failover is called when the store could not decide a request and
 	// the failure mode decides it, with the reason ("error", "stalled" or
-	// "breaker_open").
+	// "breaker_open"). A Local store under FailFallback has no fallback:
+	// its failure (a closed memory store) is an Error, not a Failover.
 	Failover(reason string, mode FailureMode)
 	// Error is called when the limiter returns an error instead of a
 	// decision, with the reason ("canceled", "unavailable", "closed",

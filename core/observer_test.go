@@ -141,3 +141,39 @@ func TestBreakerStateString(t *testing.T) {
 		assert.Equal(t, want, give.String())
 	}
 }
+
+// A limiter on a closed memory store under the default FailFallback has
+// no fallback to fail over to: the call fails with ErrClosed, and the
+// observers are told of an error of reason "closed", not of a failover
+// that nothing decided. Under FailOpen or FailClosed the failure mode
+// does decide, and is reported as a failover.
+func TestObserverClosedMemoryStore(t *testing.T) {
+	for _, tt := range []struct {
+		mode    slidelog.FailureMode
+		wantErr error
+		want    []string
+	}{
+		{slidelog.FailFallback, slidelog.ErrClosed, []string{"bind m", "error closed"}},
+		{slidelog.FailOpen, nil, []string{"bind m", "failover error fail_open", "decision fail_open allowed"}},
+		{slidelog.FailClosed, nil, []string{"bind m", "failover error fail_closed", "decision fail_closed denied"}},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			o := &recordingObserver{}
+			store := newMemoryStore(t)
+			l, err := slidelog.New(store, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute},
+				slidelog.WithObserver(o), slidelog.WithName("m"), slidelog.WithFailureMode(tt.mode))
+			require.NoError(t, err)
+			defer l.Close()
+			require.NoError(t, store.Close())
+			_, err = l.Allow(t.Context(), "k")
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			assert.Equal(t, tt.want, o.events)
+		})
+	}
+}

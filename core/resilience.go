@@ -15,7 +15,10 @@ const (
 // FailureMode is what a limiter does with a request its store could not
 // decide: Redis unreachable, stalled (no reply for the stall timeout), out of
 // memory, answering with an error, or its circuit breaker open. Every such
-// request is reported to the observers (Observer, LimiterObserver.Failover).
+// request is reported to the observers (Observer, LimiterObserver.Failover),
+// except under FailFallback on a Local store (a memory store), which has
+// no fallback: its failure (such as ErrClosed, once the store is closed)
+// is returned as an error and reported as one (LimiterObserver.Error).
 // The caller's own cancellation is not a store failure: it is returned as
 // the context's error.
 type FailureMode uint8
