@@ -68,6 +68,9 @@ type breakers struct {
 	mu       sync.RWMutex
 	byNode   map[string]*nodeBreaker
 	closed   atomic.Bool // no breaker reports a change any more
+	// timers is held (read) by an open timer's callback while it asks
+	// its breaker's state, so that close can wait for one under way.
+	timers sync.RWMutex
 }
 
 // nodeBreaker is one node's breaker. While it is open, until its open
@@ -151,7 +154,7 @@ func (b *breakers) halfOpenLater(nb *nodeBreaker) {
 	if b.closed.Load() {
 		return
 	}
-	t := time.AfterFunc(b.settings.OpenTimeout, func() { nb.cb.State() })
+	t := time.AfterFunc(b.settings.OpenTimeout, func() { b.halfOpen(nb) })
 	if old := nb.halfOpen.Swap(t); old != nil {
 		old.Stop()
 	}
@@ -160,12 +163,25 @@ func (b *breakers) halfOpenLater(nb *nodeBreaker) {
 	}
 }
 
-// close stops reporting changes that no request causes.
+// halfOpen asks nb's state, which moves it to half-open and reports the
+// change, unless close has begun.
+func (b *breakers) halfOpen(nb *nodeBreaker) {
+	b.timers.RLock()
+	defer b.timers.RUnlock()
+	if !b.closed.Load() {
+		nb.cb.State()
+	}
+}
+
+// close stops reporting changes that no request causes: once it returns,
+// no open timer's callback is under way or reports one.
 func (b *breakers) close() {
 	if b == nil {
 		return
 	}
 	b.closed.Store(true)
+	b.timers.Lock() // a callback that fired before closed was set
+	b.timers.Unlock()
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for _, nb := range b.byNode {

@@ -52,3 +52,43 @@ func TestOpenBreakerRefusesWithoutItsLock(t *testing.T) {
 		t.Errorf("after a successful probe the breaker is %v, want closed", st)
 	}
 }
+
+// Close stops the open timers, and waits for one whose callback is under
+// way: once it has returned, no change to half-open is reported (the
+// limiter unbinds its observers next).
+func TestBreakersCloseWaitsForOpenTimer(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	b := newBreakers(BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 10 * time.Millisecond, HalfOpenProbes: 1}.withDefaults(), func(_ string, _, to gobreaker.State) {
+		if to == gobreaker.StateHalfOpen {
+			close(entered)
+			<-release
+		}
+	})
+	done, err := b.get("node").Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(errors.New("node failed")) // opens it: its timer reports half-open in 10 ms
+	select {
+	case <-entered:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the open breaker's timer did not report half-open")
+	}
+	closed := make(chan struct{})
+	go func() {
+		b.close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		close(release)
+		t.Fatal("close returned while the timer was still reporting a change")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("close did not return once the timer's report ended")
+	}
+}
