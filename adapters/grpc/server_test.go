@@ -2,6 +2,7 @@ package slidegrpc_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -47,6 +48,11 @@ func (s *testService) reached(ctx context.Context, method string) error {
 	if len(metadata.ValueFromIncomingContext(ctx, "hang")) > 0 {
 		<-ctx.Done()
 		return ctx.Err() // as a handler whose database call the client's deadline cut short
+	}
+	if len(metadata.ValueFromIncomingContext(ctx, "own-deadline")) > 0 {
+		// As a handler whose database call ran out of a deadline of the
+		// server's own: the client is still there.
+		return fmt.Errorf("inventory lookup: %w", context.DeadlineExceeded)
 	}
 	return nil
 }
@@ -470,6 +476,47 @@ func TestNoRefundForClientDeadline(t *testing.T) {
 			ctx, cancel := context.WithCancel(hanging)
 			time.AfterFunc(50*time.Millisecond, cancel)
 			_, _ = client.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+			if got := store.Refunds(); got != 0 {
+				t.Errorf("refunds: got %d, want 0", got)
+			}
+			if got := svc.Reached(); got != 2 {
+				t.Errorf("handler calls: got %d, want 2 (the limit)", got)
+			}
+		})
+	}
+}
+
+// TestNoRefundForHandlerContextError: a handler that returns a context
+// error of its own while its client waits (a downstream call out of the
+// server's deadline) ends with DeadlineExceeded on the wire, as grpc-go
+// sends it, not Unknown, so WithRefundOnServerError refunds nothing. The
+// client's context stays live, so this is finishStatus's doing, not
+// httplimit.Decision.Finish's check of a client gone.
+func TestNoRefundForHandlerContextError(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption
+	}{
+		{"interceptors", interceptors},
+		{"ServerOption", func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption {
+			return []grpc.ServerOption{slidegrpc.ServerOption(l, opts...)}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := slidelogtest.NewCountingStore(memstore.New())
+			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			client, svc := serve(t, tt.opts(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "own", Limit: 2, Window: time.Minute}), httplimit.WithRefundOnServerError())...)
+			ctx := metadata.AppendToOutgoingContext(t.Context(), "own-deadline", "1")
+			for i := range 5 {
+				_, err := client.EmptyCall(ctx, &testgrpc.Empty{})
+				want := codes.DeadlineExceeded
+				if i >= 2 {
+					want = codes.ResourceExhausted
+				}
+				if got := status.Code(err); got != want {
+					t.Errorf("call %d: got %v, want %v", i+1, got, want)
+				}
+			}
 			if got := store.Refunds(); got != 0 {
 				t.Errorf("refunds: got %d, want 0", got)
 			}
