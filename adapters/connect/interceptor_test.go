@@ -3,6 +3,7 @@ package slideconnect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -61,6 +62,11 @@ func serve(t *testing.T, opts ...connect.HandlerOption) *server {
 			if req.Msg.GetService() == "hang" {
 				<-ctx.Done()
 				return nil, ctx.Err() // as a handler whose database call the client's deadline cut short
+			}
+			if req.Msg.GetService() == "own-deadline" {
+				// As a handler whose database call ran out of a deadline
+				// of the server's own: the client is still there.
+				return nil, fmt.Errorf("inventory lookup: %w", context.DeadlineExceeded)
 			}
 			return connect.NewResponse(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}), nil
 		}, opts...))
@@ -400,6 +406,36 @@ func TestNoRefundForClientDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		_, err := client.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{Service: "hang"}))
 		cancel()
+		want := connect.CodeDeadlineExceeded
+		if i >= 2 {
+			want = connect.CodeResourceExhausted
+		}
+		if got := connect.CodeOf(err); got != want {
+			t.Errorf("call %d: got %v, want %v", i+1, got, want)
+		}
+	}
+	if got := store.Refunds(); got != 0 {
+		t.Errorf("refunds: got %d, want 0", got)
+	}
+	if got := s.reached.Load(); got != 2 {
+		t.Errorf("handler calls: got %d, want 2 (the limit)", got)
+	}
+}
+
+// TestNoRefundForHandlerContextError: a handler that returns a context
+// error of its own while its client waits (a downstream call out of the
+// server's deadline) ends with deadline_exceeded, as connect-go sends it,
+// not unknown, so WithRefundOnServerError refunds nothing. The client's
+// context stays live, so this is finishStatus's doing, not
+// httplimit.Decision.Finish's check of a client gone.
+func TestNoRefundForHandlerContextError(t *testing.T) {
+	store := slidelogtest.NewCountingStore(memstore.New())
+	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "own", Limit: 2, Window: time.Minute})
+	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, httplimit.WithRefundOnServerError())))
+	client := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](s.http, s.url+checkProcedure)
+	for i := range 5 {
+		_, err := client.CallUnary(t.Context(), connect.NewRequest(&healthpb.HealthCheckRequest{Service: "own-deadline"}))
 		want := connect.CodeDeadlineExceeded
 		if i >= 2 {
 			want = connect.CodeResourceExhausted
