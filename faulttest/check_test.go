@@ -46,4 +46,24 @@ func TestCheckWithLossIsPerKey(t *testing.T) {
 	if p := r.problems(ds, limit); len(p) != 0 {
 		t.Errorf("one window's worth over on the failed node's key: %v; want no problem", p)
 	}
+
+	// Per key, not summed: every key of the failed node one window's
+	// worth over is within the bound (a sum would be 11 windows' worth
+	// over), and one admission over on a healthy node's key is not (a
+	// sum would hide it under the failed node's allowance).
+	ds = ds[:0]
+	for i := range 10 {
+		admit("k"+strconv.Itoa(i), 2*limit)
+	}
+	admit("hot", 2*limit)
+	r = summarize(ds, nodeOf, "victim", base, base.Add(time.Second))
+	if p := r.problems(ds, limit); len(p) != 0 {
+		t.Errorf("each of the failed node's keys one window's worth over: %v; want no problem", p)
+	}
+	ds = ds[:0]
+	admit("healthy", limit+1)
+	r = summarize(ds, nodeOf, "victim", base, base.Add(time.Second))
+	if len(r.problems(ds, limit)) == 0 {
+		t.Error("one admission over on a healthy node's key passed")
+	}
 }
