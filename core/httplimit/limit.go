@@ -377,7 +377,9 @@ func (e *Engine) logProblem(level slog.Level, msg string, k problem, r *Request,
 	}
 	attrs := []slog.Attr{slog.String("limiter", name), slog.String("kind", problemKinds[k])}
 	if r.Incoming != nil {
-		// The route is the server's pattern, never the client's path.
+		// The route is what the adapter routes on: the router's pattern
+		// where the framework has one (gRPC and connect: the procedure,
+		// which a client may make up before connect-go routes it).
 		attrs = append(attrs, slog.String("route", r.Route()), slog.String("method", r.Method()))
 	}
 	attrs = append(attrs, slog.Int64("requests", n))
