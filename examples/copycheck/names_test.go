@@ -179,11 +179,12 @@ var (
 var foreign = []string{
 	"RateLimit",                                                         // the IETF header field
 	"RetryInfo", "QuotaFailure", "ResourceExhausted", "InvalidArgument", // gRPC
-	"DataLoss", "SetServingStatus",
+	"DataLoss", "SetServingStatus", "DeadlineExceeded",
 	"MaxRedirects", "ContextTimeoutEnabled", "ReadTimeout", "PoolSize", "MasterForKey", "FailoverClient", // go-redis
 	"TrustedPlatform", "SetTrustedProxies", // gin
 	"RoutePath", "RealIP", // chi
 	"ProxyHeader", "EnableTrustedProxyCheck", "EnableIPValidation", "DisableHeaderNormalizing", // fiber
+	"ContextTimeout",            // echo's middleware
 	"OnLimit", "NewRateLimiter", // peers in the benchmarks
 	"TakeInto",                                               // benchmarks.md: an earlier attempt, named as such
 	"FailoverReplicaAck",                                     // a subtest of the fault suite
