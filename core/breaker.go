@@ -179,8 +179,10 @@ func (b *breakers) close() {
 	if b == nil {
 		return
 	}
+	// Set under the write lock: a callback that fired before it has
+	// finished, and any later one sees it.
+	b.timers.Lock()
 	b.closed.Store(true)
-	b.timers.Lock() // a callback that fired before closed was set
 	b.timers.Unlock()
 	b.mu.RLock()
 	defer b.mu.RUnlock()

@@ -2,6 +2,7 @@ package slidegrpc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -251,7 +252,9 @@ func TestUnixSocketProxyServeHTTP(t *testing.T) {
 			go func() { done <- hs.Serve(lis) }()
 			t.Cleanup(func() {
 				_ = hs.Close()
-				<-done
+				if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+					t.Errorf("Serve: %v", err)
+				}
 			})
 			conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
