@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slidelog/slidelog/core/internal/ratelog"
 )
 
 // MaxEntries bounds the entries of one journal; beyond it new entries are
@@ -77,9 +79,8 @@ type Journal[R any] struct {
 	// OnDrop, when set before the journal is used, is told of the
 	// entries Add could not keep: at the first one, then at most every
 	// DropReportEvery, with how many were dropped since it was last told.
-	OnDrop       func(dropped uint64)
-	dropReported atomic.Uint64 // dropped when OnDrop was last told
-	dropTold     atomic.Int64  // when OnDrop was last told (Unix ns)
+	OnDrop func(dropped uint64)
+	drops  ratelog.Every // the drops, and when OnDrop was last told
 }
 
 // DropReportEvery is how often, at most, a journal tells its OnDrop of
@@ -130,10 +131,8 @@ func (j *Journal[R]) Add(key string, e Entry[R]) bool {
 		return true
 	}
 	if j.OnDrop != nil {
-		now := time.Now().UnixNano()
-		if told := j.dropTold.Load(); (told == 0 || now-told >= int64(DropReportEvery)) && j.dropTold.CompareAndSwap(told, now) {
-			d := j.dropped.Load()
-			j.OnDrop(d - j.dropReported.Swap(d))
+		if n, ok := j.drops.Note(time.Now(), DropReportEvery); ok {
+			j.OnDrop(uint64(n))
 		}
 	}
 	return false
