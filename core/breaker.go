@@ -65,9 +65,11 @@ var errCallerGone = errors.New("slidelog: caller gone")
 type breakers struct {
 	settings BreakerSettings
 	onChange func(node string, from, to gobreaker.State)
-	mu       sync.RWMutex
-	byNode   map[string]*nodeBreaker
-	closed   atomic.Bool // no breaker reports a change any more
+	// onPanic is given a panic an open timer's callback recovered.
+	onPanic func(p any)
+	mu      sync.RWMutex
+	byNode  map[string]*nodeBreaker
+	closed  atomic.Bool // no breaker reports a change any more
 	// timers is held (read) by an open timer's callback while it asks
 	// its breaker's state, so that close can wait for one under way.
 	timers sync.RWMutex
@@ -99,11 +101,11 @@ func (nb *nodeBreaker) Allow() (func(error), error) {
 	return nb.cb.Allow()
 }
 
-func newBreakers(s BreakerSettings, onChange func(node string, from, to gobreaker.State)) *breakers {
+func newBreakers(s BreakerSettings, onChange func(node string, from, to gobreaker.State), onPanic func(p any)) *breakers {
 	if s.Disabled {
 		return nil
 	}
-	return &breakers{settings: s, onChange: onChange, byNode: make(map[string]*nodeBreaker)}
+	return &breakers{settings: s, onChange: onChange, onPanic: onPanic, byNode: make(map[string]*nodeBreaker)}
 }
 
 // get returns the breaker of node, creating it on first use.
@@ -164,12 +166,23 @@ func (b *breakers) halfOpenLater(nb *nodeBreaker) {
 }
 
 // halfOpen asks nb's state, which moves it to half-open and reports the
-// change, unless close has begun.
+// change, unless close has begun. It runs on the timer's own goroutine,
+// where no caller would receive a panic: one is recovered and given to
+// onPanic before close can return (gobreaker releases its lock as the
+// panic passes, and the breaker is half-open by then).
 func (b *breakers) halfOpen(nb *nodeBreaker) {
 	b.timers.RLock()
 	defer b.timers.RUnlock()
+	defer b.recovered()
 	if !b.closed.Load() {
 		nb.cb.State()
+	}
+}
+
+// recovered, deferred, recovers a panic and gives it to onPanic.
+func (b *breakers) recovered() {
+	if p := recover(); p != nil && b.onPanic != nil {
+		b.onPanic(p)
 	}
 }
 

@@ -19,7 +19,7 @@ func TestOpenBreakerRefusesWithoutItsLock(t *testing.T) {
 			close(block)
 			<-unblock
 		}
-	})
+	}, nil)
 	nb := b.get("node")
 	done, err := nb.Allow()
 	if err != nil {
@@ -63,7 +63,7 @@ func TestBreakersCloseWaitsForOpenTimer(t *testing.T) {
 			close(entered)
 			<-release
 		}
-	})
+	}, nil)
 	done, err := b.get("node").Allow()
 	if err != nil {
 		t.Fatal(err)

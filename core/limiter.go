@@ -73,6 +73,10 @@ type Limiter struct {
 	namespace string
 	release   func() // releases the limiter's name on its store
 
+	// panicLog is when the panics recovered at each site were last
+	// logged, and how many since (panics.go).
+	panicLog [numPanicSites]ratelog.Every
+
 	// Write-back of fallback admissions: to a Keeper, which keeps them
 	// itself, or through the limiter's journal to a Recorder; neither
 	// when the store cannot record or there is no fallback.
@@ -171,7 +175,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	}
 	if !l.local {
 		l.causes = newCauseLog()
-		l.breakers = newBreakers(cfg.breaker, l.breakerChanged)
+		l.breakers = newBreakers(cfg.breaker, l.breakerChanged, func(p any) { l.logPanic(panicTimer, p) })
 	}
 	return l, nil
 }
@@ -718,9 +722,16 @@ func (l *Limiter) sizes() Gauges {
 	return g
 }
 
-// breakerChanged logs and reports a breaker's change of state.
+// breakerChanged reports and logs a breaker's change of state. It runs
+// wherever the breaker changes: on the goroutine of the call that finds
+// it changed, or on its open timer's (breakers.halfOpen).
 func (l *Limiter) breakerChanged(node string, from, to gobreaker.State) {
-	l.metrics.breakerState(node, breakerState(to))
+	if l.metrics != nil {
+		label, st := nodeLabel(node), breakerState(to)
+		for _, lo := range l.metrics.list {
+			l.tellBreakerState(lo, label, st)
+		}
+	}
 	level := slog.LevelInfo
 	args := []any{"limiter", l.name, "node", nodeLabel(node), "from", from.String(), "to", to.String()}
 	if to == gobreaker.StateOpen {
@@ -728,6 +739,14 @@ func (l *Limiter) breakerChanged(node string, from, to gobreaker.State) {
 		args = append(args, l.breakerCause(node)...)
 	}
 	l.logger.Log(context.Background(), level, "slidelog: circuit breaker", args...)
+}
+
+// tellBreakerState tells lo of a breaker's change of state. A panic in
+// lo's BreakerState is recovered and logged (see Observer): the other
+// observers are told, and the change is logged, all the same.
+func (l *Limiter) tellBreakerState(lo LimiterObserver, node string, st BreakerState) {
+	defer l.recovered(panicObserver)
+	lo.BreakerState(node, st)
 }
 
 // errorReason names an error returned instead of a decision, for metrics.

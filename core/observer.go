@@ -13,7 +13,19 @@ import (
 // that limiter's events from any goroutine, so it must be safe for
 // concurrent use and must not block: it runs on the request path, and on
 // a timer of the limiter's own (a breaker's change to half-open when its
-// open timeout passes), where a panic is not recovered.
+// open timeout passes).
+//
+// A limiter recovers a panic of code it was given only where no caller
+// of its own would receive it. Decision, StoreCall, Failover and Error
+// run on the goroutine of the call whose event they report (Allow,
+// AllowN, Refund, Reset, Peek), Bind on New's and Unbind on Close's: a
+// panic in one of them reaches that call's caller, as a panic in the
+// store's Take does (package httplimit recovers it and answers 500).
+// BreakerState runs wherever a breaker changes: on the limiter's timer,
+// or in whichever call happens to find the change. A panic in it is
+// recovered wherever it runs, and logged at ERROR with its value and
+// stack, at most once per 10 s; the other observers are told of the
+// change, and it is logged, all the same.
 type Observer interface {
 	// Bind is called by New with the limiter's name (WithName) and a
 	// function that reads the limiter's gauges at the moment it is
@@ -143,15 +155,6 @@ func (o *observers) error(reason string) {
 	}
 	for _, lo := range o.list {
 		lo.Error(reason)
-	}
-}
-
-func (o *observers) breakerState(node string, st BreakerState) {
-	if o == nil {
-		return
-	}
-	for _, lo := range o.list {
-		lo.BreakerState(nodeLabel(node), st)
 	}
 }
 

@@ -1,0 +1,107 @@
+package slidelog_test
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
+)
+
+// panickingObserver is a LimiterObserver whose BreakerState panics for
+// the states in panicOn, and whose Unbind panics when unbindPanics is
+// set; it is its own Observer.
+type panickingObserver struct {
+	panicOn      map[slidelog.BreakerState]bool
+	unbindPanics bool
+	panics       atomic.Int64
+}
+
+func (o *panickingObserver) Bind(string, func() slidelog.Gauges) (slidelog.LimiterObserver, error) {
+	return o, nil
+}
+func (o *panickingObserver) Decision(slidelog.Source, bool)        {}
+func (o *panickingObserver) StoreCall(string, time.Duration)       {}
+func (o *panickingObserver) Failover(string, slidelog.FailureMode) {}
+func (o *panickingObserver) Error(string)                          {}
+func (o *panickingObserver) BreakerState(_ string, st slidelog.BreakerState) {
+	if o.panicOn[st] {
+		o.panics.Add(1)
+		panic("observer boom: " + st.String())
+	}
+}
+func (o *panickingObserver) Unbind() {
+	if o.unbindPanics {
+		panic("unbind boom")
+	}
+}
+
+// countEvents returns how many of o's events are e.
+func (o *recordingObserver) countEvents(e string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, got := range o.events {
+		if got == e {
+			n++
+		}
+	}
+	return n
+}
+
+// requirePanicRecord checks that buf holds exactly one record of a
+// recovered panic, at ERROR, with the limiter's name, where it was
+// recovered, the panic's value and a stack naming wantFunc.
+func requirePanicRecord(t *testing.T, buf *logbuf.Buffer, limiter, in, value, wantFunc string) {
+	t.Helper()
+	lines := buf.Lines("recovered a panic")
+	require.Len(t, lines, 1, "got %d records of recovered panics, want 1 (at most one per interval):\n%s", len(lines), buf.String())
+	for _, want := range []string{"level=ERROR", "limiter=" + limiter, "in=" + in, value, "stack=", wantFunc} {
+		assert.Contains(t, lines[0], want, "the record of a recovered panic")
+	}
+}
+
+// A panic in an observer's BreakerState is recovered and logged wherever
+// the breaker changes: on the limiter's own timer, which moves an open
+// breaker to half-open when its open timeout passes (a panic there, not
+// recovered, ended the process), and in the request that opens it. The
+// other observers are told all the same, the breaker's record is logged,
+// and the timer is armed again each time the breaker opens.
+func TestObserverPanicInBreakerStateIsRecovered(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		panicOn map[slidelog.BreakerState]bool
+	}{
+		{"timer", map[slidelog.BreakerState]bool{slidelog.BreakerHalfOpen: true}},
+		{"every change", map[slidelog.BreakerState]bool{slidelog.BreakerOpen: true, slidelog.BreakerHalfOpen: true, slidelog.BreakerClosed: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf logbuf.Buffer
+			bad, good := &panickingObserver{panicOn: tt.panicOn}, &recordingObserver{}
+			l := newResilientLimiter(t, failingStore(), slidelog.PerMinute(100), slidelog.WithName("timer"),
+				slidelog.WithObserver(bad), slidelog.WithObserver(good),
+				slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))),
+				slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 100 * time.Millisecond}))
+			for round := 1; round <= 3; round++ {
+				// A decision opens the breaker (the first), or fails the
+				// half-open breaker's probe, which opens it again.
+				res, err := l.Allow(t.Context(), "k")
+				require.NoError(t, err)
+				require.Equal(t, slidelog.SourceFallback, res.Source)
+				require.Equal(t, map[string]string{"store": "open"}, slidelog.BreakerStates(l), "round %d", round)
+				// The change is logged after the observers are told.
+				require.Eventually(t, func() bool {
+					return good.countEvents("breaker store half-open") == round && len(buf.Lines("to=half-open")) == round
+				}, 2*time.Second, 5*time.Millisecond, "round %d: the open timer did not report half-open to the other observer, or log it:\n%s", round, &buf)
+			}
+			assert.Equal(t, 3, good.countEvents("breaker store open"))
+			require.GreaterOrEqual(t, bad.panics.Load(), int64(3))
+			requirePanicRecord(t, &buf, "timer", "observer", "panic=\"observer boom: ", "(*panickingObserver).BreakerState")
+		})
+	}
+}
