@@ -415,7 +415,7 @@ func (l *Limiter) recordAll(ctx context.Context, es []journalEntry, at func(jour
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if errs[i] = l.record(ctx, e, at(e)); errs[i] != nil {
+			if errs[i] = l.record(ctx, e, at); errs[i] != nil {
 				failing.Store(true)
 			}
 		})
@@ -453,6 +453,10 @@ func (l *Limiter) startFlush() {
 			l.flushing = false
 			l.flushMu.Unlock()
 		}()
+		// A panic of the store's (a Keeper's WriteBack) is recovered
+		// and logged: the admissions it did not write stay for the
+		// next attempt.
+		defer l.recovered(panicWriteBack)
 		var written, left int
 		if l.keeper != nil {
 			written, left = l.keeper.WriteBack(l.flushCtx)
@@ -479,10 +483,20 @@ func (l *Limiter) startFlush() {
 	}()
 }
 
-// record writes one journaled admission into the store at route r.
-func (l *Limiter) record(ctx context.Context, e journalEntry, r Route) error {
+// record writes one journaled admission into the store, at the node at
+// gives it. It runs on a goroutine of recordAll's, where no caller would
+// receive a panic: a panic of the store's (its Route, its Record) is
+// recovered, logged, and fails the write with an error wrapping
+// ErrUnavailable.
+func (l *Limiter) record(ctx context.Context, e journalEntry, at func(journalEntry) Route) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.logPanic(panicWriteBack, p)
+			err = fmt.Errorf("%w: the store panicked writing an admission back: %v", ErrUnavailable, p)
+		}
+	}()
 	req := e.Req
-	req.Route = r
+	req.Route = at(e)
 	return l.recorder.Record(ctx, req, e.At)
 }
 

@@ -1,6 +1,7 @@
 package slidelog_test
 
 import (
+	"context"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -102,6 +103,110 @@ func TestObserverPanicInBreakerStateIsRecovered(t *testing.T) {
 			assert.Equal(t, 3, good.countEvents("breaker store open"))
 			require.GreaterOrEqual(t, bad.panics.Load(), int64(3))
 			requirePanicRecord(t, &buf, "timer", "observer", "panic=\"observer boom: ", "(*panickingObserver).BreakerState")
+		})
+	}
+}
+
+// recorderStore is a remote store whose Take fails while down is set and
+// otherwise admits every request, and whose Record does what record says.
+type recorderStore struct {
+	down   atomic.Bool
+	record func(ctx context.Context, req slidelog.Request, at time.Time) error
+}
+
+func (s *recorderStore) Take(_ context.Context, req slidelog.Request) (slidelog.Result, error) {
+	if s.down.Load() {
+		return slidelog.Result{}, errDown
+	}
+	states := make([]slidelog.PolicyResult, len(req.Policies))
+	for i, p := range req.Policies {
+		states[i] = slidelog.PolicyResult{Policy: p, Allowed: true, Remaining: p.Limit - req.Cost}
+	}
+	return slidelog.NewResult(states, ""), nil
+}
+func (s *recorderStore) Refund(context.Context, slidelog.Request) error { return nil }
+func (s *recorderStore) Reset(context.Context, slidelog.Request) error  { return nil }
+func (s *recorderStore) Close() error                                   { return nil }
+func (s *recorderStore) Record(ctx context.Context, req slidelog.Request, at time.Time) error {
+	return s.record(ctx, req, at)
+}
+
+// keeperStore is a recorderStore that keeps the fallback's admissions
+// itself (a Keeper), and whose WriteBack does what writeBack says.
+type keeperStore struct {
+	recorderStore
+	kept      atomic.Int64
+	writeBack func(ctx context.Context) (written, left int)
+}
+
+func (s *keeperStore) Keep(slidelog.Request, time.Time) { s.kept.Add(1) }
+func (s *keeperStore) Forget(slidelog.Request)          {}
+func (s *keeperStore) Unwritten() int                   { return int(s.kept.Load()) }
+func (s *keeperStore) WriteBack(ctx context.Context) (written, left int) {
+	return s.writeBack(ctx)
+}
+
+var (
+	_ slidelog.Recorder = (*recorderStore)(nil)
+	_ slidelog.Keeper   = (*keeperStore)(nil)
+)
+
+// A store whose Record or WriteBack panics while the limiter writes its
+// fallback's admissions back, on goroutines of the limiter's own (the
+// background write-back, and the writes a decision waits for), does not
+// end the process: the panic is recovered and logged at ERROR, once per
+// interval, and the write-back fails as with a store error: the
+// admissions stay for a later attempt, and a decision that waited for
+// them goes to the failure mode.
+func TestStorePanicWritingBackIsRecovered(t *testing.T) {
+	recordPanics := func(context.Context, slidelog.Request, time.Time) error { panic("record boom") }
+	for _, tt := range []struct {
+		name     string
+		store    func() slidelog.Store
+		wantFunc string
+	}{
+		{"Recorder", func() slidelog.Store {
+			return &recorderStore{record: recordPanics}
+		}, "(*recorderStore).Record"},
+		{"Keeper", func() slidelog.Store {
+			return &keeperStore{recorderStore: recorderStore{record: recordPanics},
+				writeBack: func(context.Context) (int, int) { panic("write-back boom") }}
+		}, "(*keeperStore).WriteBack"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf logbuf.Buffer
+			store := tt.store()
+			down := func(b bool) {
+				switch s := store.(type) {
+				case *recorderStore:
+					s.down.Store(b)
+				case *keeperStore:
+					s.down.Store(b)
+				}
+			}
+			l, err := slidelog.New(store, slidelog.PerMinute(100), slidelog.WithName("wb"),
+				slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+			require.NoError(t, err)
+			down(true)
+			for range 3 {
+				res, err := l.Allow(t.Context(), "k")
+				require.NoError(t, err)
+				require.Equal(t, slidelog.SourceFallback, res.Source)
+			}
+			down(false)
+			// Another key's decision succeeds and starts the background
+			// write-back; k's own decisions write k's admissions first.
+			for range 10 {
+				res, err := l.Allow(t.Context(), "other")
+				require.NoError(t, err)
+				require.Equal(t, slidelog.Source("store"), res.Source)
+				_, err = l.Allow(t.Context(), "k")
+				require.NoError(t, err)
+			}
+			require.Eventually(t, func() bool { return len(buf.Lines("recovered a panic")) > 0 },
+				2*time.Second, 5*time.Millisecond, "no record of the recovered panic:\n%s", buf.String())
+			require.NoError(t, l.Close()) // waits for the background write-back
+			requirePanicRecord(t, &buf, "wb", "write-back", "boom", tt.wantFunc)
 		})
 	}
 }

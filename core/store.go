@@ -201,6 +201,13 @@ func isNilStore(s Store) bool {
 // until at plus each policy's window and is then gone, like an entry of
 // Take; one that already left every window is not written. It fails as
 // Request.ValidateRecord does, or with ErrUnavailable.
+//
+// A limiter writes the fallback's admissions back on goroutines of its
+// own, where no caller would receive a panic (see Observer): a panic
+// there in Record, a Keeper's WriteBack or a Router's Route is recovered,
+// logged at ERROR with its value and stack (at most once per 10 s), and
+// fails the write as an error would: the admissions stay for a later
+// attempt.
 type Recorder interface {
 	Store
 	Record(ctx context.Context, req Request, at time.Time) error
