@@ -125,8 +125,11 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 	if err != nil {
 		return nil, err
 	}
+	claimed := true
 	defer func() {
-		if err != nil {
+		if claimed {
+			// New failed, or code it was given panicked (a store's
+			// Describe, an observer's Bind).
 			release()
 		}
 	}()
@@ -177,6 +180,7 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		l.causes = newCauseLog()
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged, func(p any) { l.logPanic(panicTimer, p) })
 	}
+	claimed = false // the limiter's until Close
 	return l, nil
 }
 
@@ -696,8 +700,11 @@ func (l *Limiter) Close() error {
 		_ = l.fallback.close()
 	}
 	l.breakers.close()
+	// The name is released after the observers are unbound, so that a
+	// new limiter of the name binds them only once this one let go,
+	// and also when an Unbind panics.
+	defer l.release()
 	l.metrics.unbind()
-	l.release()
 	return nil
 }
 

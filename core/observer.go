@@ -20,7 +20,11 @@ import (
 // run on the goroutine of the call whose event they report (Allow,
 // AllowN, Refund, Reset, Peek), Bind on New's and Unbind on Close's: a
 // panic in one of them reaches that call's caller, as a panic in the
-// store's Take does (package httplimit recovers it and answers 500).
+// store's Take does (package httplimit recovers it and answers 500),
+// once the limiter is whole again: Close unbinds the other observers and
+// releases the limiter's name before a panic of Unbind goes on, and New
+// unbinds the observers it bound and releases the name before a panic
+// of Bind does.
 // BreakerState runs wherever a breaker changes: on the limiter's timer,
 // or in whichever call happens to find the change. A panic in it is
 // recovered wherever it runs, and logged at ERROR with its value and
@@ -108,17 +112,24 @@ func bindObservers(obs []Observer, name string, gauges func() Gauges) (*observer
 		return nil, nil
 	}
 	o := &observers{}
+	bound := false
+	defer func() {
+		if !bound {
+			// A Bind failed, or panicked: unbind those bound before it.
+			o.unbind()
+		}
+	}()
 	for _, ob := range obs {
 		lo, err := ob.Bind(name, gauges)
 		if err == nil && lo == nil {
 			err = fmt.Errorf("%T.Bind returned no LimiterObserver", ob)
 		}
 		if err != nil {
-			o.unbind()
 			return nil, err
 		}
 		o.list = append(o.list, lo)
 	}
+	bound = true
 	return o, nil
 }
 
@@ -158,13 +169,21 @@ func (o *observers) error(reason string) {
 	}
 }
 
+// unbind unbinds every observer, also when one panics: the panic goes on
+// once the others are unbound.
 func (o *observers) unbind() {
 	if o == nil {
 		return
 	}
-	for _, lo := range o.list {
-		lo.Unbind()
+	unbindAll(o.list)
+}
+
+func unbindAll(list []LimiterObserver) {
+	if len(list) == 0 {
+		return
 	}
+	defer unbindAll(list[1:])
+	list[0].Unbind()
 }
 
 // nodeLabel names a breaker's node in labels and logs.

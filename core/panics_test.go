@@ -12,6 +12,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/internal/logbuf"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // panickingObserver is a LimiterObserver whose BreakerState panics for
@@ -209,4 +210,46 @@ func TestStorePanicWritingBackIsRecovered(t *testing.T) {
 			requirePanicRecord(t, &buf, "wb", "write-back", "boom", tt.wantFunc)
 		})
 	}
+}
+
+// A panic in an observer's Unbind reaches Close's caller, as a panic in
+// any method of an observer called on the caller's goroutine does, but
+// only once Close has done its work: the other observers are unbound,
+// and the limiter's name on its store is released.
+func TestCloseFinishesWhenUnbindPanics(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	good := &recordingObserver{}
+	l, err := slidelog.New(store, slidelog.PerMinute(10), slidelog.WithName("unbind"),
+		slidelog.WithObserver(&panickingObserver{unbindPanics: true}), slidelog.WithObserver(good))
+	require.NoError(t, err)
+	require.PanicsWithValue(t, "unbind boom", func() { _ = l.Close() })
+	assert.Equal(t, 1, good.unbound, "the other observer was not unbound")
+	l2, err := slidelog.New(store, slidelog.PerMinute(10), slidelog.WithName("unbind"))
+	require.NoError(t, err, "the closed limiter's name is still taken")
+	require.NoError(t, l2.Close())
+}
+
+// bindPanics is an Observer whose Bind panics.
+type bindPanics struct{}
+
+func (bindPanics) Bind(string, func() slidelog.Gauges) (slidelog.LimiterObserver, error) {
+	panic("bind boom")
+}
+
+// A panic in an observer's Bind reaches New's caller once New has undone
+// its work: the observers bound before it are unbound, and the name it
+// claimed on the store is free again.
+func TestNewUndoesWhenBindPanics(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	first := &recordingObserver{}
+	require.PanicsWithValue(t, "bind boom", func() {
+		_, _ = slidelog.New(store, slidelog.PerMinute(10), slidelog.WithName("bind"),
+			slidelog.WithObserver(first), slidelog.WithObserver(bindPanics{}))
+	})
+	assert.Equal(t, 1, first.unbound, "the observer bound before the panic was not unbound")
+	l, err := slidelog.New(store, slidelog.PerMinute(10), slidelog.WithName("bind"))
+	require.NoError(t, err, "the name New claimed before the panic is still taken")
+	require.NoError(t, l.Close())
 }
