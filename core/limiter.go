@@ -299,7 +299,7 @@ func (l *Limiter) allowStore(ctx context.Context, key string, n int, policies []
 		err = l.writeBackKey(ctx, req)
 	}
 	if err == nil {
-		res, err = l.take(ctx, req)
+		res, err = l.take(ctx, req, done)
 	}
 	took := time.Since(sent)
 	if err == nil {
@@ -367,11 +367,39 @@ func (l *Limiter) route(ctx context.Context, req *Request) {
 	}
 }
 
-// take asks the store to decide req. How long it waits is the store's to
-// bound (redisstore ends a call on a node that stalls), and the caller's
-// context's.
-func (l *Limiter) take(ctx context.Context, req Request) (Result, error) {
-	return l.store.Take(ctx, req)
+// take asks the store to decide req, under done, the permission of the
+// breaker of req's node (nil without a breaker). How long it waits is
+// the store's to bound (redisstore ends a call on a node that stalls),
+// and the caller's context's. A Take that panics gives the permission
+// back before the panic goes on (giveBackOnPanic).
+func (l *Limiter) take(ctx context.Context, req Request, done func(error)) (res Result, err error) {
+	returned := false
+	defer giveBackOnPanic(done, &returned)
+	res, err = l.store.Take(ctx, req)
+	returned = true
+	return res, err
+}
+
+// giveBackOnPanic, deferred by a store call made under done, a breaker's
+// permission (nil without a breaker), reports the call to done as no
+// verdict on the node when it panicked (returned is still false). The
+// panic goes on to the caller, on whose goroutine the call runs; a
+// half-open breaker does not lose the probe the call took (gobreaker
+// counts its probes out and in, and would refuse every request of the
+// node from then on).
+func giveBackOnPanic(done func(error), returned *bool) {
+	if !*returned && done != nil {
+		done(errCallerGone)
+	}
+}
+
+// callStore is f(ctx, req), made under done as take makes a Take.
+func callStore(ctx context.Context, req Request, f func(context.Context, Request) error, done func(error)) (err error) {
+	returned := false
+	defer giveBackOnPanic(done, &returned)
+	err = f(ctx, req)
+	returned = true
+	return err
 }
 
 // writeBackKey writes the fallback admissions of req's key into the store
@@ -638,7 +666,7 @@ func (l *Limiter) call(ctx context.Context, req *Request, f func(context.Context
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	err = f(ctx, *req)
+	err = callStore(ctx, *req, f, done)
 	switch {
 	case err == nil:
 		done(nil)

@@ -253,3 +253,66 @@ func TestNewUndoesWhenBindPanics(t *testing.T) {
 	require.NoError(t, err, "the name New claimed before the panic is still taken")
 	require.NoError(t, l.Close())
 }
+
+// A store call that panics on the caller's goroutine (a decision's Take,
+// or a Reset) lets the panic reach the caller, and gives back the probe
+// it took from a half-open breaker: the breaker probes with the next
+// request, instead of refusing every request for good (gobreaker counts
+// the probes out and in).
+func TestStorePanicGivesBackBreakerProbe(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		call func(l *slidelog.Limiter) error
+	}{
+		{"Take", func(l *slidelog.Limiter) error { _, err := l.Allow(context.Background(), "k"); return err }},
+		{"Reset", func(l *slidelog.Limiter) error { return l.Reset(context.Background(), "k") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mode atomic.Value // "down", "panic" or "up"
+			mode.Store("down")
+			store := &callbackStore{do: func() error {
+				switch mode.Load() {
+				case "down":
+					return errDown
+				case "panic":
+					panic("store boom")
+				}
+				return nil
+			}}
+			l := newResilientLimiter(t, store, slidelog.PerMinute(100),
+				slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond}))
+			_, err := l.Allow(t.Context(), "k")
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{"store": "open"}, slidelog.BreakerStates(l))
+			require.Eventually(t, func() bool { return slidelog.BreakerStates(l)["store"] == "half-open" },
+				2*time.Second, 5*time.Millisecond)
+			mode.Store("panic")
+			require.PanicsWithValue(t, "store boom", func() { _ = tt.call(l) })
+			mode.Store("up")
+			res, err := l.Allow(t.Context(), "k")
+			require.NoError(t, err)
+			assert.Equal(t, slidelog.Source("store"), res.Source, "the half-open breaker lost its probe to the panic")
+			assert.Equal(t, map[string]string{"store": "closed"}, slidelog.BreakerStates(l))
+		})
+	}
+}
+
+// callbackStore is a remote store each of whose calls returns do's error
+// (Take admitting every request when it is nil).
+type callbackStore struct {
+	do func() error
+}
+
+func (s *callbackStore) Take(_ context.Context, req slidelog.Request) (slidelog.Result, error) {
+	if err := s.do(); err != nil {
+		return slidelog.Result{}, err
+	}
+	states := make([]slidelog.PolicyResult, len(req.Policies))
+	for i, p := range req.Policies {
+		states[i] = slidelog.PolicyResult{Policy: p, Allowed: true, Remaining: p.Limit - req.Cost}
+	}
+	return slidelog.NewResult(states, ""), nil
+}
+func (s *callbackStore) Refund(context.Context, slidelog.Request) error { return s.do() }
+func (s *callbackStore) Reset(context.Context, slidelog.Request) error  { return s.do() }
+func (s *callbackStore) Close() error                                   { return nil }
