@@ -20,7 +20,7 @@ const (
 )
 
 // panicSites are the sites' names, the "in" of their records.
-var panicSites = [numPanicSites]string{"observer", "breaker timer", "write-back"}
+var panicSites = [numPanicSites]string{"observer", "breaker_timer", "write_back"}
 
 // panicLogEvery is how often, at most, a limiter logs the panics it
 // recovers at one site: the interval of its other records of a recurring

@@ -207,7 +207,7 @@ func TestStorePanicWritingBackIsRecovered(t *testing.T) {
 			require.Eventually(t, func() bool { return len(buf.Lines("recovered a panic")) > 0 },
 				2*time.Second, 5*time.Millisecond, "no record of the recovered panic:\n%s", buf.String())
 			require.NoError(t, l.Close()) // waits for the background write-back
-			requirePanicRecord(t, &buf, "wb", "write-back", "boom", tt.wantFunc)
+			requirePanicRecord(t, &buf, "wb", "write_back", "boom", tt.wantFunc)
 		})
 	}
 }
