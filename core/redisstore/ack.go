@@ -275,7 +275,7 @@ func (s *Store) WriteBack(ctx context.Context) (written, left int) {
 				defer func() { <-sem }()
 				req := e.Req
 				req.Route = slidelog.Route{}
-				err := s.Record(ctx, req, e.At) // settles it
+				err := s.writeBackOne(ctx, req, e.At)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -289,6 +289,20 @@ func (s *Store) WriteBack(ctx context.Context) (written, left int) {
 	}
 	wg.Wait()
 	return written, left
+}
+
+// writeBackOne records one kept admission for WriteBack, on a writer
+// goroutine of its own; Record settles it. A panic there (WithClock's
+// clock, the client) is recovered and logged, and fails the write: the
+// admission stays for a later attempt.
+func (s *Store) writeBackOne(ctx context.Context, req slidelog.Request, at time.Time) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.pipes.mon.panics.log(panicWriteBack, p)
+			err = panicError(panicWriteBack, p)
+		}
+	}()
+	return s.Record(ctx, req, at)
 }
 
 // now is the store's clock: WithClock's, or the process's.
@@ -307,21 +321,19 @@ func (s *Store) now() time.Time {
 // no longer owns (MOVED, ASK) go through the Cluster client, one by one
 // and with no acknowledgement (acked 0), and are kept like any other.
 func (b *batcher) sendNode(ctx context.Context, node *redis.Client, live []*scriptCall) {
+	var addWait func(redis.Pipeliner) *redis.Cmd
+	if b.ack != nil {
+		addWait = func(p redis.Pipeliner) *redis.Cmd {
+			return p.Do(ctx, "wait", b.ack.replicas, b.ack.timeout.Milliseconds())
+		}
+	}
 	run := func(calls []*scriptCall, eval bool) (retry, moved []*scriptCall) {
-		p := node.Pipeline()
-		cmds := make([]*redis.Cmd, len(calls))
-		for i, c := range calls {
+		cmds, wait := b.pipeline(ctx, node, calls, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
 			if eval {
-				cmds[i] = c.script.Eval(ctx, p, c.keys, c.args...)
-			} else {
-				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
+				return c.script.Eval(ctx, p, c.keys, c.args...)
 			}
-		}
-		var wait *redis.Cmd
-		if b.ack != nil {
-			wait = p.Do(ctx, "wait", b.ack.replicas, b.ack.timeout.Milliseconds())
-		}
-		_, _ = p.Exec(ctx)
+			return c.script.EvalSha(ctx, p, c.keys, c.args...)
+		}, addWait)
 		acked := 0
 		if wait != nil {
 			acked, _ = wait.Int() // 0 when WAIT failed
@@ -358,7 +370,7 @@ func (b *batcher) sendNode(ctx context.Context, node *redis.Client, live []*scri
 // sendPlain runs calls through the client, routed by key, without WAIT.
 func (b *batcher) sendPlain(ctx context.Context, calls []*scriptCall) {
 	for _, c := range calls {
-		c.reply, c.err = c.script.Run(ctx, b.client, c.keys, c.args...).Int64Slice()
+		c.reply, c.err = b.runScript(ctx, c)
 		b.answer(c)
 	}
 }
@@ -368,7 +380,16 @@ func (b *batcher) sendPlain(ctx context.Context, calls []*scriptCall) {
 // nil when it is not known, or when the batcher's calls may be headed for
 // several masters (their node was not known when they came) and need the
 // Cluster client's routing.
-func (b *batcher) nodeClient(ctx context.Context, key string) *redis.Client {
+func (b *batcher) nodeClient(ctx context.Context, key string) (node *redis.Client) {
+	defer func() {
+		if p := recover(); p != nil {
+			// A hook of the client's, reading the slot map: the calls
+			// go through the Cluster client's routing, and fail there
+			// if it panics again.
+			_ = b.recoverRoundTrip(p)
+			node = nil
+		}
+	}()
 	switch c := b.client.(type) {
 	case *redis.ClusterClient:
 		if b.conns == nil && b.ack == nil {

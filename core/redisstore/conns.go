@@ -63,6 +63,8 @@ type connSet struct {
 	// looks for them only when there are some.
 	claims  []*claim
 	nclaims atomic.Int32
+
+	panics *panicLog // the store's
 }
 
 // pendingDial is a dial to a set's node in progress.
@@ -245,7 +247,7 @@ func (s *connSet) add(conn net.Conn) net.Conn {
 func (s *connSet) breakAll() {
 	s.gen.Add(1)
 	for _, c := range s.list() {
-		_ = c.Conn.SetDeadline(pastDeadline)
+		s.breakOff(c)
 	}
 }
 
@@ -390,6 +392,23 @@ func (c *trackedConn) failedIO(err error) {
 // kick breaks the connection off for good.
 func (c *trackedConn) kick() {
 	c.kicked.Store(true)
+	c.set.breakOff(c)
+}
+
+// breakOff puts the deadline of c's connection in the past: its reads
+// and writes in flight and to come fail at once. The connection is the
+// client's dialer's, which may be the application's: a panic in its
+// SetDeadline is recovered and logged, since breakOff runs on goroutines
+// of the store's own (its monitor's, holding the batcher's lock, or the
+// one that breaks a call off when its caller's context ends); the
+// connection is then not broken off, and a read in flight on it ends at
+// the client's read timeout.
+func (s *connSet) breakOff(c *trackedConn) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.panics.log(panicConn, p)
+		}
+	}()
 	_ = c.Conn.SetDeadline(pastDeadline)
 }
 

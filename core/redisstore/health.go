@@ -88,6 +88,7 @@ type monitor struct {
 	stall  time.Duration
 	tick   time.Duration
 	logger *slog.Logger
+	panics *panicLog // the panics the store recovers
 
 	total atomic.Int64 // calls waiting on all nodes
 	// aliveNeeded is set while some node is judged in alive time (see
@@ -109,7 +110,8 @@ type monitor struct {
 }
 
 func newMonitor(p *pipelines, stall time.Duration, logger *slog.Logger) *monitor {
-	m := &monitor{p: p, stall: stall, tick: max(time.Millisecond, stall/10), logger: logger, stop: make(chan struct{})}
+	m := &monitor{p: p, stall: stall, tick: max(time.Millisecond, stall/10), logger: logger, panics: &panicLog{logger: logger},
+		stop: make(chan struct{})}
 	m.timer = time.AfterFunc(time.Hour, m.fire)
 	m.timer.Stop()
 	return m

@@ -539,7 +539,7 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	ctx := parent
 	if len(live) == 1 && b.ack == nil {
 		c := live[0]
-		c.reply, c.err = c.script.Run(ctx, b.client, c.keys, c.args...).Int64Slice()
+		c.reply, c.err = b.runScript(ctx, c)
 		b.answer(c)
 		return
 	}
@@ -553,9 +553,9 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	}
 	// Calls whose node is not known yet: the Cluster client's pipeline
 	// routes each by its key.
-	cmds := b.pipeline(ctx, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
+	cmds, _ := b.pipeline(ctx, b.client, live, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
 		return c.script.EvalSha(ctx, p, c.keys, c.args...)
-	})
+	}, nil)
 	var retry []*scriptCall
 	for i, c := range live {
 		if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -569,9 +569,9 @@ func (b *batcher) send(parent context.Context, batch []*scriptCall) {
 	if len(retry) == 0 {
 		return
 	}
-	cmds = b.pipeline(ctx, retry, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
+	cmds, _ = b.pipeline(ctx, b.client, retry, func(p redis.Pipeliner, c *scriptCall) *redis.Cmd {
 		return c.script.Eval(ctx, p, c.keys, c.args...)
-	})
+	}, nil)
 	for i, c := range retry {
 		c.reply, c.err = cmds[i].Int64Slice()
 		b.answer(c)
@@ -608,14 +608,76 @@ func serverReplied(err error) bool {
 	return errors.As(err, &re)
 }
 
-func (b *batcher) pipeline(ctx context.Context, calls []*scriptCall, add func(redis.Pipeliner, *scriptCall) *redis.Cmd) []*redis.Cmd {
-	p := b.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
+// pipeline runs calls in one pipeline of client, each as the command add
+// queues, and then the command extra queues, if extra is not nil; it
+// returns their commands, each carrying its reply or its error. A panic
+// of the client's (see recoverRoundTrip) fails the commands it left
+// without a reply.
+func (b *batcher) pipeline(ctx context.Context, client pipeliner, calls []*scriptCall, add func(redis.Pipeliner, *scriptCall) *redis.Cmd,
+	extra func(redis.Pipeliner) *redis.Cmd) (cmds []*redis.Cmd, last *redis.Cmd) {
+	cmds = make([]*redis.Cmd, len(calls))
+	defer func() {
+		if p := recover(); p != nil {
+			err := b.recoverRoundTrip(p)
+			for i := range cmds {
+				cmds[i] = failUnanswered(ctx, cmds[i], err)
+			}
+			if extra != nil {
+				last = failUnanswered(ctx, last, err)
+			}
+		}
+	}()
+	pipe := client.Pipeline()
 	for i, c := range calls {
-		cmds[i] = add(p, c)
+		cmds[i] = add(pipe, c)
 	}
-	_, _ = p.Exec(ctx) // each command carries its own error
-	return cmds
+	if extra != nil {
+		last = extra(pipe)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	return cmds, last
+}
+
+// pipeliner is a client that makes pipelines: the store's, or one node's
+// of a Cluster.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
+
+// runScript runs c alone through the client, and returns its reply. A
+// panic of the client's is its error (see recoverRoundTrip).
+func (b *batcher) runScript(ctx context.Context, c *scriptCall) (reply []int64, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			reply, err = nil, b.recoverRoundTrip(p)
+		}
+	}()
+	return c.script.Run(ctx, b.client, c.keys, c.args...).Int64Slice()
+}
+
+// recoverRoundTrip logs p, a panic of the client's in a round trip (a
+// hook of the application's, say), and returns the error of the calls it
+// ended. A round trip runs on a sender goroutine of the store's, or in
+// the goroutine of one caller, sending the calls of others too: a panic
+// never leaves it, wherever it runs, and its calls fail, as when their
+// round trip fails, with an error the store wraps in
+// slidelog.ErrUnavailable (the limiter's failure mode decides them).
+func (b *batcher) recoverRoundTrip(p any) error {
+	b.mon.panics.log(panicRoundTrip, p)
+	return panicError(panicRoundTrip, p)
+}
+
+// failUnanswered returns cmd failed with err if the round trip left it
+// without a reply or an error (a new command if there is none yet), or
+// else cmd as it is.
+func failUnanswered(ctx context.Context, cmd *redis.Cmd, err error) *redis.Cmd {
+	if cmd == nil {
+		cmd = redis.NewCmd(ctx)
+	}
+	if cmd.Err() == nil && cmd.Val() == nil {
+		cmd.SetErr(err)
+	}
+	return cmd
 }
 
 // maxPipelineCalls bounds the calls in one pipeline. A node's progress is
@@ -709,7 +771,7 @@ func (p *pipelines) connSetLocked(addr string) *connSet {
 		if p.conns == nil {
 			p.conns = make(map[string]*connSet)
 		}
-		cs = &connSet{}
+		cs = &connSet{panics: p.mon.panics}
 		p.conns[addr] = cs
 	}
 	return cs

@@ -62,6 +62,21 @@
 // key's data wraps slidelog.ErrDamagedKey. Close ends
 // every waiting call, and every later one, with slidelog.ErrClosed. See docs/operations.md, "How a failing node is told
 // from a busy one".
+//
+// # Panics
+//
+// A Store follows the rule of slidelog.Observer: it recovers a panic of
+// code the application gave it (a hook of the Redis client's, a
+// connection of its dialer, WithClock's clock) only where no caller of
+// its own would receive it. A round trip runs on a sender goroutine of
+// the store's, or in the goroutine of a caller that sends other callers'
+// calls with its own: a panic in it is recovered wherever it runs, and
+// fails the round trip's calls with an error wrapping
+// slidelog.ErrUnavailable. A panic breaking a stalled node's connections
+// off, or in WriteBack's writers, is recovered too (the admission stays
+// kept). Each is logged at ERROR with its value and stack, at most once
+// per 10 s per kind. A panic on the caller's goroutine alone, such as
+// the clock's in a Take, reaches the caller.
 package redisstore
 
 import (

@@ -1,0 +1,67 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/slidelog/slidelog/core/internal/ratelog"
+)
+
+// panicSite is where a store recovers a panic of code the application
+// gave it, which runs there on goroutines of the store's own, or on
+// goroutines the store chose: the Redis client (its hooks, the
+// connections of its dialer) and WithClock's clock.
+type panicSite uint8
+
+const (
+	panicRoundTrip panicSite = iota // the client, sending a batch of calls
+	panicConn                       // a connection's SetDeadline, breaking it off
+	panicWriteBack                  // WriteBack's writers
+	numPanicSites
+)
+
+// panicSites are the sites' names, the "in" of their records.
+var panicSites = [numPanicSites]string{"round_trip", "connection", "write_back"}
+
+// panicLogEvery is how often, at most, a store logs the panics it
+// recovers at one site.
+const panicLogEvery = 10 * time.Second
+
+// panicLog logs the panics a store recovers.
+type panicLog struct {
+	logger *slog.Logger
+	every  [numPanicSites]ratelog.Every
+}
+
+// log logs p, a panic recovered at site, at ERROR with its value and the
+// stack that panicked (log runs in the deferred call that recovered it):
+// once for the first, then at most once per panicLogEvery per site, with
+// the number of panics since the previous record. It never panics: a
+// logger that panics loses the record.
+func (l *panicLog) log(site panicSite, p any) {
+	if l == nil {
+		return
+	}
+	n, ok := l.every[site].Note(time.Now(), panicLogEvery)
+	if !ok {
+		return
+	}
+	defer func() { _ = recover() }()
+	l.logger.LogAttrs(context.Background(), slog.LevelError, "redisstore: recovered a panic; the store goes on",
+		slog.String("in", panicSites[site]), slog.Int64("panics", n),
+		slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+}
+
+// errPanicked is the error of a call whose round trip, or write-back,
+// panicked.
+var errPanicked = errors.New("redisstore: panic")
+
+// panicError returns the error of a call that p, a panic recovered at
+// site, ended.
+func panicError(site panicSite, p any) error {
+	return fmt.Errorf("%w in %s: %v", errPanicked, panicSites[site], p)
+}

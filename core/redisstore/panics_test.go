@@ -1,0 +1,202 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// panicHook is a go-redis hook of the application's that panics in every
+// command and pipeline while on is set.
+type panicHook struct{ on *atomic.Bool }
+
+func (h panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.on.Load() {
+			panic("hook boom")
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() {
+			panic("hook boom")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// requireOnePanicRecord checks that buf holds one record of a recovered
+// panic, at ERROR, recovered in in, with the panic's value and a stack
+// naming wantFunc.
+func requireOnePanicRecord(t *testing.T, buf *logbuf.Buffer, in, value, wantFunc string) {
+	t.Helper()
+	lines := buf.Lines("recovered a panic")
+	require.Len(t, lines, 1, "got %d records of recovered panics, want 1 (at most one per interval):\n%s", len(lines), buf.String())
+	for _, want := range []string{"level=ERROR", "in=" + in, value, "stack=", wantFunc} {
+		assert.Contains(t, lines[0], want, "the record of a recovered panic")
+	}
+}
+
+// A panic of the Redis client's (here a hook of the application's) in a
+// round trip is recovered wherever the store sent it: on a sender
+// goroutine of the store's own, where it ended the process, or in the
+// caller's goroutine, which sends the other callers' calls of its batch
+// too. Every call of the round trip fails with an error wrapping
+// slidelog.ErrUnavailable, which a limiter hands to its failure mode; the
+// panic is logged at ERROR once per interval; and once the client stops
+// panicking, the node's senders are all there: decisions go on.
+func TestClientPanicInRoundTripIsRecovered(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// early: the client has a connection before New, which the store
+		// cannot break off: every call goes to a sender goroutine.
+		early bool
+	}{
+		{"sender goroutines", true},
+		{"callers' goroutines", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := redis.NewClient(redisstore.ClientOptions(redistest.RedisClient(t).Options().Addr))
+			t.Cleanup(func() { _ = client.Close() })
+			if tt.early {
+				require.NoError(t, client.Ping(t.Context()).Err())
+			}
+			var buf logbuf.Buffer
+			s := newRedisStore(t, client, redisstore.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+			var on atomic.Bool
+			client.AddHook(panicHook{&on})
+			p := slidelog.Policy{Limit: 1_000_000, Window: time.Minute}
+			take := func(i int) error {
+				_, err := s.Take(context.Background(), slidelog.Request{Namespace: "panic", Key: "k" + string(rune('a'+i%16)),
+					ID: uint64(i + 1), Cost: 1, Policies: []slidelog.Policy{p}})
+				return err
+			}
+			on.Store(true)
+			var wg sync.WaitGroup
+			var failed atomic.Int64
+			for g := range 32 {
+				wg.Go(func() {
+					for i := range 10 {
+						err := take(g*10 + i)
+						if !errors.Is(err, slidelog.ErrUnavailable) || !strings.Contains(err.Error(), "hook boom") {
+							t.Errorf("take with a panicking client: got %v, want an error wrapping ErrUnavailable that names the panic", err)
+						}
+						failed.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			require.Equal(t, int64(320), failed.Load())
+			on.Store(false)
+			for i := range 320 {
+				require.NoError(t, take(1000+i), "take %d after the client stopped panicking", i)
+			}
+			requireOnePanicRecord(t, &buf, "round_trip", `panic="hook boom"`, "panicHook.ProcessHook")
+		})
+	}
+}
+
+// panicConn is a connection of the application's dialer whose
+// SetDeadline panics, while on is set, when given a deadline long past:
+// the store's, breaking the connection off.
+type panicConn struct {
+	net.Conn
+	on *atomic.Bool
+}
+
+func (c panicConn) SetDeadline(t time.Time) error {
+	if c.on.Load() && !t.IsZero() && t.Year() < 2000 {
+		panic("deadline boom")
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+// A stalled node's connections are broken off on the store's monitor
+// goroutine, by setting their deadlines in the past: a connection of the
+// application's dialer that panics there is recovered and logged (it
+// ended the process), and the calls waiting on the node still end with
+// ErrStalled.
+func TestConnectionPanicBreakingOffIsRecovered(t *testing.T) {
+	srv := redistest.StartServer(t, redistest.ServerConfig{})
+	var on atomic.Bool
+	opts := redisstore.ClientOptions(srv.Addr)
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return panicConn{conn, &on}, nil
+	}
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	var buf logbuf.Buffer
+	s := newRedisStore(t, client, redisstore.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))),
+		redisstore.WithStallTimeout(100*time.Millisecond))
+	p := slidelog.Policy{Limit: 100, Window: time.Minute}
+	req := slidelog.Request{Namespace: "panic", Key: "conn", ID: 1, Cost: 1, Policies: []slidelog.Policy{p}}
+	_, err := s.Take(t.Context(), req)
+	require.NoError(t, err)
+	on.Store(true)
+	require.NoError(t, srv.Signal(syscall.SIGSTOP)) // the node answers nothing
+	defer func() { _ = srv.Signal(syscall.SIGCONT) }()
+	req.ID = 2
+	_, err = s.Take(t.Context(), req)
+	require.ErrorIs(t, err, slidelog.ErrStalled)
+	on.Store(false)
+	requireOnePanicRecord(t, &buf, "connection", `panic="deadline boom"`, "panicConn.SetDeadline")
+}
+
+// WriteBack writes the kept admissions on goroutines of the store's own:
+// a panic there (here WithClock's clock, which Record reads) is recovered
+// and logged (it ended the process), and the admission is left for a
+// later attempt, as after a failed write.
+func TestWriteBackPanicIsRecovered(t *testing.T) {
+	var buf logbuf.Buffer
+	var on atomic.Bool
+	var reads atomic.Int64
+	clock := func() time.Time {
+		// The first read is WriteBack's own, on its caller's goroutine
+		// (where a panic would reach the caller); the others are its
+		// writers'.
+		if on.Load() && reads.Add(1) > 1 {
+			panic("clock boom")
+		}
+		return time.Now()
+	}
+	s := newRedisStore(t, redistest.RedisClient(t), redisstore.WithClock(clock),
+		redisstore.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	p := slidelog.Policy{Limit: 100, Window: time.Minute}
+	for i := range 5 {
+		s.Keep(slidelog.Request{Namespace: "panic", Key: "wb", ID: uint64(i + 1), Cost: 1, Policies: []slidelog.Policy{p}}, time.Now())
+	}
+	on.Store(true)
+	written, left := s.WriteBack(t.Context())
+	assert.Equal(t, 0, written)
+	assert.Equal(t, 5, left)
+	assert.Equal(t, 5, s.Unwritten(), "the admissions stay for a later attempt")
+	on.Store(false)
+	requireOnePanicRecord(t, &buf, "write_back", `panic="clock boom"`, "TestWriteBackPanicIsRecovered.func1")
+	written, left = s.WriteBack(t.Context())
+	assert.Equal(t, 5, written)
+	assert.Equal(t, 0, left)
+}
