@@ -65,9 +65,10 @@
 // never with the error's text. The adapters' WithDeniedHandler and
 // WithErrorHandler replace these answers. What the server's own setup
 // gets wrong at run time (a key, skip, cost or limiter function that
-// panics, a key function that fails) is answered 500 or 503 and logged
-// to the limiter's logger, at most once every 10 seconds per kind
-// (Engine.Check).
+// panics, a key function that fails, a limiter function that chooses no
+// limiter where the middleware has none) is answered 500 or 503 and
+// logged to the limiter's logger (slog.Default() when there is none), at
+// most once every 10 seconds per kind (Engine.Check).
 //
 // # More options
 //

@@ -195,12 +195,15 @@ type requestAlloc struct {
 // reported). A panic in the shadow function is recovered and ignored. A
 // nil or zero Engine answers every request as a misconfiguration.
 //
-// A recovered panic, and a key function's error that does not wrap
-// slidelog.ErrInvalidKey, are the server's own problems: Check logs them
-// to the limiter's logger (slidelog.Limiter.Logger; slog.Default() when
-// no limiter was chosen), a panic at ERROR with its value and stack, a
-// key function's error at WARN, each kind at most once every 10 seconds
-// per Engine, with the number of requests since the previous record.
+// A recovered panic, a key function's error that does not wrap
+// slidelog.ErrInvalidKey, and a request for which the limiter function
+// chose no limiter while the Engine has none (answered 500) are the
+// server's own problems: Check logs them to the limiter's logger
+// (slidelog.Limiter.Logger; slog.Default() when no limiter was chosen),
+// a panic at ERROR with its value and stack, a key function's error at
+// WARN, no limiter at ERROR, each kind at most once every 10 seconds per
+// Engine, with the route, the method and the number of requests since
+// the previous record.
 func (e *Engine) Check(src Incoming) *Decision {
 	d := new(Decision)
 	e.check(src, d)
@@ -280,6 +283,7 @@ func (e *Engine) decide(r *Request, at *progress) (slidelog.Result, *slidelog.Li
 		}
 	}
 	if l == nil {
+		e.logNoLimiter(r)
 		return slidelog.Result{}, nil, errNoLimiter
 	}
 	at.limiter, at.step = l, panicKeyFunc
@@ -308,7 +312,7 @@ func (e *Engine) decide(r *Request, at *progress) (slidelog.Result, *slidelog.Li
 
 // problem is a kind of problem of the server's own setup that an Engine
 // sees only at run time, and logs (logProblem): a function that
-// panicked, or a key function's error.
+// panicked, a key function's error, or no limiter for a request.
 type problem uint8
 
 const (
@@ -319,13 +323,14 @@ const (
 	panicStore                      // the limiter's decision (its store) panicked
 	panicEngine                     // the Engine panicked past the decision
 	keyFuncError                    // the key function failed, not for the client's identity
+	noLimiter                       // the limiter function chose none, and the Engine has none
 	numProblems
 )
 
 // problemKinds are the problems' names, the "kind" of their records.
 var problemKinds = [numProblems]string{
 	"skip_func_panic", "limiter_func_panic", "key_func_panic", "cost_func_panic",
-	"store_panic", "panic", "key_func_error",
+	"store_panic", "panic", "key_func_error", "no_limiter",
 }
 
 // progress is how far check got in deciding a request: the function it
@@ -353,6 +358,15 @@ func (e *Engine) logPanic(r *Request, at *progress, p any) {
 func (e *Engine) logKeyError(r *Request, l *slidelog.Limiter, err error) {
 	e.logProblem(slog.LevelWarn, "slidelog: httplimit key function failed; no decision for the request",
 		keyFuncError, r, l, func() []slog.Attr { return []slog.Attr{slog.Any("error", err)} })
+}
+
+// logNoLimiter logs that the limiter function chose no limiter for r,
+// and the Engine has none of its own: the request is answered 500. No
+// limiter's observers count it, as none was chosen: the record is what
+// says so.
+func (e *Engine) logNoLimiter(r *Request) {
+	e.logProblem(slog.LevelError, "slidelog: httplimit limiter function chose no limiter, and the middleware has none; no decision for the request",
+		noLimiter, r, nil, func() []slog.Attr { return nil })
 }
 
 // logProblem logs msg for a problem of kind k met on r, at most once per

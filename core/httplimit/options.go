@@ -133,8 +133,11 @@ func WithCostFunc(f CostFunc) Option {
 
 // WithLimiterFunc chooses the limiter, and so the policies, per request.
 // When it returns nil, the middleware's own limiter is used; when that is
-// nil too, the request is answered as a server error (500). It cannot be
-// given twice (an adapter's option that chooses limiters, such as
+// nil too, the request is answered as a server error (500, an error
+// wrapping ErrMisconfigured; in shadow mode, let through and reported),
+// and logged at ERROR to slog.Default() (kind no_limiter), at most once
+// every 10 seconds (see Engine.Check). It cannot be given twice (an
+// adapter's option that chooses limiters, such as
 // slidegrpc.WithMethodLimiters, is one).
 func WithLimiterFunc(f LimiterFunc) Option {
 	return optionFunc(func(c *config) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -201,3 +202,78 @@ type panickingHandler struct{ slog.Handler }
 
 func (panickingHandler) Enabled(context.Context, slog.Level) bool  { return true }
 func (panickingHandler) Handle(context.Context, slog.Record) error { panic("handler") }
+
+// A limiter function that chooses no limiter, on an Engine that has none
+// of its own, leaves the request with no limiter to ask: a
+// misconfiguration the server sees only at run time, answered 500 (in
+// shadow mode, let through and reported). Check logs it at ERROR, once for
+// 1,000 requests, with the route and method, to slog.Default() (there is
+// no limiter's logger); no limiter's observers count it, as none was
+// chosen. A route the function gives a limiter is decided as usual.
+func TestNoLimiterIsLogged(t *testing.T) {
+	for _, shadow := range []bool{false, true} {
+		t.Run(map[bool]string{false: "enforcing", true: "shadow"}[shadow], func(t *testing.T) {
+			var buf logbuf.Buffer
+			prev := slog.Default()
+			slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+			t.Cleanup(func() { slog.SetDefault(prev) })
+			var limited logbuf.Buffer
+			l := loggedLimiter(t, "admin", &limited)
+			opts := []httplimit.Option{httplimit.WithLimiterFunc(func(r *httplimit.Request) *slidelog.Limiter {
+				if r.Route() == "/admin" {
+					return l
+				}
+				return nil // forgot the route
+			})}
+			reports := 0
+			if shadow {
+				opts = append(opts, httplimit.WithShadowMode(func(_ *httplimit.Request, _ slidelog.Result, err error) {
+					if errors.Is(err, httplimit.ErrMisconfigured) {
+						reports++
+					}
+				}))
+			}
+			h, err := httplimit.New(nil, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 1000 {
+				src := newSource("192.0.2.1:1")
+				src.route, src.method = "/users/{id}", http.MethodPost
+				d := h.Check(src)
+				if !errors.Is(d.Err, httplimit.ErrMisconfigured) {
+					t.Fatalf("request %d: got %v, %v, want an error wrapping ErrMisconfigured", i, d.Outcome, d.Err)
+				}
+				if want := map[bool]httplimit.Outcome{false: httplimit.OutcomeError, true: httplimit.OutcomeNext}[shadow]; d.Outcome != want {
+					t.Fatalf("request %d: got %v, want %v", i, d.Outcome, want)
+				}
+				if p := httplimit.ErrorProblem(d.Err); p.Status != http.StatusInternalServerError {
+					t.Fatalf("problem: got %d, want 500", p.Status)
+				}
+				admin := newSource("192.0.2.1:1")
+				admin.route = "/admin"
+				if d := h.Check(admin); d.Err != nil || d.Outcome != httplimit.OutcomeNext {
+					t.Fatalf("a route with a limiter: got %v, %v, want it admitted", d.Outcome, d.Err)
+				}
+			}
+			lines := buf.Lines("no limiter")
+			if len(lines) != 1 {
+				t.Fatalf("got %d records for 1,000 requests with no limiter, want 1:\n%s", len(lines), buf.String())
+			}
+			for _, want := range []string{"level=ERROR", "kind=no_limiter", "route=/users/{id}", "method=POST", "requests=1"} {
+				if !strings.Contains(lines[0], want) {
+					t.Errorf("record lacks %q:\n%s", want, lines[0])
+				}
+			}
+			if n := strings.Count(buf.String(), "\n"); n != 1 {
+				t.Errorf("got %d records in slog.Default(), want the one:\n%s", n, buf.String())
+			}
+			if limited.String() != "" {
+				t.Errorf("the limiter of another route logged:\n%s", limited.String())
+			}
+			if shadow && reports != 1000 {
+				t.Errorf("reports: got %d, want 1000", reports)
+			}
+		})
+	}
+}

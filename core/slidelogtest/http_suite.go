@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 )
 
 // RunHTTPSuite runs the HTTP conformance suite: every adapter must pass
@@ -206,6 +208,7 @@ var httpCases = []httpCase{
 	{"NestedSamePolicyNames", testNestedSamePolicyNames},
 	{"KeyByRoute", testKeyByRoute},
 	{"LimiterFunc", testLimiterFunc},
+	{"NoLimiter", testNoLimiter},
 	{"SpoofedForwardedHeaders", testSpoofedForwardedHeaders},
 	{"TrustedProxies", testTrustedProxies},
 	{"OnlyTheProxysHeader", testOnlyTheProxysHeader},
@@ -502,6 +505,49 @@ func testLimiterFunc(t *testing.T, e *httpEnv) {
 			wantHeader(t, "RateLimit-Policy", `"pro";q=3;w=60`)
 	}
 	get(t, serve, "/hello", clientB, "X-Test-Plan", "pro").wantStatus(t, http.StatusTooManyRequests)
+}
+
+// testNoLimiter: a limiter function that chooses no limiter, on a
+// middleware with none of its own, is the server's misconfiguration: the
+// request is answered 500 with a problem body that names nothing
+// internal and no rate-limit header field, and logged at ERROR (kind
+// no_limiter) once for all such requests, to slog.Default(), as no
+// limiter's logger applies. A request the function gives a limiter is
+// decided as usual.
+func testNoLimiter(t *testing.T, e *httpEnv) {
+	var logs logbuf.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	pro := e.limiter(t, slidelog.Policy{Name: "pro", Limit: 3, Window: time.Minute})
+	byPlan := func(r *httplimit.Request) *slidelog.Limiter {
+		if r.HeaderValue("X-Test-Plan") == "pro" {
+			return pro
+		}
+		return nil
+	}
+	// On the route, whose pattern every framework knows there (fiber's
+	// global middleware runs before routing).
+	serve := e.serve(t, HTTPApp{Routes: []HTTPRoute{
+		{Pattern: "/hello", Middleware: mw(nil, httplimit.WithLimiterFunc(byPlan))},
+	}})
+	for range 3 {
+		r := get(t, serve, "/hello", clientA)
+		r.wantProblem(t, http.StatusInternalServerError)
+		r.wantNoInternalText(t, "no limiter", "slidelog:", "httplimit")
+		r.wantNoRateLimitHeaders(t)
+	}
+	get(t, serve, "/hello", clientA, "X-Test-Plan", "pro").wantStatus(t, http.StatusOK).
+		wantHeader(t, "RateLimit-Policy", `"pro";q=3;w=60`)
+	lines := logs.Lines("kind=no_limiter")
+	if len(lines) != 1 {
+		t.Fatalf("got %d records of kind no_limiter for 3 requests, want 1:\n%s", len(lines), logs.String())
+	}
+	for _, want := range []string{"level=ERROR", "route=/hello", "method=GET", "requests=1"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("record lacks %q:\n%s", want, lines[0])
+		}
+	}
 }
 
 // testSpoofedForwardedHeaders: without a trusted proxy, 1,000 rotating
