@@ -12,6 +12,10 @@
 // names, as scripts/redis-rig.sh does. Their Start methods take a context
 // and return an error, for programs; StartServer, StartCluster and
 // StartSentinels are the same for tests, stopped when the test ends.
+// Servers and Sentinels started without a port take a free one: by
+// default from the kernel's ephemeral range, or from the ranges
+// SLIDELOG_SERVER_PORTS and SLIDELOG_SENTINEL_PORTS name ("7400-7499"),
+// to keep beside other work that owns other ports.
 //
 // It is apart from package slidelogtest so that tests of memory-only
 // programs do not link go-redis.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -51,9 +52,10 @@ func isExecutable(path string) bool {
 type ServerConfig struct {
 	// Bin is the server binary; empty: Binary("redis-server").
 	Bin string
-	// Port is the server's port on 127.0.0.1; 0: a port the kernel has
-	// free (with its cluster bus port, +10000, free too when Args enable
-	// cluster mode), picked again if another process takes it first.
+	// Port is the server's port on 127.0.0.1; 0: a free port (see
+	// FreePort; with its cluster bus port, +10000, free too when Args
+	// enable cluster mode), picked again if another process takes it
+	// first.
 	Port int
 	// Dir is the server's working directory, which holds its files and
 	// its output (redis.log); empty: a temporary directory, removed by
@@ -147,7 +149,7 @@ func (cfg ServerConfig) Start(ctx context.Context) (*Server, error) {
 	for attempt := 0; ; attempt++ {
 		s.Port = cfg.Port
 		if s.Port == 0 {
-			if s.Port, err = freePort(bus); err != nil {
+			if s.Port, err = freePort(bus, cfg.sentinelConf != ""); err != nil {
 				break
 			}
 		}
@@ -496,12 +498,23 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-// SentinelConfig says how to start a Sentinel set: a master, a replica
-// and Sentinels monitoring them. Its zero value is one master, one
-// replica and three Sentinels on free ports.
+// SentinelConfig says how to start a Sentinel set: a master, its
+// replicas and Sentinels monitoring them. Its zero value is one master,
+// one replica and three Sentinels on free ports (see FreePort).
 type SentinelConfig struct {
 	// Name is the master's name in the Sentinels; empty: "mymaster".
 	Name string
+	// Replicas is how many replicas the master has; 0: 1.
+	Replicas int
+	// ReplicaArgs, when set, returns more configuration arguments for
+	// the i-th replica (from 0), after Args ("--replica-priority", "10").
+	ReplicaArgs func(i int) []string
+	// ReplicaOf, when set, returns the address the i-th replica
+	// replicates from, given the master's: a proxy in front of the
+	// master, to cut that replica's link alone; "" is the master's
+	// address. The replica still announces its own address, so the
+	// Sentinels find it as they would without the proxy.
+	ReplicaOf func(i int, master string) (string, error)
 	// Sentinels is how many Sentinels run; 0: 3.
 	Sentinels int
 	// Quorum is how many Sentinels must agree that the master is down;
@@ -528,22 +541,27 @@ type Sentinels struct {
 	// Name is the master's name in the Sentinels.
 	Name string
 	// Master and Replica are the servers as started (a failover later
-	// swaps their roles).
+	// swaps their roles); Replica is Replicas[0].
 	Master, Replica *Server
+	// Replicas are the master's replicas as started.
+	Replicas []*Server
 	// Sentinels are the Sentinel processes.
 	Sentinels []*Server
 }
 
-// Start starts the master, its replica and the Sentinels, and waits until
-// the replica is in sync and every Sentinel knows it and the other
-// Sentinels, for at most 30 s or until ctx ends. On error nothing it
-// started is left running.
+// Start starts the master, its replicas and the Sentinels, and waits
+// until every replica is in sync and every Sentinel knows them and the
+// other Sentinels, for at most 30 s or until ctx ends. On error nothing
+// it started is left running.
 func (cfg SentinelConfig) Start(ctx context.Context) (_ *Sentinels, err error) {
 	if cfg.Name == "" {
 		cfg.Name = "mymaster"
 	}
 	if cfg.Sentinels == 0 {
 		cfg.Sentinels = 3
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
 	}
 	if cfg.Quorum == 0 {
 		cfg.Quorum = 2
@@ -564,10 +582,28 @@ func (cfg SentinelConfig) Start(ctx context.Context) (_ *Sentinels, err error) {
 	if s.Master, err = server.Start(ctx); err != nil {
 		return nil, err
 	}
-	server.ReplicaOf = s.Master.Addr
-	if s.Replica, err = server.Start(ctx); err != nil {
-		return nil, err
+	for i := range cfg.Replicas {
+		rc := server
+		rc.ReplicaOf = s.Master.Addr
+		if cfg.ReplicaOf != nil {
+			via, err := cfg.ReplicaOf(i, s.Master.Addr)
+			if err != nil {
+				return nil, err
+			}
+			if via != "" {
+				rc.ReplicaOf = via
+			}
+		}
+		if cfg.ReplicaArgs != nil {
+			rc.Args = slices.Concat(cfg.Args, cfg.ReplicaArgs(i))
+		}
+		r, err := rc.Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.Replicas = append(s.Replicas, r)
 	}
+	s.Replica = s.Replicas[0]
 	sentinelBin := cfg.Bin
 	if server := strings.TrimSpace(os.Getenv(EnvRedisServer)); sentinelBin == "" && server == "" {
 		if sentinelBin, err = Binary("redis-sentinel"); err != nil {
@@ -615,8 +651,8 @@ func (cfg SentinelConfig) Start(ctx context.Context) (_ *Sentinels, err error) {
 			if err != nil {
 				return err
 			}
-			if len(rs) != 1 || len(ss) != cfg.Sentinels-1 {
-				return fmt.Errorf("sentinel %s knows %d replicas and %d other sentinels, want 1 and %d", n.Addr, len(rs), len(ss), cfg.Sentinels-1)
+			if len(rs) != cfg.Replicas || len(ss) != cfg.Sentinels-1 {
+				return fmt.Errorf("sentinel %s knows %d replicas and %d other sentinels, want %d and %d", n.Addr, len(rs), len(ss), cfg.Replicas, cfg.Sentinels-1)
 			}
 			return nil
 		})
@@ -659,7 +695,7 @@ func (s *Sentinels) MasterAddr(ctx context.Context) string {
 // Stop stops every process of the set.
 func (s *Sentinels) Stop() error {
 	var errs []error
-	for _, n := range append([]*Server{s.Master, s.Replica}, s.Sentinels...) {
+	for _, n := range slices.Concat([]*Server{s.Master}, s.Replicas, s.Sentinels) {
 		if n != nil {
 			errs = append(errs, n.Stop())
 		}
@@ -695,9 +731,71 @@ func FreeClusterPorts(from, to, n int) ([]int, error) {
 	return out, nil
 }
 
-// freePort returns a port the kernel has free on 127.0.0.1; with bus, one
-// whose cluster bus port (+10000) is a valid port and free too.
-func freePort(bus bool) (int, error) {
+// Environment variables naming the ranges of ports, FROM-TO, that
+// servers and Sentinels started on a free port take theirs from (see
+// FreePort), for tests run beside other work that owns other ports.
+const (
+	// EnvServerPorts is the range for servers (and their cluster bus
+	// ports, +10000, must be free too) and for FreePort.
+	EnvServerPorts = "SLIDELOG_SERVER_PORTS"
+	// EnvSentinelPorts is the range for Sentinels.
+	EnvSentinelPorts = "SLIDELOG_SENTINEL_PORTS"
+)
+
+// FreePort returns a port free on 127.0.0.1, for a server or a proxy of a
+// test's own: one in the range EnvServerPorts names when it is set,
+// otherwise one the kernel has free (from its ephemeral range, so never
+// one of the rig's). Another process may take it before the caller
+// listens on it: pick again then.
+//
+// A port it handed out before in this process is handed out again only
+// when no other is free: a Sentinel of one test's set that outlives its
+// master keeps that master's address, and would make a new server there
+// (another test's) a replica of its own set.
+func FreePort() (int, error) { return freePort(false, false) }
+
+// handed holds the ports freePort handed out in this process.
+var handed struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// freePort returns a free port on 127.0.0.1 (see FreePort), from the
+// Sentinels' range for a Sentinel; with bus, one whose cluster bus port
+// (+10000) is a valid port and free too.
+func freePort(bus, sentinel bool) (int, error) {
+	handed.Lock()
+	defer handed.Unlock()
+	if handed.ports == nil {
+		handed.ports = make(map[int]bool)
+	}
+	free := func(p int) bool {
+		return PortsFree(p) == nil && (!bus || (p+10000 <= 65535 && PortsFree(p+10000) == nil))
+	}
+	env := EnvServerPorts
+	if sentinel {
+		env = EnvSentinelPorts
+	}
+	if v := strings.TrimSpace(os.Getenv(env)); v != "" {
+		from, to, err := portRange(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s=%q: %w", env, v, err)
+		}
+		// From a random place in the range, so that processes starting
+		// servers at once rarely pick the same one; one not handed out
+		// before if there is one.
+		n := to - from + 1
+		first := rand.IntN(n)
+		for _, again := range []bool{false, true} {
+			for i := range n {
+				if p := from + (first+i)%n; handed.ports[p] == again && free(p) {
+					handed.ports[p] = true
+					return p, nil
+				}
+			}
+		}
+		return 0, fmt.Errorf("no free port in %s=%s", env, v)
+	}
 	for range 100 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -705,11 +803,27 @@ func freePort(bus bool) (int, error) {
 		}
 		p := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		if !bus || (p+10000 <= 65535 && PortsFree(p+10000) == nil) {
+		if !handed.ports[p] && (!bus || free(p)) {
+			handed.ports[p] = true
 			return p, nil
 		}
 	}
 	return 0, errors.New("no free port with a free cluster bus port")
+}
+
+// portRange parses "FROM-TO".
+func portRange(v string) (from, to int, err error) {
+	a, b, ok := strings.Cut(v, "-")
+	if ok {
+		from, err = strconv.Atoi(strings.TrimSpace(a))
+		if err == nil {
+			to, err = strconv.Atoi(strings.TrimSpace(b))
+		}
+	}
+	if !ok || err != nil || from < 1 || to > 65535 || from > to {
+		return 0, 0, errors.New("want a range of ports FROM-TO")
+	}
+	return from, to, nil
 }
 
 func clusterEnabled(args []string) bool {

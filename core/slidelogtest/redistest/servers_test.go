@@ -2,6 +2,8 @@ package redistest_test
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -93,4 +95,63 @@ func TestStartSentinels(t *testing.T) {
 	if m["down-after-milliseconds"] != "2000" || m["failover-timeout"] != "10000" || m["quorum"] != "2" {
 		t.Errorf("got down-after %s ms, failover-timeout %s ms, quorum %s, want 2000, 10000, 2", m["down-after-milliseconds"], m["failover-timeout"], m["quorum"])
 	}
+}
+
+// With SLIDELOG_SERVER_PORTS and SLIDELOG_SENTINEL_PORTS set, servers and
+// Sentinels started without a port take one in those ranges (the ones
+// set for the run, or else 20 free ports in a row from 40000 and 41000);
+// a range that is not one fails the start.
+func TestPortRanges(t *testing.T) {
+	lo, hi := portRange(t, redistest.EnvServerPorts, 40000)
+	slo, shi := portRange(t, redistest.EnvSentinelPorts, 41000)
+	for range 5 {
+		p, err := redistest.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p < lo || p > hi {
+			t.Errorf("FreePort: got %d, want one in %d-%d", p, lo, hi)
+		}
+	}
+	s := redistest.StartSentinels(t, redistest.SentinelConfig{Sentinels: 1, Quorum: 1})
+	for _, n := range append([]*redistest.Server{s.Master}, s.Replicas...) {
+		if n.Port < lo || n.Port > hi {
+			t.Errorf("server on %d, want %d-%d", n.Port, lo, hi)
+		}
+	}
+	if p := s.Sentinels[0].Port; p < slo || p > shi {
+		t.Errorf("sentinel on %d, want %d-%d", p, slo, shi)
+	}
+
+	t.Setenv(redistest.EnvServerPorts, strconv.Itoa(lo))
+	if _, err := (redistest.ServerConfig{}).Start(t.Context()); err == nil || !strings.Contains(err.Error(), "FROM-TO") {
+		t.Errorf("got %v, want an error about the range", err)
+	}
+}
+
+// portRange returns the range the variable env names, or else sets it to
+// the first 20 free ports in a row from from on (for the test).
+func portRange(t *testing.T, env string, from int) (lo, hi int) {
+	t.Helper()
+	if v := os.Getenv(env); v != "" {
+		a, b, _ := strings.Cut(v, "-")
+		lo, err1 := strconv.Atoi(a)
+		hi, err2 := strconv.Atoi(b)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s=%q is not a range FROM-TO", env, v)
+		}
+		return lo, hi
+	}
+	for p := from; p < from+1000; p += 20 {
+		ok := true
+		for q := p; q < p+20 && ok; q++ {
+			ok = redistest.PortsFree(q) == nil
+		}
+		if ok {
+			t.Setenv(env, strconv.Itoa(p)+"-"+strconv.Itoa(p+19))
+			return p, p + 19
+		}
+	}
+	t.Fatalf("no 20 free ports in a row from %d", from)
+	return 0, 0
 }
