@@ -1,0 +1,419 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// The schedule of a failover run with two replicas (ackLimit per
+// ackWindow, each key offered its admissions in three phases): ackBefore
+// admissions while both replicas keep up; then one replica (the
+// laggard) stops receiving the master's writes and ackLimit more calls
+// fill the window (ackLimit-ackBefore admitted, acknowledged by the other
+// replica alone); then the failover; then ackLimit more calls. The
+// window is longer than the run: every admission of a key counts in one
+// window, and the checker's fullest window is a key's total.
+const (
+	ackLimit  = 10
+	ackWindow = time.Minute
+	ackBefore = 3
+	ackKeys   = 6
+)
+
+// ackLoad is one limiter's share of a run: its store, acknowledged by n
+// replicas, its keys, and the admissions it made, each with the start and
+// end of its call, for the independent checker.
+type ackLoad struct {
+	n      int
+	store  *redisstore.Store
+	l      *slidelog.Limiter
+	keys   []string
+	probe  string // a key of the same master, for backOnRedis
+	before int    // admissions made before the failover
+
+	mu       sync.Mutex
+	admitted []slidelogtest.Admission
+	errs     []error
+}
+
+// newAckLoad makes a limiter of ackLimit per ackWindow on a store of
+// client with WithReplicaAck(n, 50ms), FailClosed (so that the
+// fallback's own bound does not blur the figure) and no deny cache (which
+// would keep a full key denied after the failover and hide what the new
+// master admits). Its stall timeout is 1 s: on a busy machine a master
+// whose calls each wait 50 ms for a replica that does not answer must not
+// be judged stalled. keys picks the keys from candidate names.
+func newAckLoad(t *testing.T, client redis.UniversalClient, n int, keys func(s *redisstore.Store, name string) bool) *ackLoad {
+	t.Helper()
+	s, err := redisstore.New(client, redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client)),
+		redisstore.WithReplicaAck(n, 50*time.Millisecond), redisstore.WithStallTimeout(time.Second), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	name := "ack" + strconv.Itoa(n)
+	l, err := slidelog.New(s, slidelog.Policy{Name: "q", Limit: ackLimit, Window: ackWindow}, slidelog.WithName(name),
+		slidelog.WithFailureMode(slidelog.FailClosed), slidelog.WithDenyCache(0), slidelog.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	a := &ackLoad{n: n, store: s, l: l}
+	for i := 0; len(a.keys) < ackKeys+1; i++ {
+		if k := "k" + strconv.Itoa(i); keys == nil || keys(s, s.LogKey(name, k)) {
+			a.keys = append(a.keys, k)
+		}
+	}
+	a.probe, a.keys = a.keys[ackKeys], a.keys[:ackKeys]
+	return a
+}
+
+// offer sends every key count calls, one after another, the keys at
+// once, and returns how many were admitted.
+func (a *ackLoad) offer(ctx context.Context, count int) int {
+	var wg sync.WaitGroup
+	total := 0
+	for _, k := range a.keys {
+		wg.Go(func() {
+			for range count {
+				start := time.Now()
+				res, err := a.l.Allow(ctx, k)
+				end := time.Now()
+				a.mu.Lock()
+				switch {
+				case err != nil:
+					a.errs = append(a.errs, err)
+				case res.Source != redisstore.Source:
+					a.errs = append(a.errs, fmt.Errorf("%s decided by %q (allowed %v), not on Redis", k, res.Source, res.Allowed))
+				case res.Allowed:
+					a.admitted = append(a.admitted, slidelogtest.Admission{Key: k, Start: start, End: end})
+					total++
+				}
+				a.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return total
+}
+
+// backOnRedis waits until the limiter decides on Redis again, with a key
+// of its own on the same master as its keys.
+func (a *ackLoad) backOnRedis(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := a.l.Allow(t.Context(), a.probe)
+		if err == nil && res.Source == redisstore.Source {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store with WithReplicaAck(%d) not back on Redis 20 s after the failover: %v %+v", a.n, err, res)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// held counts, per key, the admissions the server at addr holds.
+func (a *ackLoad) held(t *testing.T, addr string) map[string]int {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	out := make(map[string]int)
+	for _, k := range a.keys {
+		n, err := c.ZCard(t.Context(), a.store.LogKey(a.l.Name(), k)).Result()
+		require.NoError(t, err)
+		out[k] = int(n)
+	}
+	return out
+}
+
+// ackResult is what the checker found in one limiter's share of a run.
+type ackResult struct {
+	n                 int
+	before, after     int // admissions before and after the failover, all keys
+	missing           int // admissions before the failover the promoted replica lacked, all keys
+	fullest, overKeys int // the fullest window of any key; keys over ackLimit
+	pendingAtFailover int // what the store kept (ReplicaAckStats.Pending) just before the failover
+	errors            int
+	firstErr          error
+	promotedAfter     time.Duration
+}
+
+func (r ackResult) String() string {
+	return fmt.Sprintf("WithReplicaAck(%d): admitted %d before the failover (%d of them missing on the promoted replica, %d kept by the store) and %d after; fullest window %d (limit %d, bound %d), %d keys of %d over the limit; %d errors",
+		r.n, r.before, r.missing, r.pendingAtFailover, r.after, r.fullest, ackLimit, 2*ackLimit, r.overKeys, ackKeys, r.errors)
+}
+
+// check runs the independent checker over the admissions.
+func (a *ackLoad) check(r *ackResult) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fullest, over := slidelogtest.CheckWindows(a.admitted, ackLimit, ackWindow)
+	for _, f := range fullest {
+		r.fullest = max(r.fullest, f.Units)
+	}
+	r.overKeys = len(over)
+	r.errors = len(a.errs)
+	if len(a.errs) > 0 {
+		r.firstErr = a.errs[0]
+	}
+}
+
+// Two replicas, WithReplicaAck(1, ...) and WithReplicaAck(2, ...) side by
+// side, on Sentinel: one replica (the laggard, behind a proxy that cuts
+// its link and keeps it open, as a partition does) stops receiving the
+// master's writes, the window fills with admissions only the other
+// replica acknowledged, then the master dies and the Sentinels promote:
+//
+//   - both replicas up, default priorities: the Sentinels promote the
+//     replica that acknowledged (the highest replication offset); nothing
+//     is lost with either n;
+//   - both up, the laggard with the better replica-priority (10 against
+//     100): the Sentinels promote it, priority before offset;
+//   - the replica that acknowledged dies with the master: only the
+//     laggard is left, and it is promoted;
+//   - the same, the master set with min-replicas-to-write 2: it still
+//     takes writes while the laggard's last acknowledgement is at most
+//     min-replicas-max-lag (10 s) old, and the laggard's link is open.
+//
+// In the last three, WithReplicaAck(1) loses every admission the laggard
+// missed (the store forgot them once one replica acknowledged): per key
+// up to one window's worth, so a window holds up to twice the limit.
+// WithReplicaAck(2) kept them (one replica of two acknowledged) and
+// writes them into the new master before it decides: no window passes
+// the limit. The checker trusts only the clients' record of when each
+// admitted call started and ended.
+func TestReplicaAckTwoReplicasSentinel(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		priority    bool // the laggard has the better replica-priority
+		ackerDies   bool // the replica that acknowledged dies with the master
+		minReplicas bool // the master has min-replicas-to-write 2
+		promoted    int  // the replica the Sentinels must promote (0 acknowledged, 1 lagged)
+	}{
+		{name: "laggard up, default priorities", promoted: 0},
+		{name: "laggard up, preferred by replica-priority", priority: true, promoted: 1},
+		{name: "acknowledging replica dies with the master", ackerDies: true, promoted: 1},
+		{name: "acknowledging replica dies, min-replicas-to-write 2", ackerDies: true, minReplicas: true, promoted: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var laggard *linkProxy
+			bed := redistest.StartSentinels(t, redistest.SentinelConfig{
+				Name: "ack", Replicas: 2, DownAfter: time.Second, FailoverTimeout: 10 * time.Second, RaisePriority: true,
+				// Each replica's first sync at once, not after Redis 7's 5 s
+				// wait for more replicas.
+				Args: []string{"--repl-diskless-sync-delay", "0"},
+				ReplicaOf: func(i int, master string) (string, error) {
+					if i != 1 {
+						return "", nil
+					}
+					laggard = newLinkProxy(t, master)
+					return laggard.Addr(), nil
+				},
+				ReplicaArgs: func(i int) []string {
+					if tc.priority && i == 1 {
+						return []string{"--replica-priority", "10"}
+					}
+					return nil
+				},
+			})
+			if tc.minReplicas {
+				mc := redis.NewClient(&redis.Options{Addr: bed.Master.Addr})
+				require.NoError(t, mc.ConfigSet(t.Context(), "min-replicas-to-write", "2").Err())
+				_ = mc.Close()
+			}
+			client := redis.NewFailoverClient(redisstore.FailoverOptions("ack", bed.Addrs()...))
+			t.Cleanup(func() { _ = client.Close() })
+			loads := []*ackLoad{newAckLoad(t, client, 1, nil), newAckLoad(t, client, 2, nil)}
+			results := runAckFailover(t, loads, ackFault{
+				cut: laggard.Cut,
+				fail: func() {
+					bed.Master.Kill()
+					if tc.ackerDies {
+						bed.Replicas[0].Kill()
+					}
+				},
+				promoted:  func() bool { return bed.MasterAddr(t.Context()) == bed.Replicas[tc.promoted].Addr },
+				newMaster: bed.Replicas[tc.promoted].Addr,
+			})
+			checkAckResults(t, results, tc.promoted == 1)
+		})
+	}
+}
+
+// ackFault is how a run cuts the laggard off, fails the master, and
+// learns that the expected replica was promoted.
+type ackFault struct {
+	cut       func()
+	fail      func()
+	promoted  func() bool
+	newMaster string
+}
+
+// runAckFailover runs the schedule on loads and returns what the checker
+// found in each.
+func runAckFailover(t *testing.T, loads []*ackLoad, f ackFault) []ackResult {
+	t.Helper()
+	ctx := t.Context()
+	each := func(fn func(a *ackLoad)) {
+		var wg sync.WaitGroup
+		for _, a := range loads {
+			wg.Go(func() { fn(a) })
+		}
+		wg.Wait()
+	}
+	each(func(a *ackLoad) { a.before += a.offer(ctx, ackBefore) })
+	f.cut()
+	each(func(a *ackLoad) { a.before += a.offer(ctx, ackLimit) })
+	results := make([]ackResult, len(loads))
+	for i, a := range loads {
+		results[i] = ackResult{n: a.n, pendingAtFailover: a.store.ReplicaAckStats().Pending}
+	}
+	f.fail()
+	failed := time.Now()
+	for !f.promoted() {
+		if time.Since(failed) > 30*time.Second {
+			t.Fatalf("%s not promoted within 30 s", f.newMaster)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	promotedAfter := time.Since(failed)
+	for i, a := range loads {
+		// Before any decision reaches the new master (and writes back
+		// what the store kept): what it holds of the window.
+		for _, h := range a.held(t, f.newMaster) {
+			results[i].missing -= h
+		}
+		results[i].missing += a.before
+	}
+	each(func(a *ackLoad) { a.backOnRedis(t) })
+	for i, a := range loads {
+		results[i].after = a.offer(ctx, ackLimit)
+		results[i].before = a.before
+		results[i].promotedAfter = promotedAfter
+		a.check(&results[i])
+	}
+	return results
+}
+
+// checkAckResults holds each result to its bound: no window over the
+// limit when the replica that acknowledged was promoted or the store
+// waited for both replicas (n = 2); otherwise at most twice the limit.
+func checkAckResults(t *testing.T, results []ackResult, laggardPromoted bool) {
+	t.Helper()
+	for _, r := range results {
+		t.Logf("ACK %s: %s; promoted %v after the master's death", t.Name(), r, r.promotedAfter.Round(100*time.Millisecond))
+		if r.errors > 0 {
+			t.Errorf("WithReplicaAck(%d): %d errors, first %v", r.n, r.errors, r.firstErr)
+		}
+		if r.before != ackLimit*ackKeys {
+			t.Errorf("WithReplicaAck(%d): %d admitted before the failover, want %d (the window full)", r.n, r.before, ackLimit*ackKeys)
+		}
+		if kept := (ackLimit - ackBefore) * ackKeys; r.n == 2 && r.pendingAtFailover < kept {
+			t.Errorf("WithReplicaAck(2): the store kept %d admissions at the failover, want at least the %d that one replica of two acknowledged", r.pendingAtFailover, kept)
+		}
+		bound := ackLimit
+		if laggardPromoted && r.n == 1 {
+			bound = 2 * ackLimit
+		}
+		if r.fullest > bound {
+			t.Errorf("WithReplicaAck(%d): a window of %d admissions, above the bound %d", r.n, r.fullest, bound)
+		}
+	}
+}
+
+// The same on a Redis Cluster (3 masters, each with two replicas): one
+// shard's laggard is stopped and its replication link cut (it cannot
+// reconnect, so the master's writes stay on the master and on the other
+// replica), the window fills, then the master dies and the laggard runs
+// again. The replicas elect by replication offset: with both up, the one
+// that acknowledged wins (its rank is 0); when it died with the master,
+// the laggard is elected. Two shards, one failover each, one after the
+// other, so that a majority of masters is always there to vote.
+func TestReplicaAckTwoReplicasCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, redistest.ClusterConfig{
+		Masters: 3, Replicas: 2, NodeTimeout: 2 * time.Second, RaisePriority: true,
+		Args: []string{"--cluster-require-full-coverage", "no", "--repl-diskless-sync-delay", "0"},
+	})
+	client := redis.NewClusterClient(redisstore.ClusterOptions(cl.Addrs()...))
+	t.Cleanup(func() { _ = client.Close() })
+	for _, tc := range []struct {
+		name      string
+		shard     int
+		ackerDies bool
+	}{
+		{name: "laggard up", shard: 0},
+		{name: "acknowledging replica dies with the master", shard: 1, ackerDies: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Nodes are masters first, then each master's first replica,
+			// then its second (redistest.ClusterConfig).
+			master, acker, laggard := cl.Nodes[tc.shard], cl.Nodes[cl.Masters+tc.shard], cl.Nodes[2*cl.Masters+tc.shard]
+			onShard := func(s *redisstore.Store, key string) bool {
+				m, err := client.MasterForKey(t.Context(), key)
+				return err == nil && m.Options().Addr == master.Addr
+			}
+			loads := []*ackLoad{newAckLoad(t, client, 1, onShard), newAckLoad(t, client, 2, onShard)}
+			admin := func(n *redistest.Server) *redis.Client {
+				c := redis.NewClient(&redis.Options{Addr: n.Addr})
+				t.Cleanup(func() { _ = c.Close() })
+				return c
+			}
+			promoted := tc.ackerDies // the laggard
+			newMaster := acker
+			if promoted {
+				newMaster = laggard
+			}
+			nm := admin(newMaster)
+			results := runAckFailover(t, loads, ackFault{
+				cut: func() {
+					// The laggard's end of its link is the master's client
+					// address of it.
+					link, err := admin(laggard).Do(t.Context(), "CLIENT", "LIST", "TYPE", "master").Text()
+					require.NoError(t, err)
+					addr := clientField(link, "laddr")
+					require.NotEmpty(t, addr, "the laggard's link to its master: %q", link)
+					require.NoError(t, laggard.Signal(syscall.SIGSTOP))
+					require.NoError(t, admin(master).Do(t.Context(), "CLIENT", "KILL", "ADDR", addr).Err())
+				},
+				fail: func() {
+					master.Kill()
+					if tc.ackerDies {
+						acker.Kill()
+					}
+					require.NoError(t, laggard.Signal(syscall.SIGCONT))
+				},
+				promoted: func() bool {
+					return redistest.InfoField(nm.Info(t.Context(), "replication").Val(), "role") == "master"
+				},
+				newMaster: newMaster.Addr,
+			})
+			checkAckResults(t, results, promoted)
+		})
+	}
+}
+
+// clientField returns the value of field in the first line of a CLIENT
+// LIST reply.
+func clientField(list, field string) string {
+	line, _, _ := strings.Cut(list, "\n")
+	for f := range strings.FieldsSeq(line) {
+		if v, ok := strings.CutPrefix(f, field+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
