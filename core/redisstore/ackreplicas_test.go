@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -416,4 +417,130 @@ func clientField(list, field string) string {
 		}
 	}
 	return ""
+}
+
+// An acknowledgement is of the connection's own writes: since Redis 7.2
+// (and on Valkey) WAIT counts the replicas holding the last write that
+// connection sent, and a call that writes nothing leaves the mark where
+// the connection's last write put it, possibly before what the call
+// relies on. Here the replica's link is partitioned (the master still
+// counts it as connected) and the store's connections drop (a network
+// blip), so that a call goes out on a new connection, which has written
+// nothing and whose WAIT is answered at once, and writes nothing:
+//
+//   - a denial of a full key, whose kept admissions this master holds;
+//   - a retry of an admission that ran but whose reply was lost (the
+//     script finds its ID and admits it again);
+//   - a Record of an admission this master holds.
+//
+// None of them may count as acknowledged: the store must keep what no
+// replica holds, and after the master dies and its replica is promoted
+// behind the same address, the key must stay within its limit. (Redis
+// 7.0 and 6.2 set the mark after every command to everything written so
+// far, so this passes on them either way; on Valkey 8.0.1 it failed
+// before the script wrote in such calls.)
+func TestReplicaAckCallWritingNothing(t *testing.T) {
+	const limit = 5
+	for _, tc := range []struct {
+		name string
+		// fill admits limit requests of one key with the store s, those
+		// after link.Cut reaching no replica, then makes the call that
+		// writes nothing on a new connection (front.Drop), and returns
+		// what the store must keep.
+		fill func(t *testing.T, s *redisstore.Store, link, front *linkProxy, take func(id uint64) bool) int
+	}{
+		{"a denial carrying kept admissions", func(t *testing.T, s *redisstore.Store, link, front *linkProxy, take func(uint64) bool) int {
+			link.Cut()
+			for id := range uint64(limit) {
+				require.True(t, take(id+1), "admission %d", id+1)
+			}
+			require.Equal(t, limit, s.ReplicaAckStats().Pending, "no replica acknowledged: every admission kept")
+			front.Drop()
+			require.False(t, take(limit+1), "the key is full")
+			return limit
+		}},
+		{"a retried admission", func(t *testing.T, s *redisstore.Store, link, front *linkProxy, take func(uint64) bool) int {
+			for id := range uint64(limit - 1) {
+				require.True(t, take(id+1), "admission %d", id+1)
+			}
+			require.Zero(t, s.ReplicaAckStats().Pending, "the replica acknowledged")
+			// The last admission runs, its reply is lost; the caller
+			// sends it again (same ID) on a new connection, and the
+			// script finds it.
+			link.Cut()
+			front.CutReplies()
+			_, err := s.Take(t.Context(), ackRequest(limit, limit))
+			require.Error(t, err, "a call whose reply never came")
+			front.MendReplies()
+			front.Drop()
+			require.True(t, take(limit), "the retry finds its admission")
+			return 1
+		}},
+		{"a record of a held admission", func(t *testing.T, s *redisstore.Store, link, front *linkProxy, take func(uint64) bool) int {
+			for id := range uint64(limit - 1) {
+				require.True(t, take(id+1), "admission %d", id+1)
+			}
+			require.Zero(t, s.ReplicaAckStats().Pending, "the replica acknowledged")
+			link.Cut()
+			req, at := ackRequest(limit, limit), time.Now()
+			require.NoError(t, s.Record(t.Context(), req, at))
+			require.Equal(t, 1, s.ReplicaAckStats().Pending, "no replica acknowledged: the record kept")
+			front.Drop()
+			require.NoError(t, s.Record(t.Context(), req, at), "the same record again")
+			return 1
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			master := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--repl-diskless-sync-delay", "0"}})
+			link := newLinkProxy(t, master.Addr)
+			replica := redistest.StartServer(t, redistest.ServerConfig{ReplicaOf: link.Addr()})
+			// In sync is not yet acknowledging: the master counts the
+			// replica once it acknowledged a first write.
+			mc := redis.NewClient(&redis.Options{Addr: master.Addr})
+			t.Cleanup(func() { _ = mc.Close() })
+			require.NoError(t, mc.Set(t.Context(), "warm", 1, 0).Err())
+			require.Equal(t, int64(1), mc.Do(t.Context(), "WAIT", 1, 5000).Val(), "the replica acknowledges")
+			front := newLinkProxy(t, master.Addr) // the address the client dials, moved to the replica at the failover
+			client := redis.NewClient(redisstore.ClientOptions(front.Addr()))
+			t.Cleanup(func() { _ = client.Close() })
+			s, err := redisstore.New(client, redisstore.WithReplicaAck(1, 50*time.Millisecond), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			take := func(id uint64) bool {
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					res, err := s.Take(t.Context(), ackRequest(limit, id))
+					if err == nil {
+						return res.Allowed
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("take %d: %v", id, err)
+					}
+				}
+			}
+
+			want := tc.fill(t, s, link, front, take)
+			assert.Equal(t, want, s.ReplicaAckStats().Pending, "a call that wrote nothing counted as acknowledged (%+v)", s.ReplicaAckStats())
+
+			master.Kill()
+			rc := redis.NewClient(&redis.Options{Addr: replica.Addr})
+			t.Cleanup(func() { _ = rc.Close() })
+			require.NoError(t, rc.ReplicaOf(t.Context(), "no", "one").Err())
+			front.Retarget(replica.Addr)
+			after := 0
+			for id := range uint64(limit) {
+				if take(100 + id) {
+					after++
+				}
+			}
+			t.Logf("admitted %d, then %d more on the promoted replica (limit %d per window); %+v", limit, after, limit, s.ReplicaAckStats())
+			if after > 0 {
+				t.Errorf("the promoted replica admitted %d more in the window: the store had let go of admissions no replica held", after)
+			}
+		})
+	}
+}
+
+// ackRequest is request id of key k, limit per minute.
+func ackRequest(limit int, id uint64) slidelog.Request {
+	return slidelog.Request{Namespace: "ack", Key: "k", Cost: 1, ID: id, Policies: []slidelog.Policy{{Limit: limit, Window: time.Minute}}}
 }

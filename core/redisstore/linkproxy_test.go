@@ -17,9 +17,10 @@ import (
 // master still counts as a connected replica whose acknowledged offset no
 // longer moves. Closing either side of a connection closes the other.
 type linkProxy struct {
-	ln     net.Listener
-	target atomic.Pointer[string]
-	cut    atomic.Bool
+	ln      net.Listener
+	target  atomic.Pointer[string]
+	cut     atomic.Bool
+	cutBack atomic.Bool // the target's bytes only
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -56,6 +57,29 @@ func (p *linkProxy) Addr() string { return p.ln.Addr().String() }
 // Cut drops every byte from now on, both ways, on every connection.
 func (p *linkProxy) Cut() { p.cut.Store(true) }
 
+// CutReplies drops every byte the target sends from now on, until
+// MendReplies: requests arrive, their replies never do.
+func (p *linkProxy) CutReplies() { p.cutBack.Store(true) }
+
+// MendReplies forwards the target's bytes again.
+func (p *linkProxy) MendReplies() { p.cutBack.Store(false) }
+
+// Retarget sends the connections made from now on to target and closes
+// those open (an address that moved to another server).
+func (p *linkProxy) Retarget(target string) {
+	p.target.Store(&target)
+	p.Drop()
+}
+
+// Drop closes the connections open now (a network blip).
+func (p *linkProxy) Drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
 func (p *linkProxy) serve() {
 	for {
 		c, err := p.ln.Accept()
@@ -76,14 +100,15 @@ func (p *linkProxy) serve() {
 		}
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(c, up) })
-		p.wg.Go(func() { p.pipe(up, c) })
+		p.wg.Go(func() { p.pipe(c, up, &p.cut) })
+		p.wg.Go(func() { p.pipe(up, c, &p.cutBack) })
 	}
 }
 
 // pipe copies from one side to the other, dropping what it reads while
-// the proxy is cut, until either side fails.
-func (p *linkProxy) pipe(from, to net.Conn) {
+// the proxy is cut (or this direction is, by dir), until either side
+// fails.
+func (p *linkProxy) pipe(from, to net.Conn, dir *atomic.Bool) {
 	defer func() {
 		_ = from.Close()
 		_ = to.Close()
@@ -95,7 +120,7 @@ func (p *linkProxy) pipe(from, to net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := from.Read(buf)
-		if n > 0 && !p.cut.Load() {
+		if n > 0 && !p.cut.Load() && !dir.Load() {
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -91,6 +91,24 @@ local function flag(reply)
   return reply
 end
 
+-- wrote: this call recorded an admission (a ZADD that added). The store
+-- follows a call with WAIT and counts the replicas it answers as holding
+-- what the call relies on: its admission, the kept admissions it carries,
+-- a record. WAIT counts the replicas holding the last write of the
+-- call's connection, and since Redis 7.2 (and on Valkey) a call that
+-- propagates nothing does not move that mark, which may then lie before
+-- what the call relies on (an admission made on another connection): a
+-- 'takew' or 'record' that recorded nothing, or a retried take that
+-- found its admission, therefore ends with mark, one write with no net
+-- change (a field of the state hash set and deleted), so that the
+-- replicas WAIT counts hold everything written before. A denial of a take
+-- relies on nothing and writes nothing.
+local wrote = false
+local function mark()
+  redis.call('HSET', state, '_', '1')
+  redis.call('HDEL', state, '_')
+end
+
 -- Policies: exact ones (precision 0) work on the log, bucketed ones on
 -- their series of buckets. limits, windows: per policy; series[i] the
 -- series of a bucketed policy, nil for an exact one.
@@ -309,6 +327,7 @@ end
 -- size; it returns false when it was already there (a retry).
 local function radd(t)
   if redis.call('ZADD', recent, 'NX', fmt(t), rmember) == 0 then return false end
+  wrote = true
   redis.call('ZREMRANGEBYSCORE', recent, '-inf', fmt(now - RECENT_US))
   redis.call('ZREMRANGEBYRANK', recent, 0, -RECENT - 1)
   redis.call('PEXPIRE', recent, math.ceil(RECENT_US / 1000))
@@ -649,6 +668,7 @@ end
 -- starts the running sums, from the counts of entries so far.
 local function add(t)
   if redis.call('ZADD', log, 'NX', fmt(t), id) == 0 then return false end
+  wrote = true
   if cost ~= 1 and not weighted then
     convert()
     for i = 1, npolicies do
@@ -858,7 +878,12 @@ reply[3] = steady
 return flag(reply)
 end
 
-if op ~= 'takew' then return run(op, id, cost, at) end
+if op ~= 'takew' then
+  local reply = run(op, id, cost, at)
+  -- A take admitted without a write is a retry that found its admission.
+  if not wrote and (op == 'record' or (op == 'take' and reply[1] % 2 == 1)) then mark() end
+  return reply
+end
 
 -- Write-back (issue 30): this server's identity, then every kept
 -- admission it does not hold, then the take.
@@ -878,5 +903,6 @@ for e = 0, nkept - 1 do
   if ident == 0 or eserver ~= ident then run('record', eid, ecost, eat) end
 end
 local reply = run('take', id, cost, at)
+if not wrote then mark() end
 reply[#reply + 1] = ident
 return reply
