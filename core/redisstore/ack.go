@@ -48,7 +48,15 @@ import (
 // is logged at most once every 10 s per store, and ReplicaAckStats counts
 // the unacknowledged admissions.
 //
-// replicas is at least 1 (usually 1: the replica a failover promotes);
+// replicas is at least 1. Set it to the number of replicas each master
+// has: a failover promotes one of them, not necessarily one that
+// acknowledged (Sentinel ranks replica-priority before the replication
+// offset, and the replica that acknowledged may fail with the master),
+// and what only the others acknowledged is then lost, up to one window's
+// worth per key (a window of up to twice the limit; measured in
+// docs/scaling.md, "Two replicas"). With replicas equal to the replica
+// count, a replica that is down or behind makes each admission wait the
+// timeout and be kept until it is back.
 // timeout is from 1 ms to below the client's ReadTimeout, so that a WAIT
 // that times out still reads its reply, and at most 3/4 of the stall
 // timeout (WithStallTimeout), so that a master waiting for its replicas
