@@ -298,6 +298,14 @@ func replicaError(addr string) error {
 	return fmt.Errorf("%w: %s is a read-only replica, where every decision would fail with READONLY; give its master's address, or its Sentinels' in a %s:// URL", ErrTopology, addr, sentinelScheme)
 }
 
+// unknownSentinelCommand reports whether err is a server's answer that
+// it knows no SENTINEL command: "unknown command 'sentinel'" from Redis 7
+// and Valkey, "unknown command `SENTINEL`" from Redis 6.2.
+func unknownSentinelCommand(err error) bool {
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "unknown command 'sentinel'") || strings.Contains(s, "unknown command `sentinel`")
+}
+
 // unreachableError wraps ErrUnreachable with the address and the cause,
 // and a hint for an address that is a URL where host:port was wanted.
 func unreachableError(addr string, err error) error {
@@ -321,7 +329,7 @@ func unreachableError(addr string, err error) error {
 // name. go-redis does not tell which address answered what.
 func failoverError(err error) error {
 	switch {
-	case strings.Contains(err.Error(), "unknown command 'sentinel'"):
+	case unknownSentinelCommand(err):
 		return fmt.Errorf("%w: a Sentinel address of the failover client is a Redis server, not a Sentinel (%w); give the Sentinels' addresses in FailoverOptions.SentinelAddrs, or use redisstore.Connect with a %s:// URL", ErrTopology, err, sentinelScheme)
 	case errors.Is(err, redis.Nil):
 		return fmt.Errorf("%w at %s: no Sentinel named a master of the name in FailoverOptions.MasterName (%w)", ErrUnreachable, nodeName(failoverAddr), err)
