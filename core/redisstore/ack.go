@@ -438,8 +438,10 @@ func checkAck(client redis.UniversalClient, a *acker, stall time.Duration) error
 }
 
 // checkReplicas logs every master with fewer connected replicas than
-// WithReplicaAck waits for: each admission on it would wait the timeout
-// and be kept.
+// WithReplicaAck waits for (each admission on it would wait the timeout
+// and be kept), and every master with more (a failover to a replica that
+// did not acknowledge loses what only the others hold: docs/scaling.md,
+// "Two replicas").
 func (s *Store) checkReplicas(ctx context.Context, logger *slog.Logger) {
 	a := s.pipes.ack
 	if a == nil {
@@ -460,6 +462,10 @@ func (s *Store) checkReplicas(ctx context.Context, logger *slog.Logger) {
 		if n < a.replicas {
 			logger.Warn("redisstore: a master has fewer replicas than WithReplicaAck waits for; each of its admissions will wait the timeout and be kept",
 				"node", c.Options().Addr, "replicas", n, "wanted", a.replicas, "timeout", a.timeout)
+		}
+		if n > a.replicas {
+			logger.Warn("redisstore: a master has more replicas than WithReplicaAck waits for; a failover to one that did not acknowledge loses the admissions only the others hold (set it to the replica count)",
+				"node", c.Options().Addr, "replicas", n, "wanted", a.replicas)
 		}
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
@@ -142,5 +143,32 @@ func TestReplicaAckWarnsWithoutReplicas(t *testing.T) {
 	newRedisStore(t, client, redisstore.WithReplicaAck(1, 10*time.Millisecond), redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if !strings.Contains(logs.String(), "fewer replicas than WithReplicaAck") || !strings.Contains(logs.String(), client.Options().Addr) {
 		t.Errorf("got logs %q, want a warning naming %s", logs.String(), client.Options().Addr)
+	}
+}
+
+// A master with more replicas than WithReplicaAck waits for is named in a
+// warning at New: a failover may promote a replica that did not
+// acknowledge (TestReplicaAckTwoReplicasSentinel measures what it loses).
+func TestReplicaAckWarnsWithMoreReplicas(t *testing.T) {
+	master := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--repl-diskless-sync-delay", "0"}})
+	for range 2 {
+		redistest.StartServer(t, redistest.ServerConfig{ReplicaOf: master.Addr})
+	}
+	mc := redis.NewClient(&redis.Options{Addr: master.Addr})
+	t.Cleanup(func() { _ = mc.Close() })
+	require.NoError(t, mc.Set(t.Context(), "warm", 1, 0).Err())
+	require.Equal(t, int64(2), mc.Do(t.Context(), "WAIT", 2, 10000).Val(), "both replicas acknowledge")
+	for _, tc := range []struct {
+		ack  int
+		warn bool
+	}{{1, true}, {2, false}} {
+		var logs bytes.Buffer
+		client := redis.NewClient(redisstore.ClientOptions(master.Addr))
+		t.Cleanup(func() { _ = client.Close() })
+		newRedisStore(t, client, redisstore.WithReplicaAck(tc.ack, 10*time.Millisecond), redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		got := strings.Contains(logs.String(), "more replicas than WithReplicaAck") && strings.Contains(logs.String(), master.Addr)
+		if got != tc.warn {
+			t.Errorf("WithReplicaAck(%d) on a master with 2 replicas: got logs %q, want a warning naming %s: %v", tc.ack, logs.String(), master.Addr, tc.warn)
+		}
 	}
 }
