@@ -60,8 +60,33 @@ func (l *panicLog) log(site panicSite, p any) {
 // panicked.
 var errPanicked = errors.New("redisstore: panic")
 
+// panicked is the error of a call that a panic, recovered at site, ended.
+type panicked struct {
+	site  panicSite
+	value any // the panic's
+}
+
+func (e *panicked) Error() string {
+	return fmt.Sprintf("%v in %s: %v", errPanicked, panicSites[e.site], e.value)
+}
+
+func (e *panicked) Unwrap() error { return errPanicked }
+
 // panicError returns the error of a call that p, a panic recovered at
 // site, ended.
 func panicError(site panicSite, p any) error {
-	return fmt.Errorf("%w in %s: %v", errPanicked, panicSites[site], p)
+	return &panicked{site: site, value: p}
+}
+
+// panicAgain panics, on the goroutine of a call's caller, with the panic
+// of the client's that ended the call's round trip, if one did (err is
+// the call's error): the round trip may have run on another goroutine,
+// where it was recovered (recoverRoundTrip). It is no reply of the
+// store's and no fault of its node, so it must not reach a limiter as an
+// error, which its failure mode would decide (FailOpen admitting) and
+// its breaker would count against the node.
+func panicAgain(err error) {
+	if pe := (*panicked)(nil); errors.As(err, &pe) && pe.site == panicRoundTrip {
+		panic(pe.value)
+	}
 }

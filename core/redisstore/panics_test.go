@@ -2,10 +2,8 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,9 +58,9 @@ func requireOnePanicRecord(t *testing.T, buf *logbuf.Buffer, in, value, wantFunc
 // round trip is recovered wherever the store sent it: on a sender
 // goroutine of the store's own, where it ended the process, or in the
 // caller's goroutine, which sends the other callers' calls of its batch
-// too. Every call of the round trip fails with an error wrapping
-// slidelog.ErrUnavailable, which a limiter hands to its failure mode; the
-// panic is logged at ERROR once per interval; and once the client stops
+// too. The caller of every call of the round trip receives the panic,
+// on its own goroutine; the panic is logged at ERROR once per interval
+// where it was recovered; and once the client stops
 // panicking, the node's senders are all there: decisions go on.
 func TestClientPanicInRoundTripIsRecovered(t *testing.T) {
 	for _, tt := range []struct {
@@ -85,10 +83,11 @@ func TestClientPanicInRoundTripIsRecovered(t *testing.T) {
 			var on atomic.Bool
 			client.AddHook(panicHook{&on})
 			p := slidelog.Policy{Limit: 1_000_000, Window: time.Minute}
-			take := func(i int) error {
-				_, err := s.Take(context.Background(), slidelog.Request{Namespace: "panic", Key: "k" + string(rune('a'+i%16)),
+			take := func(i int) (panicked any, err error) {
+				defer func() { panicked = recover() }()
+				_, err = s.Take(context.Background(), slidelog.Request{Namespace: "panic", Key: "k" + string(rune('a'+i%16)),
 					ID: uint64(i + 1), Cost: 1, Policies: []slidelog.Policy{p}})
-				return err
+				return nil, err
 			}
 			on.Store(true)
 			var wg sync.WaitGroup
@@ -96,9 +95,8 @@ func TestClientPanicInRoundTripIsRecovered(t *testing.T) {
 			for g := range 32 {
 				wg.Go(func() {
 					for i := range 10 {
-						err := take(g*10 + i)
-						if !errors.Is(err, slidelog.ErrUnavailable) || !strings.Contains(err.Error(), "hook boom") {
-							t.Errorf("take with a panicking client: got %v, want an error wrapping ErrUnavailable that names the panic", err)
+						if p, err := take(g*10 + i); p != "hook boom" {
+							t.Errorf("take with a panicking client: got %v, panic %v, want the client's panic on the caller's goroutine", err, p)
 						}
 						failed.Add(1)
 					}
@@ -108,7 +106,9 @@ func TestClientPanicInRoundTripIsRecovered(t *testing.T) {
 			require.Equal(t, int64(320), failed.Load())
 			on.Store(false)
 			for i := range 320 {
-				require.NoError(t, take(1000+i), "take %d after the client stopped panicking", i)
+				p, err := take(1000 + i)
+				require.Nil(t, p, "take %d after the client stopped panicking", i)
+				require.NoError(t, err, "take %d after the client stopped panicking", i)
 			}
 			requireOnePanicRecord(t, &buf, "round_trip", `panic="hook boom"`, "panicHook.ProcessHook")
 		})
@@ -199,4 +199,49 @@ func TestWriteBackPanicIsRecovered(t *testing.T) {
 	written, left = s.WriteBack(t.Context())
 	assert.Equal(t, 5, written)
 	assert.Equal(t, 0, left)
+}
+
+// A panic of the Redis client's in a round trip is no answer of the
+// store's, and no fault of the node: it reaches the caller of each call
+// the round trip carried, on the caller's own goroutine, where the
+// limiter gives back its breaker's permission and httplimit answers 500.
+// It never goes to the failure mode, so a limiter that fails open admits
+// nothing for it, and a breaker does not open on it: once the client
+// stops panicking, the store decides again at once.
+func TestClientPanicReachesTheCaller(t *testing.T) {
+	client := redis.NewClient(redisstore.ClientOptions(redistest.RedisClient(t).Options().Addr))
+	t.Cleanup(func() { _ = client.Close() })
+	var buf logbuf.Buffer
+	s := newRedisStore(t, client, redisstore.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	var on atomic.Bool
+	client.AddHook(panicHook{&on})
+	l, err := slidelog.New(s, slidelog.Policy{Limit: 1_000_000, Window: time.Minute},
+		slidelog.WithName("client-panic"), slidelog.WithFailureMode(slidelog.FailOpen))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	allow := func(key string) (p any, res slidelog.Result, err error) {
+		defer func() { p = recover() }()
+		res, err = l.Allow(t.Context(), key)
+		return nil, res, err
+	}
+	on.Store(true)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 10 { // more than the breaker's 5 failures in a row
+				p, res, err := allow("k" + string(rune('a'+(g*10+i)%16)))
+				if p == nil {
+					t.Errorf("Allow with a panicking client: got %+v, %v, want the client's panic", res, err)
+				} else if p != "hook boom" {
+					t.Errorf("Allow with a panicking client: got panic %v, want hook boom", p)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	on.Store(false)
+	res, err := l.Allow(t.Context(), "after")
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "after the client stopped panicking")
+	assert.Equal(t, slidelog.Source("redis"), res.Source, "after the client stopped panicking: the store decides, the breaker is closed")
 }

@@ -659,9 +659,9 @@ func (b *batcher) runScript(ctx context.Context, c *scriptCall) (reply []int64, 
 // hook of the application's, say), and returns the error of the calls it
 // ended. A round trip runs on a sender goroutine of the store's, or in
 // the goroutine of one caller, sending the calls of others too: a panic
-// never leaves it, wherever it runs, and its calls fail, as when their
-// round trip fails, with an error the store wraps in
-// slidelog.ErrUnavailable (the limiter's failure mode decides them).
+// never leaves it, wherever it runs, so that the batcher stays whole and
+// every call of the round trip is answered; each call's caller then
+// panics with p on its own goroutine (panicAgain).
 func (b *batcher) recoverRoundTrip(p any) error {
 	b.mon.panics.log(panicRoundTrip, p)
 	return panicError(panicRoundTrip, p)
@@ -1035,6 +1035,9 @@ func (p *pipelines) runCall(ctx context.Context, call *scriptCall, r slidelog.Ro
 	call.ctx = ctx
 	reply, err := b.do(call)
 	if err != nil {
+		// The batcher is whole again: a panic of the client's in the
+		// call's round trip goes on to the caller from here.
+		panicAgain(err)
 		// The caller may have left while the call is still out: its
 		// sender may yet write acked. No reply, no acknowledgement.
 		return reply, 0, err

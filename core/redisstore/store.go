@@ -70,9 +70,13 @@
 // connection of its dialer, WithClock's clock) only where no caller of
 // its own would receive it. A round trip runs on a sender goroutine of
 // the store's, or in the goroutine of a caller that sends other callers'
-// calls with its own: a panic in it is recovered wherever it runs, and
-// fails the round trip's calls with an error wrapping
-// slidelog.ErrUnavailable. A panic breaking a stalled node's connections
+// calls with its own: a panic in it is recovered wherever it runs, so
+// that the store stays whole, and goes on, with its value, to the caller
+// of each call the round trip carried, on the caller's goroutine (the
+// Take, Refund, Reset or Peek panics), as if the client had run there: it
+// is no answer of the store's, so no failure mode decides the call (a
+// limiter that fails open does not admit it) and no breaker counts it
+// against the node. A panic breaking a stalled node's connections
 // off, or in WriteBack's writers, is recovered too (the admission stays
 // kept). Each is logged at ERROR with its value and stack, at most once
 // per 10 s per kind. A panic on the caller's goroutine alone, such as
