@@ -263,6 +263,9 @@ func (s *Store) WriteBack(ctx context.Context) (written, left int) {
 		wg      sync.WaitGroup
 		failing atomic.Bool
 	)
+	// Also when the loop panics (WithClock's clock, on the caller's
+	// goroutine): no writer outlives the call.
+	defer wg.Wait()
 	sem := make(chan struct{}, writeBackConcurrency)
 	for _, key := range s.kept.Keys() {
 		for _, e := range s.kept.Pending(key, s.now(), nil) {

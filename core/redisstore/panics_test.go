@@ -2,8 +2,11 @@ package redisstore_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -244,4 +247,63 @@ func TestClientPanicReachesTheCaller(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, res.Allowed, "after the client stopped panicking")
 	assert.Equal(t, slidelog.Source("redis"), res.Source, "after the client stopped panicking: the store decides, the breaker is closed")
+}
+
+// slowHook holds each command and pipeline for delay, counting those
+// under way.
+type slowHook struct {
+	delay  time.Duration
+	inside *atomic.Int64
+}
+
+func (h slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.inside.Add(1)
+		defer h.inside.Add(-1)
+		time.Sleep(h.delay)
+		return next(ctx, cmd)
+	}
+}
+func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.inside.Add(1)
+		defer h.inside.Add(-1)
+		time.Sleep(h.delay)
+		return next(ctx, cmds)
+	}
+}
+
+// A clock that panics in WriteBack's own loop, on its caller's goroutine
+// (a limiter's write-back, which recovers it), after WriteBack started
+// writers for an earlier key: the panic goes on only once those writers
+// are done, so that none outlives the call, nor the Close of the
+// limiter that waits for it.
+func TestWriteBackClockPanicWaitsForWriters(t *testing.T) {
+	client := redis.NewClient(redisstore.ClientOptions(redistest.RedisClient(t).Options().Addr))
+	t.Cleanup(func() { _ = client.Close() })
+	var inside atomic.Int64
+	var loopReads atomic.Int64
+	clock := func() time.Time {
+		// WriteBack's loop reads the clock once per key; its writers
+		// read it in Record, on goroutines of their own.
+		if strings.Contains(string(debug.Stack()), "(*Store).WriteBack(") && loopReads.Add(1) > 1 {
+			panic("clock boom")
+		}
+		return time.Now()
+	}
+	s := newRedisStore(t, client, redisstore.WithClock(clock),
+		redisstore.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	p := slidelog.Policy{Limit: 100, Window: time.Minute}
+	for i, key := range []string{"wb1", "wb2"} {
+		s.Keep(slidelog.Request{Namespace: "panic", Key: key, ID: uint64(i + 1), Cost: 1, Policies: []slidelog.Policy{p}}, time.Now())
+	}
+	client.AddHook(slowHook{delay: 200 * time.Millisecond, inside: &inside})
+	func() {
+		defer func() {
+			require.Equal(t, "clock boom", recover(), "WriteBack with a clock that panics in its loop")
+		}()
+		s.WriteBack(t.Context())
+	}()
+	assert.Zero(t, inside.Load(), "writers of WriteBack still running once its panic went on")
 }
