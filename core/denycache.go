@@ -99,6 +99,9 @@ func (d *denyCache) get(key string, cost int) (Result, bool) {
 	res.Source = SourceDenyCache
 	res.RetryAfter = e.res.RetryAfter - elapsed
 	res.ResetAfter = max(0, res.ResetAfter-elapsed)
+	if res.StableFor > 0 {
+		res.StableFor -= elapsed // still positive: the entry expires by then
+	}
 	res.DecidedAt = res.DecidedAt.Add(elapsed)
 	if e.res.Policies != nil {
 		res.Policies = make([]PolicyResult, len(e.res.Policies))

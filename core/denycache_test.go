@@ -53,6 +53,7 @@ func TestDenyCache(t *testing.T) {
 	assert.Equal(t, direct.RetryAfter, cached.RetryAfter)
 	assert.Equal(t, direct.ResetAfter, cached.ResetAfter)
 	assert.Equal(t, direct.Remaining, cached.Remaining)
+	assert.Equal(t, direct.StableFor, cached.StableFor)
 
 	// Another cost is the store's to answer: its RetryAfter differs.
 	assert.Equal(t, memstore.Source, allow(2).Source)
