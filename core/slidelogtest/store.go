@@ -3,6 +3,7 @@ package slidelogtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -33,7 +34,8 @@ var suiteStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // cache where it tells its clock (slidelog.Describer), since a deny cache
 // measures elapsed time by the store's clock and the suite moves its own.
 // A decision of the store may carry any store Source
-// (slidelog.Source.FromStore).
+// (slidelog.Source.FromStore); every other field of its Result is
+// checked.
 func RunStoreSuite(t *testing.T, newStore NewStoreFunc) {
 	run := func(name string, f func(t *testing.T, e *storeEnv)) {
 		t.Run(name, func(t *testing.T) {
@@ -122,7 +124,10 @@ type want struct {
 	resetAfter time.Duration
 }
 
-func check(t *testing.T, l *slidelog.Limiter, key string, cost int, w want) slidelog.Result {
+// check decides a request of cost on key through l and fails the test
+// unless the Result is w, comes from the store (or its deny cache) and is
+// well formed (checkResult).
+func (e *storeEnv) check(t *testing.T, l *slidelog.Limiter, key string, cost int, w want) slidelog.Result {
 	t.Helper()
 	res, err := l.AllowN(t.Context(), key, cost)
 	if err != nil {
@@ -135,7 +140,60 @@ func check(t *testing.T, l *slidelog.Limiter, key string, cost int, w want) slid
 	if !fromStore(res) {
 		t.Fatalf("AllowN(%q, %d) decided by %v, want the store (or its deny cache)", key, cost, res.Source)
 	}
+	e.checkResult(t, fmt.Sprintf("AllowN(%q, %d)", key, cost), l.Policies(), res)
 	return res
+}
+
+// checkResult fails the test unless res, a store's answer (a decision,
+// or Peek's), is well formed: one state per policy, in the request's
+// order; the top-level fields those of the binding policy, as NewResult
+// chooses it; per policy, a RetryAfter exactly when it had no room,
+// Remaining from 0 to its limit, durations within its window (and
+// precision); DecidedAt the store clock's time; and, on a denial, a
+// StableFor no longer than any state shows to hold.
+func (e *storeEnv) checkResult(t *testing.T, call string, policies []slidelog.Policy, res slidelog.Result) {
+	t.Helper()
+	states := res.States()
+	if len(states) != len(policies) {
+		t.Fatalf("%s: %d policy states (Limit %d, Policy %+v, Policies %d), want %d: a store fills every field of its Result but Source (slidelog.NewResult)",
+			call, len(states), res.Limit, res.Policy, len(res.Policies), len(policies))
+	}
+	for i, st := range states {
+		p := policies[i]
+		span := p.Window + p.Precision
+		switch {
+		case st.Policy != p:
+			t.Fatalf("%s: state %d is of policy %+v, want %+v (the request's order)", call, i, st.Policy, p)
+		case st.Allowed == (st.RetryAfter > 0) || st.RetryAfter < 0 || st.RetryAfter > span:
+			t.Fatalf("%s: policy %s allowed %v with RetryAfter %v, want RetryAfter zero when it had room, else within (0, %v]", call, p, st.Allowed, st.RetryAfter, span)
+		case st.Remaining < 0 || st.Remaining > p.Limit:
+			t.Fatalf("%s: policy %s Remaining %d, want 0..%d", call, p, st.Remaining, p.Limit)
+		case st.ResetAfter < 0 || st.ResetAfter > span:
+			t.Fatalf("%s: policy %s ResetAfter %v, want 0..%v", call, p, st.ResetAfter, span)
+		}
+	}
+	bind := slidelog.NewResult(states, res.Source)
+	if res.Allowed != bind.Allowed || res.Policy != bind.Policy || res.Limit != bind.Limit || res.Remaining != bind.Remaining ||
+		res.RetryAfter != bind.RetryAfter || res.ResetAfter != bind.ResetAfter {
+		t.Fatalf("%s: top-level fields allowed %v policy %s limit %d remaining %d retryAfter %v resetAfter %v; want the binding policy's, as NewResult chooses it: allowed %v policy %s limit %d remaining %d retryAfter %v resetAfter %v",
+			call, res.Allowed, res.Policy, res.Limit, res.Remaining, res.RetryAfter, res.ResetAfter,
+			bind.Allowed, bind.Policy, bind.Limit, bind.Remaining, bind.RetryAfter, bind.ResetAfter)
+	}
+	if now := e.clock.Now().Truncate(time.Microsecond); !res.DecidedAt.Equal(now) {
+		t.Fatalf("%s: DecidedAt %v, want the store clock's time %v", call, res.DecidedAt, now)
+	}
+	if res.Allowed || res.StableFor == 0 {
+		return
+	}
+	for _, st := range states {
+		// A violated policy changes once RetryAfter has passed, and a
+		// policy that counts anything once its first entry leaves, which
+		// is no later than ResetAfter.
+		if res.StableFor < 0 || !st.Allowed && res.StableFor > st.RetryAfter || st.Remaining < st.Policy.Limit && res.StableFor > st.ResetAfter {
+			t.Fatalf("%s: StableFor %v, but policy %s (allowed %v, remaining %d, retryAfter %v, resetAfter %v) changes sooner",
+				call, res.StableFor, st.Policy, st.Allowed, st.Remaining, st.RetryAfter, st.ResetAfter)
+		}
+	}
 }
 
 var storeCases = []struct {
@@ -145,11 +203,11 @@ var storeCases = []struct {
 	{"LimitReachedExactly", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 5, Window: time.Second})
 		for i := range 5 {
-			check(t, l, "k", 1, want{allowed: true, remaining: 4 - i, resetAfter: time.Second})
+			e.check(t, l, "k", 1, want{allowed: true, remaining: 4 - i, resetAfter: time.Second})
 		}
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
 		e.clock.Advance(250 * time.Millisecond)
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 750 * time.Millisecond, resetAfter: 750 * time.Millisecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 750 * time.Millisecond, resetAfter: 750 * time.Millisecond})
 	}},
 	{"ManyEntriesInOneWindow", func(t *testing.T, e *storeEnv) {
 		// Thousands of requests of cost 1 in one window, each a
@@ -164,15 +222,15 @@ var storeCases = []struct {
 			}
 			e.clock.Advance(time.Millisecond)
 		}
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Hour - n*time.Millisecond, resetAfter: time.Hour - time.Millisecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Hour - n*time.Millisecond, resetAfter: time.Hour - time.Millisecond})
 		e.clock.Advance(time.Hour - n*time.Millisecond) // the first request leaves
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Hour})
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Millisecond, resetAfter: time.Hour})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Hour})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Millisecond, resetAfter: time.Hour})
 	}},
 	{"RejectionsAreNotLogged", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 2, Window: time.Second})
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
 		for range 20 {
 			e.clock.Advance(40 * time.Millisecond)
 			if res, err := l.Allow(t.Context(), "k"); err != nil || res.Allowed {
@@ -180,43 +238,43 @@ var storeCases = []struct {
 			}
 		}
 		e.clock.Advance(200 * time.Millisecond) // exactly one window after the admissions
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
 	}},
 	{"EntryFreesItsSlotExactlyWhenItAgesOut", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Second})
-		check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Second})
 		e.clock.Advance(100 * time.Millisecond)
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
 		e.clock.Advance(100 * time.Millisecond)
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
 		e.clock.Advance(800*time.Millisecond - time.Microsecond) // one microsecond before the first entry leaves
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: 200*time.Millisecond + time.Microsecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: 200*time.Millisecond + time.Microsecond})
 		e.clock.Advance(time.Microsecond)
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 100 * time.Millisecond, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 100 * time.Millisecond, resetAfter: time.Second})
 	}},
 	{"Cost", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 10, Window: time.Second})
-		check(t, l, "k", 4, want{allowed: true, remaining: 6, resetAfter: time.Second})
+		e.check(t, l, "k", 4, want{allowed: true, remaining: 6, resetAfter: time.Second})
 		e.clock.Advance(300 * time.Millisecond)
-		check(t, l, "k", 7, want{remaining: 6, retryAfter: 700 * time.Millisecond, resetAfter: 700 * time.Millisecond})
-		check(t, l, "k", 6, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 7, want{remaining: 6, retryAfter: 700 * time.Millisecond, resetAfter: 700 * time.Millisecond})
+		e.check(t, l, "k", 6, want{allowed: true, remaining: 0, resetAfter: time.Second})
 		e.clock.Advance(200 * time.Millisecond)
 		// 10 units held: 4 stamped at 0 ms, 6 at 300 ms. Cost 5 needs the
 		// 4 oldest and one of the 300 ms units gone: at 1300 ms.
-		check(t, l, "k", 5, want{remaining: 0, retryAfter: 800 * time.Millisecond, resetAfter: 800 * time.Millisecond})
+		e.check(t, l, "k", 5, want{remaining: 0, retryAfter: 800 * time.Millisecond, resetAfter: 800 * time.Millisecond})
 		e.clock.Advance(500 * time.Millisecond)
-		check(t, l, "k", 5, want{remaining: 4, retryAfter: 300 * time.Millisecond, resetAfter: 300 * time.Millisecond})
-		check(t, l, "k", 4, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 5, want{remaining: 4, retryAfter: 300 * time.Millisecond, resetAfter: 300 * time.Millisecond})
+		e.check(t, l, "k", 4, want{allowed: true, remaining: 0, resetAfter: time.Second})
 	}},
 	{"PoliciesAreAllOrNothing", func(t *testing.T, e *storeEnv) {
 		short := slidelog.Policy{Name: "short", Limit: 3, Window: time.Second}
 		long := slidelog.Policy{Name: "long", Limit: 5, Window: 10 * time.Second}
 		l := e.limiter(t, short, slidelog.WithPolicy(long))
 		for i := range 3 { // short binds: it has fewer units left than long
-			check(t, l, "k", 1, want{allowed: true, remaining: 2 - i, resetAfter: time.Second})
+			e.check(t, l, "k", 1, want{allowed: true, remaining: 2 - i, resetAfter: time.Second})
 		}
-		res := check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
+		res := e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
 		if got := res.Violated(); len(got) != 1 || got[0] != "short" {
 			t.Fatalf("Violated() = %v, want [short]", got)
 		}
@@ -224,9 +282,9 @@ var storeCases = []struct {
 			t.Fatalf("long policy after a denial by short = %+v; want allowed with 2 remaining (the denial recorded nowhere)", got)
 		}
 		e.clock.Advance(time.Second)
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 10 * time.Second})
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: 10 * time.Second})
-		res = check(t, l, "k", 1, want{remaining: 0, retryAfter: 9 * time.Second, resetAfter: 10 * time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 10 * time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: 10 * time.Second})
+		res = e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 9 * time.Second, resetAfter: 10 * time.Second})
 		if got := res.Violated(); len(got) != 1 || got[0] != "long" {
 			t.Fatalf("Violated() = %v, want [long]", got)
 		}
@@ -249,11 +307,11 @@ var storeCases = []struct {
 			opts = append(opts, slidelog.WithPolicy(p))
 		}
 		l := e.limiter(t, ps[0], opts...)
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
 		e.clock.Advance(time.Second)
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
 		e.clock.Advance(time.Second)
-		res := check(t, l, "k", 1, want{remaining: 0, retryAfter: 58 * time.Second, resetAfter: 59 * time.Second})
+		res := e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 58 * time.Second, resetAfter: 59 * time.Second})
 		if got := res.Violated(); len(got) != 1 || got[0] != "e" {
 			t.Fatalf("Violated() = %v, want [e]", got)
 		}
@@ -280,16 +338,16 @@ var storeCases = []struct {
 		// other still needs (the short window would drop them otherwise).
 		short := e.limiter(t, slidelog.Policy{Name: "p", Limit: 2, Window: time.Second}, slidelog.WithName("short"))
 		long := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Minute}, slidelog.WithName("long"))
-		check(t, long, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		check(t, short, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, long, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, short, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Second})
 		e.clock.Advance(2 * time.Second)
-		check(t, short, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Second})
-		check(t, long, "k", 1, want{remaining: 0, retryAfter: 58 * time.Second, resetAfter: 58 * time.Second})
+		e.check(t, short, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, long, "k", 1, want{remaining: 0, retryAfter: 58 * time.Second, resetAfter: 58 * time.Second})
 		if err := long.Reset(t.Context(), "k"); err != nil {
 			t.Fatalf("Reset: %v", err)
 		}
-		check(t, long, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Minute})
-		check(t, short, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
+		e.check(t, long, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Minute})
+		e.check(t, short, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
 	}},
 	{"SameNameIsRefusedWhileOpen", func(t *testing.T, e *storeEnv) {
 		// Identical policies no longer share a log by accident: the name
@@ -310,40 +368,40 @@ var storeCases = []struct {
 			t.Fatalf("New with another (default) name: %v", err)
 		}
 		_ = other.Close()
-		check(t, first, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
+		e.check(t, first, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
 		if err := first.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 		again := e.limiter(t, p, slidelog.WithName("login"))
-		check(t, again, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, again, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
 	}},
 	{"LogSurvivesPolicyChange", func(t *testing.T, e *storeEnv) {
 		// A deploy that changes the limit, renames the policy or adds one
 		// keeps counting in the same log: it is keyed by the name.
 		old := e.limiter(t, slidelog.Policy{Name: "per-minute", Limit: 3, Window: time.Minute}, slidelog.WithName("api"))
-		check(t, old, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, old, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Minute})
 		_ = old.Close()
 		e.clock.Advance(time.Second)
 		next := e.limiter(t, slidelog.Policy{Name: "minute", Limit: 5, Window: time.Minute}, slidelog.WithName("api"),
 			slidelog.WithPolicy(slidelog.Policy{Name: "second", Limit: 5, Window: time.Second}))
-		check(t, next, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		check(t, next, "k", 1, want{remaining: 0, retryAfter: 59 * time.Second, resetAfter: time.Minute})
+		e.check(t, next, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, next, "k", 1, want{remaining: 0, retryAfter: 59 * time.Second, resetAfter: time.Minute})
 	}},
 	{"RetentionFollowsTheLongestWindow", func(t *testing.T, e *storeEnv) {
 		// Instances of one name with different windows (a rolling deploy):
 		// the short one does not evict what the long one still counts.
 		long := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Hour}, slidelog.WithName("api"))
-		check(t, long, "k", 2, want{allowed: true, remaining: 1, resetAfter: time.Hour})
+		e.check(t, long, "k", 2, want{allowed: true, remaining: 1, resetAfter: time.Hour})
 		_ = long.Close()
 		short := e.limiter(t, slidelog.Policy{Name: "p", Limit: 5, Window: time.Second}, slidelog.WithName("api"))
 		e.clock.Advance(2 * time.Second)
-		check(t, short, "k", 1, want{allowed: true, remaining: 4, resetAfter: time.Second})
+		e.check(t, short, "k", 1, want{allowed: true, remaining: 4, resetAfter: time.Second})
 		e.clock.Advance(2 * time.Second)
-		check(t, short, "k", 1, want{allowed: true, remaining: 4, resetAfter: time.Second})
+		e.check(t, short, "k", 1, want{allowed: true, remaining: 4, resetAfter: time.Second})
 		_ = short.Close()
 		long = e.limiter(t, slidelog.Policy{Name: "p", Limit: 5, Window: time.Hour}, slidelog.WithName("api"))
 		// 2 + 1 + 1 units in the hour.
-		check(t, long, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Hour})
+		e.check(t, long, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Hour})
 	}},
 	{"CloseLeavesTheStoreOpen", func(t *testing.T, e *storeEnv) {
 		p := slidelog.Policy{Name: "p", Limit: 2, Window: time.Minute}
@@ -355,7 +413,7 @@ var storeCases = []struct {
 		if _, err := a.Allow(t.Context(), "k"); !errors.Is(err, slidelog.ErrClosed) {
 			t.Fatalf("Allow on the closed limiter: error %v, want ErrClosed", err)
 		}
-		check(t, b, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
+		e.check(t, b, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
 		res, err := e.store.Take(t.Context(), slidelog.Request{Namespace: "c", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: 1})
 		if err != nil || !res.Allowed {
 			t.Fatalf("store.Take after a limiter's Close = %+v, %v; want an admission", res, err)
@@ -363,23 +421,23 @@ var storeCases = []struct {
 	}},
 	{"Reset", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 2, Window: time.Minute})
-		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
+		e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
 		if err := l.Reset(t.Context(), "k"); err != nil {
 			t.Fatalf("Reset: %v", err)
 		}
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Minute})
 	}},
 	{"Refund", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Minute})
-		check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Minute})
 		e.clock.Advance(time.Second)
-		res := check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		res := e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
 		if err := l.Refund(t.Context(), res); err != nil {
 			t.Fatalf("Refund: %v", err)
 		}
-		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		denied := check(t, l, "k", 1, want{remaining: 0, retryAfter: 59 * time.Second, resetAfter: time.Minute})
+		e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		denied := e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 59 * time.Second, resetAfter: time.Minute})
 		if err := l.Refund(t.Context(), denied); !errors.Is(err, slidelog.ErrNotRefundable) {
 			t.Fatalf("Refund(denial) = %v, want ErrNotRefundable", err)
 		}
@@ -419,6 +477,8 @@ var storeCases = []struct {
 			t.Fatalf("Take(cost 4) after the refunds = %+v, %v; want an admission with 0 remaining", res, err)
 		}
 	}},
+	{"BindingPolicyFreesLast", testBindingPolicyFreesLast},
+	{"DenialHoldsForStableFor", testDenialHoldsForStableFor},
 	{"InvalidInputIsRefusedBeforeTheStore", func(t *testing.T, e *storeEnv) {
 		// The limiter validates a request once, before the store sees
 		// it: a bad policy fails New with ErrInvalidPolicy, a bad cost
@@ -453,20 +513,20 @@ var storeCases = []struct {
 	{"HugeLimitsAndCosts", func(t *testing.T, e *storeEnv) {
 		// Limits up to 2^53-1 and costs up to the limit are exact.
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: time.Minute})
-		check(t, l, "k", 1<<52, want{allowed: true, remaining: slidelog.MaxLimit - 1<<52, resetAfter: time.Minute})
+		e.check(t, l, "k", 1<<52, want{allowed: true, remaining: slidelog.MaxLimit - 1<<52, resetAfter: time.Minute})
 		e.clock.Advance(time.Second)
-		check(t, l, "k", 1<<52, want{remaining: slidelog.MaxLimit - 1<<52, retryAfter: 59 * time.Second, resetAfter: 59 * time.Second})
-		check(t, l, "k", 1<<52-1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 59 * time.Second, resetAfter: time.Minute})
+		e.check(t, l, "k", 1<<52, want{remaining: slidelog.MaxLimit - 1<<52, retryAfter: 59 * time.Second, resetAfter: 59 * time.Second})
+		e.check(t, l, "k", 1<<52-1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 59 * time.Second, resetAfter: time.Minute})
 		e.clock.Advance(59 * time.Second)
-		check(t, l, "k", 1<<52, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		check(t, l, "other", slidelog.MaxLimit, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		check(t, l, "other", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
+		e.check(t, l, "k", 1<<52, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "other", slidelog.MaxLimit, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "other", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
 
 		// The longest window has a positive ResetAfter.
 		w := e.limiter(t, slidelog.Policy{Name: "p", Limit: 1, Window: maxWindow}, slidelog.WithName("longest"))
-		check(t, w, "k", 1, want{allowed: true, remaining: 0, resetAfter: maxWindow})
-		check(t, w, "k", 1, want{remaining: 0, retryAfter: maxWindow, resetAfter: maxWindow})
+		e.check(t, w, "k", 1, want{allowed: true, remaining: 0, resetAfter: maxWindow})
+		e.check(t, w, "k", 1, want{remaining: 0, retryAfter: maxWindow, resetAfter: maxWindow})
 		for _, give := range []slidelog.Policy{
 			{Limit: slidelog.MaxLimit + 1, Window: time.Second},
 			{Limit: math.MaxInt, Window: time.Second},
@@ -483,18 +543,18 @@ var storeCases = []struct {
 		short := slidelog.Policy{Name: "short", Limit: 10, Window: time.Second}
 		long := slidelog.Policy{Name: "long", Limit: 25, Window: 5 * time.Second}
 		l := e.limiter(t, short, slidelog.WithPolicy(long))
-		check(t, l, "k", 7, want{allowed: true, remaining: 3, resetAfter: time.Second})
+		e.check(t, l, "k", 7, want{allowed: true, remaining: 3, resetAfter: time.Second})
 		e.clock.Advance(500 * time.Millisecond)
-		check(t, l, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Second})
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 500 * time.Millisecond, resetAfter: time.Second})
+		e.check(t, l, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 500 * time.Millisecond, resetAfter: time.Second})
 		e.clock.Advance(500 * time.Millisecond) // the 7 leave the short window
-		check(t, l, "k", 7, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 7, want{allowed: true, remaining: 0, resetAfter: time.Second})
 		e.clock.Advance(time.Second) // short: empty; long: 17 held
-		check(t, l, "k", 9, want{remaining: 8, retryAfter: 3 * time.Second, resetAfter: 4 * time.Second})
-		check(t, l, "k", 8, want{allowed: true, remaining: 0, resetAfter: 5 * time.Second})
+		e.check(t, l, "k", 9, want{remaining: 8, retryAfter: 3 * time.Second, resetAfter: 4 * time.Second})
+		e.check(t, l, "k", 8, want{allowed: true, remaining: 0, resetAfter: 5 * time.Second})
 		e.clock.Advance(3 * time.Second) // long: the 7 of 0 s leave
-		check(t, l, "k", 10, want{remaining: 7, retryAfter: 500 * time.Millisecond, resetAfter: 2 * time.Second})
-		check(t, l, "k", 7, want{allowed: true, remaining: 0, resetAfter: 5 * time.Second})
+		e.check(t, l, "k", 10, want{remaining: 7, retryAfter: 500 * time.Millisecond, resetAfter: 2 * time.Second})
+		e.check(t, l, "k", 7, want{allowed: true, remaining: 0, resetAfter: 5 * time.Second})
 	}},
 	{"RecordCountsAgainstLaterTakes", func(t *testing.T, e *storeEnv) {
 		rec := e.recorder(t)
@@ -507,19 +567,19 @@ var storeCases = []struct {
 				t.Fatalf("Record: %v", err)
 			}
 		}
-		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 40 * time.Second, resetAfter: time.Minute})
+		e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 40 * time.Second, resetAfter: time.Minute})
 		// A record beyond the limit is written all the same.
-		check(t, l, "j", 2, want{allowed: true, remaining: 3, resetAfter: time.Minute})
+		e.check(t, l, "j", 2, want{allowed: true, remaining: 3, resetAfter: time.Minute})
 		if err := rec.Record(t.Context(), slidelog.Request{Namespace: l.Name(), Key: "j", Cost: 4, Policies: l.Policies(), ID: 43}, e.clock.Now()); err != nil {
 			t.Fatalf("Record over the limit: %v", err)
 		}
-		check(t, l, "j", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
+		e.check(t, l, "j", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
 
 		e.clock.Advance(40*time.Second - time.Microsecond)
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: 20*time.Second + time.Microsecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: 20*time.Second + time.Microsecond})
 		e.clock.Advance(time.Microsecond) // at + window: the record leaves
-		check(t, l, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "k", 3, want{allowed: true, remaining: 0, resetAfter: time.Minute})
 	}},
 	{"KeptCountsInTheKeysNextDecision", func(t *testing.T, e *storeEnv) {
 		k := e.keeper(t)
@@ -536,8 +596,8 @@ var storeCases = []struct {
 		// A refunded fallback admission is forgotten.
 		k.Forget(slidelog.Request{Namespace: l.Name(), Key: "k", ID: 3})
 		// The next decision of the key counts the kept admissions: 4 of 5.
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 40 * time.Second, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 40 * time.Second, resetAfter: time.Minute})
 		if got := k.Unwritten(); got != 0 {
 			t.Errorf("Unwritten() = %d after the key's decision, want 0", got)
 		}
@@ -546,13 +606,13 @@ var storeCases = []struct {
 		if written, left := k.WriteBack(t.Context()); written != 1 || left != 0 {
 			t.Errorf("WriteBack() = %d, %d, want 1, 0", written, left)
 		}
-		check(t, l, "j", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
+		e.check(t, l, "j", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
 		// A reset forgets what is kept.
 		k.Keep(slidelog.Request{Namespace: l.Name(), Key: "r", Cost: 5, Policies: l.Policies(), ID: 5}, e.clock.Now())
 		if err := l.Reset(t.Context(), "r"); err != nil {
 			t.Fatalf("Reset: %v", err)
 		}
-		check(t, l, "r", 1, want{allowed: true, remaining: 4, resetAfter: time.Minute})
+		e.check(t, l, "r", 1, want{allowed: true, remaining: 4, resetAfter: time.Minute})
 	}},
 	{"RecordIsIdempotentWithTake", func(t *testing.T, e *storeEnv) {
 		rec := e.recorder(t)
@@ -591,27 +651,27 @@ var storeCases = []struct {
 		short := slidelog.Policy{Name: "short", Limit: 2, Window: time.Second}
 		long := slidelog.Policy{Name: "long", Limit: 10, Window: 10 * time.Second}
 		l := e.limiter(t, short, slidelog.WithPolicy(long), slidelog.WithDenyCache(100))
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
 		e.clock.Advance(9500 * time.Millisecond)
-		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Second})
 		e.clock.Advance(100 * time.Millisecond)
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 900 * time.Millisecond, resetAfter: 900 * time.Millisecond})
-		res := check(t, l, "k", 2, want{remaining: 0, retryAfter: 900 * time.Millisecond, resetAfter: 900 * time.Millisecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 900 * time.Millisecond, resetAfter: 900 * time.Millisecond})
+		res := e.check(t, l, "k", 2, want{remaining: 0, retryAfter: 900 * time.Millisecond, resetAfter: 900 * time.Millisecond})
 		if res.Source == slidelog.SourceDenyCache || res.Policies[1].Remaining != 7 {
 			t.Fatalf("cost 2 after a cost-1 denial: source %v, long remaining %d; want the store's answer, 7", res.Source, res.Policies[1].Remaining)
 		}
 		e.clock.Advance(400 * time.Millisecond) // the first entry left the long window
-		res = check(t, l, "k", 1, want{remaining: 0, retryAfter: 500 * time.Millisecond, resetAfter: 500 * time.Millisecond})
+		res = e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 500 * time.Millisecond, resetAfter: 500 * time.Millisecond})
 		if res.Policies[1].Remaining != 8 {
 			t.Fatalf("long policy remaining = %d after its oldest entry left, want 8", res.Policies[1].Remaining)
 		}
 
 		one := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Second}, slidelog.WithName("one"), slidelog.WithDenyCache(100))
-		check(t, one, "k", 2, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		e.check(t, one, "k", 2, want{allowed: true, remaining: 1, resetAfter: time.Second})
 		e.clock.Advance(100 * time.Millisecond)
-		check(t, one, "k", 3, want{remaining: 1, retryAfter: 900 * time.Millisecond, resetAfter: 900 * time.Millisecond})
-		check(t, one, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
-		res = check(t, one, "k", 3, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
+		e.check(t, one, "k", 3, want{remaining: 1, retryAfter: 900 * time.Millisecond, resetAfter: 900 * time.Millisecond})
+		e.check(t, one, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		res = e.check(t, one, "k", 3, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
 		if res.Source == slidelog.SourceDenyCache {
 			t.Fatalf("cost 3 after an admission: answered by the deny cache, want the store")
 		}
@@ -640,10 +700,10 @@ var storeCases = []struct {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute})
 		keys := []string{"a", "{a}", "a}", "{a", "a:b", "a:", ":a", "a\x00", "a\x00b", "\xff\xfe", "a\nb", strings.Repeat("x", 256), "ключ", "{}", "}{"}
 		for _, k := range keys {
-			check(t, l, k, 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+			e.check(t, l, k, 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
 		}
 		for _, k := range keys {
-			check(t, l, k, 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
+			e.check(t, l, k, 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
 		}
 	}},
 	{"ValidationErrors", func(t *testing.T, e *storeEnv) {
@@ -677,7 +737,7 @@ var storeCases = []struct {
 				t.Errorf("Allow(key of %d bytes) error = %v, want ErrInvalidKey", len(k), err)
 			}
 		}
-		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+		e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: time.Minute})
 	}},
 	{"CancelledContext", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Second})
@@ -686,7 +746,7 @@ var storeCases = []struct {
 		if _, err := l.Allow(ctx, "k"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Allow(cancelled) error = %v, want context.Canceled", err)
 		}
-		check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: time.Second})
 	}},
 	{"ConcurrentCallsSameInstant", func(t *testing.T, e *storeEnv) {
 		// With the default options every call waits for the store,
@@ -735,30 +795,30 @@ var bucketedCases = []struct {
 	{"LimitAndDurations", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Second, Precision: 100 * time.Millisecond})
 		// Bucket 0 ends at 100 ms, so it counts until 1.1 s.
-		check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: 1100 * time.Millisecond})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: 1100 * time.Millisecond})
 		e.clock.Advance(50 * time.Millisecond)
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 1050 * time.Millisecond})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 1050 * time.Millisecond})
 		e.clock.Advance(200 * time.Millisecond) // 250 ms: bucket 2, counting until 1.3 s
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
 		// The exact log would free a unit at 1 s; bucket 0 leaves at 1.1 s.
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 850 * time.Millisecond, resetAfter: 1050 * time.Millisecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 850 * time.Millisecond, resetAfter: 1050 * time.Millisecond})
 		e.clock.Advance(850*time.Millisecond - time.Microsecond)
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: 200*time.Millisecond + time.Microsecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: 200*time.Millisecond + time.Microsecond})
 		e.clock.Advance(time.Microsecond) // 1.1 s: bucket 0's two units leave
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 1100 * time.Millisecond})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 1100 * time.Millisecond})
 		// Cost 2 needs bucket 2's unit gone too, at 1.3 s.
-		check(t, l, "k", 2, want{remaining: 1, retryAfter: 200 * time.Millisecond, resetAfter: 1100 * time.Millisecond})
+		e.check(t, l, "k", 2, want{remaining: 1, retryAfter: 200 * time.Millisecond, resetAfter: 1100 * time.Millisecond})
 		e.clock.Advance(200 * time.Millisecond)
-		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1100 * time.Millisecond})
+		e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1100 * time.Millisecond})
 	}},
 	{"MixedWithExact", func(t *testing.T, e *storeEnv) {
 		// An exact short policy and a bucketed long one, all or nothing.
 		short := slidelog.Policy{Name: "short", Limit: 2, Window: time.Second}
 		long := slidelog.Policy{Name: "long", Limit: 4, Window: 10 * time.Second, Precision: time.Second}
 		l := e.limiter(t, short, slidelog.WithPolicy(long))
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
-		check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
-		res := check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		res := e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
 		if got := res.Violated(); len(got) != 1 || got[0] != "short" {
 			t.Fatalf("Violated() = %v, want [short]", got)
 		}
@@ -766,13 +826,13 @@ var bucketedCases = []struct {
 			t.Fatalf("long policy after a denial by short = %+v; want allowed, 2 remaining, reset after 11s (bucket 0 ends at 1 s)", got)
 		}
 		e.clock.Advance(time.Second)
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
-		res = check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		res = e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: time.Second})
 		if got := res.States()[1]; got.Remaining != 0 || got.ResetAfter != 11*time.Second {
 			t.Fatalf("long policy = %+v; want 0 remaining, reset after 11s (bucket 1 ends at 2 s)", got)
 		}
 		e.clock.Advance(time.Second) // 2 s: short is empty, long holds 4
-		res = check(t, l, "k", 1, want{remaining: 0, retryAfter: 9 * time.Second, resetAfter: 10 * time.Second})
+		res = e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 9 * time.Second, resetAfter: 10 * time.Second})
 		if got := res.Violated(); len(got) != 1 || got[0] != "long" {
 			t.Fatalf("Violated() = %v, want [long]", got)
 		}
@@ -780,20 +840,20 @@ var bucketedCases = []struct {
 			t.Fatalf("short policy after a denial by long = %+v; want allowed with 2 remaining", got)
 		}
 		e.clock.Advance(9*time.Second - time.Microsecond)
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: time.Second + time.Microsecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: time.Microsecond, resetAfter: time.Second + time.Microsecond})
 		e.clock.Advance(time.Microsecond) // 11 s: bucket 0's two units leave the long window
-		check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: time.Second})
 	}},
 	{"Refund", func(t *testing.T, e *storeEnv) {
 		l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 3, Window: time.Second, Precision: 100 * time.Millisecond})
-		check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: 1100 * time.Millisecond})
+		e.check(t, l, "k", 1, want{allowed: true, remaining: 2, resetAfter: 1100 * time.Millisecond})
 		e.clock.Advance(150 * time.Millisecond)
-		res := check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
+		res := e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
 		if err := l.Refund(t.Context(), res); err != nil {
 			t.Fatalf("Refund: %v", err)
 		}
-		check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
-		check(t, l, "k", 1, want{remaining: 0, retryAfter: 950 * time.Millisecond, resetAfter: 1050 * time.Millisecond})
+		e.check(t, l, "k", 2, want{allowed: true, remaining: 0, resetAfter: 1050 * time.Millisecond})
+		e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 950 * time.Millisecond, resetAfter: 1050 * time.Millisecond})
 
 		// A refund takes out the cost recorded, whatever its Cost says.
 		ps := []slidelog.Policy{{Name: "p", Limit: 3, Window: time.Second, Precision: 100 * time.Millisecond}}
