@@ -37,20 +37,24 @@ var suiteStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // (slidelog.Source.FromStore); every other field of its Result is
 // checked.
 func RunStoreSuite(t *testing.T, newStore NewStoreFunc) {
-	run := func(name string, f func(t *testing.T, e *storeEnv)) {
+	run := func(name string, start time.Time, f func(t *testing.T, e *storeEnv)) {
 		t.Run(name, func(t *testing.T) {
-			clock := NewClock(suiteStart)
+			clock := NewClock(start)
 			store := newStore(t, clock.Now)
 			t.Cleanup(func() { _ = store.Close() })
 			f(t, &storeEnv{store: store, clock: clock})
 		})
 	}
 	for _, tc := range storeCases {
-		run(tc.name, tc.run)
+		run(tc.name, suiteStart, tc.run)
 	}
 	for _, tc := range bucketedCases {
-		run("Bucketed/"+tc.name, tc.run)
+		run("Bucketed/"+tc.name, suiteStart, tc.run)
 	}
+	// A store started 30 ms past a whole second: buckets aligned to the
+	// store's start, or to a key's first admission, instead of the Unix
+	// epoch, pass the cases above.
+	run("Bucketed/AlignedToTheEpoch", suiteStart.Add(30*time.Millisecond), testBucketsAlignToTheEpoch)
 }
 
 type storeEnv struct {
@@ -477,6 +481,12 @@ var storeCases = []struct {
 			t.Fatalf("Take(cost 4) after the refunds = %+v, %v; want an admission with 0 remaining", res, err)
 		}
 	}},
+	{"RefundFindsOnlyItsEntry", func(t *testing.T, e *storeEnv) {
+		testRefundFindsOnlyItsEntry(t, e, slidelog.Policy{Name: "p", Limit: 4, Window: time.Second})
+	}},
+	{"ResetForgetsOnlyItsKey", func(t *testing.T, e *storeEnv) {
+		testResetForgetsOnlyItsKey(t, e, slidelog.Policy{Name: "p", Limit: 4, Window: time.Second})
+	}},
 	{"BindingPolicyFreesLast", testBindingPolicyFreesLast},
 	{"DenialHoldsForStableFor", testDenialHoldsForStableFor},
 	{"InvalidInputIsRefusedBeforeTheStore", func(t *testing.T, e *storeEnv) {
@@ -875,6 +885,13 @@ var bucketedCases = []struct {
 			}
 		}
 	}},
+	{"RefundFindsOnlyItsEntry", func(t *testing.T, e *storeEnv) {
+		testRefundFindsOnlyItsEntry(t, e, slidelog.Policy{Name: "p", Limit: 4, Window: time.Second, Precision: 100 * time.Millisecond})
+	}},
+	{"ResetForgetsOnlyItsKey", func(t *testing.T, e *storeEnv) {
+		testResetForgetsOnlyItsKey(t, e, slidelog.Policy{Name: "p", Limit: 4, Window: time.Second, Precision: 100 * time.Millisecond})
+	}},
+	{"RecordIntoItsBucket", testRecordIntoItsBucket},
 }
 
 // maxWindow is the longest window a policy may have (Policy.Validate).

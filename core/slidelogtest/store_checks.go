@@ -7,6 +7,10 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 )
 
+// The store suite's checks that are functions of their own: those that
+// take a policy run on an exact one among storeCases and on a bucketed
+// one among bucketedCases.
+
 // take calls the store's Take with req and fails the test unless the
 // Result is w and well formed (checkResult).
 func (e *storeEnv) take(t *testing.T, req slidelog.Request, w want) slidelog.Result {
@@ -21,6 +25,77 @@ func (e *storeEnv) take(t *testing.T, req slidelog.Request, w want) slidelog.Res
 	}
 	e.checkResult(t, "Take", req.Policies, res)
 	return res
+}
+
+// refund calls the store's Refund and fails the test on an error.
+func (e *storeEnv) refund(t *testing.T, req slidelog.Request) {
+	t.Helper()
+	if err := e.store.Refund(t.Context(), req); err != nil {
+		t.Fatalf("Refund(%q %q, ID %d): %v", req.Namespace, req.Key, req.ID, err)
+	}
+}
+
+// testRefundFindsOnlyItsEntry: a refund takes out the entry of its ID in
+// its own key's log, once, while it still counts. A second refund, one
+// of an entry that has left the window, one of an entry a Reset removed,
+// and one of an ID never recorded change nothing, and the same ID in
+// another key or namespace is another entry.
+func testRefundFindsOnlyItsEntry(t *testing.T, e *storeEnv, p slidelog.Policy) {
+	ps := []slidelog.Policy{p}
+	span := p.Window + p.Precision // how long an entry made now counts
+	req := func(ns, key string, id uint64, cost int) slidelog.Request {
+		return slidelog.Request{Namespace: ns, Key: key, Cost: cost, Policies: ps, ID: id}
+	}
+	full := want{remaining: 0, retryAfter: span, resetAfter: span}
+	e.take(t, req("", "j", 1, 4), want{allowed: true, remaining: 0, resetAfter: span})
+	e.take(t, req("other", "k", 2, 4), want{allowed: true, remaining: 0, resetAfter: span})
+	e.take(t, req("", "k", 1, 2), want{allowed: true, remaining: 2, resetAfter: span})
+	e.take(t, req("", "k", 2, 1), want{allowed: true, remaining: 1, resetAfter: span})
+	for range 2 { // the second refund of ID 2 finds nothing
+		e.refund(t, req("", "k", 2, 1))
+	}
+	e.take(t, req("", "k", 3, 2), want{allowed: true, remaining: 0, resetAfter: span})
+	e.take(t, req("", "k", 4, 1), full)
+	e.take(t, req("", "j", 11, 1), full)
+	e.take(t, req("other", "k", 11, 1), full)
+
+	e.clock.Advance(span) // everything so far has left the window
+	e.take(t, req("", "k", 5, 4), want{allowed: true, remaining: 0, resetAfter: span})
+	e.refund(t, req("", "k", 1, 2)) // left the window: nothing to give back
+	e.take(t, req("", "k", 6, 1), full)
+
+	if err := e.store.Reset(t.Context(), req("", "k", 0, 1)); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	e.take(t, req("", "k", 7, 4), want{allowed: true, remaining: 0, resetAfter: span})
+	e.refund(t, req("", "k", 5, 4))  // removed by the Reset
+	e.refund(t, req("", "k", 99, 4)) // never recorded
+	e.take(t, req("", "k", 8, 1), full)
+	e.refund(t, req("", "k", 7, 1))
+	e.take(t, req("", "k", 9, 4), want{allowed: true, remaining: 0, resetAfter: span})
+}
+
+// testResetForgetsOnlyItsKey: Reset removes everything the key's log
+// holds, in every model, and nothing of another key or namespace.
+func testResetForgetsOnlyItsKey(t *testing.T, e *storeEnv, p slidelog.Policy) {
+	ps := []slidelog.Policy{p}
+	span := p.Window + p.Precision
+	req := func(ns, key string, id uint64, cost int) slidelog.Request {
+		return slidelog.Request{Namespace: ns, Key: key, Cost: cost, Policies: ps, ID: id}
+	}
+	for _, r := range []slidelog.Request{req("", "k", 1, 3), req("", "j", 2, 4), req("other", "k", 3, 4)} {
+		e.take(t, r, want{allowed: true, remaining: 4 - r.Cost, resetAfter: span})
+	}
+	e.clock.Advance(p.Window / 2)
+	for _, r := range []slidelog.Request{req("", "k", 0, 1), req("", "never", 0, 1)} {
+		if err := e.store.Reset(t.Context(), r); err != nil {
+			t.Fatalf("Reset(%q): %v", r.Key, err)
+		}
+	}
+	e.take(t, req("", "k", 4, 4), want{allowed: true, remaining: 0, resetAfter: span})
+	rest := span - p.Window/2
+	e.take(t, req("", "j", 5, 1), want{remaining: 0, retryAfter: rest, resetAfter: rest})
+	e.take(t, req("other", "k", 6, 1), want{remaining: 0, retryAfter: rest, resetAfter: rest})
 }
 
 // testBindingPolicyFreesLast: with two policies violated, the top-level
@@ -80,4 +155,35 @@ func testDenialHoldsForStableFor(t *testing.T, e *storeEnv) {
 	if res.StableFor > 400*time.Millisecond {
 		t.Fatalf("StableFor = %v, want at most 400ms (the entry of 0 s leaves the long window at 10 s)", res.StableFor)
 	}
+}
+
+// testRecordIntoItsBucket: an admission recorded at a time counts in
+// the bucket of that time, not of now.
+func testRecordIntoItsBucket(t *testing.T, e *storeEnv) {
+	rec := e.recorder(t)
+	p := slidelog.Policy{Name: "p", Limit: 4, Window: time.Second, Precision: 100 * time.Millisecond}
+	ps := []slidelog.Policy{p}
+	// 150 ms ago: in the bucket ending 100 ms ago, which counts until
+	// 900 ms from now.
+	r := slidelog.Request{Key: "k", Cost: 3, Policies: ps, ID: 1}
+	for range 2 {
+		if err := rec.Record(t.Context(), r, e.clock.Now().Add(-150*time.Millisecond)); err != nil {
+			t.Fatalf("Record: %v", err)
+		}
+	}
+	e.take(t, slidelog.Request{Key: "k", Cost: 2, Policies: ps, ID: 2}, want{remaining: 1, retryAfter: 900 * time.Millisecond, resetAfter: 900 * time.Millisecond})
+	e.clock.Advance(900 * time.Millisecond)
+	e.take(t, slidelog.Request{Key: "k", Cost: 4, Policies: ps, ID: 3}, want{allowed: true, remaining: 0, resetAfter: 1100 * time.Millisecond})
+}
+
+// testBucketsAlignToTheEpoch runs on a store started 30 ms past a whole
+// second: buckets start on multiples of their width since the Unix
+// epoch, not at the store's start or a key's first admission.
+func testBucketsAlignToTheEpoch(t *testing.T, e *storeEnv) {
+	l := e.limiter(t, slidelog.Policy{Name: "p", Limit: 2, Window: time.Second, Precision: 100 * time.Millisecond})
+	// The bucket of 30 ms ends at 100 ms and counts until 1.1 s.
+	e.check(t, l, "k", 1, want{allowed: true, remaining: 1, resetAfter: 1070 * time.Millisecond})
+	e.clock.Advance(80 * time.Millisecond) // 110 ms: the next bucket, ending at 200 ms
+	e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: 1090 * time.Millisecond})
+	e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 990 * time.Millisecond, resetAfter: 1090 * time.Millisecond})
 }
