@@ -489,6 +489,9 @@ var storeCases = []struct {
 	}},
 	{"BindingPolicyFreesLast", testBindingPolicyFreesLast},
 	{"DenialHoldsForStableFor", testDenialHoldsForStableFor},
+	{"NamesAndKeysDoNotCollide", testNamesAndKeysDoNotCollide},
+	{"CancelledContextDecidesNothing", testCancelledContext},
+	{"CloseIsFinal", testCloseIsFinal},
 	{"InvalidInputIsRefusedBeforeTheStore", func(t *testing.T, e *storeEnv) {
 		// The limiter validates a request once, before the store sees
 		// it: a bad policy fails New with ErrInvalidPolicy, a bad cost

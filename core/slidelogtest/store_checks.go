@@ -1,6 +1,8 @@
 package slidelogtest
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -98,6 +100,31 @@ func testResetForgetsOnlyItsKey(t *testing.T, e *storeEnv, p slidelog.Policy) {
 	e.take(t, req("other", "k", 6, 1), want{remaining: 0, retryAfter: rest, resetAfter: rest})
 }
 
+// testCancelledContext: a call whose context is already done fails with
+// the context's error and records nothing.
+func testCancelledContext(t *testing.T, e *storeEnv) {
+	p := slidelog.Policy{Name: "p", Limit: 2, Window: time.Second}
+	req := slidelog.Request{Key: "k", Cost: 2, Policies: []slidelog.Policy{p}, ID: 1}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if res, err := e.store.Take(ctx, req); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Take(cancelled context) = %+v, %v; want an error wrapping context.Canceled", res, err)
+	}
+	req.ID = 2
+	e.take(t, req, want{allowed: true, remaining: 0, resetAfter: time.Second})
+	for name, call := range map[string]func(context.Context, slidelog.Request) error{
+		"Refund": e.store.Refund,
+		"Reset":  e.store.Reset,
+	} {
+		if err := call(ctx, req); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s(cancelled context) = %v; want an error wrapping context.Canceled", name, err)
+		}
+	}
+	req.ID = 3
+	req.Cost = 1
+	e.take(t, req, want{remaining: 0, retryAfter: time.Second, resetAfter: time.Second})
+}
+
 // testBindingPolicyFreesLast: with two policies violated, the top-level
 // fields are those of the one that frees up last, not of the first.
 func testBindingPolicyFreesLast(t *testing.T, e *storeEnv) {
@@ -157,6 +184,26 @@ func testDenialHoldsForStableFor(t *testing.T, e *storeEnv) {
 	}
 }
 
+// testNamesAndKeysDoNotCollide: a store tells every (namespace, key)
+// pair from every other, whatever bytes they share.
+func testNamesAndKeysDoNotCollide(t *testing.T, e *storeEnv) {
+	p := slidelog.Policy{Name: "p", Limit: 1, Window: time.Minute}
+	for _, pair := range [][2][2]string{
+		{{"x", "y:z"}, {"x:y", "z"}},
+		{{"ab", "c"}, {"a", "bc"}},
+		{{"m", "n o"}, {"m n", "o"}},
+		{{"s", "t\x00u"}, {"s\x00t", "u"}},
+		{{"d", "e/f"}, {"d/e", "f"}},
+		{{"g", "{h}i"}, {"g{h}", "i"}},
+	} {
+		for _, nk := range pair {
+			l := e.limiter(t, p, slidelog.WithName(nk[0]))
+			e.check(t, l, nk[1], 1, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+			_ = l.Close()
+		}
+	}
+}
+
 // testRecordIntoItsBucket: an admission recorded at a time counts in
 // the bucket of that time, not of now.
 func testRecordIntoItsBucket(t *testing.T, e *storeEnv) {
@@ -186,4 +233,36 @@ func testBucketsAlignToTheEpoch(t *testing.T, e *storeEnv) {
 	e.clock.Advance(80 * time.Millisecond) // 110 ms: the next bucket, ending at 200 ms
 	e.check(t, l, "k", 1, want{allowed: true, remaining: 0, resetAfter: 1090 * time.Millisecond})
 	e.check(t, l, "k", 1, want{remaining: 0, retryAfter: 990 * time.Millisecond, resetAfter: 1090 * time.Millisecond})
+}
+
+// testCloseIsFinal: Close may be called again, and the calls after it
+// fail with ErrClosed.
+func testCloseIsFinal(t *testing.T, e *storeEnv) {
+	for range 2 {
+		if err := e.store.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	req := slidelog.Request{Key: "k", Cost: 1, Policies: []slidelog.Policy{{Name: "p", Limit: 1, Window: time.Second}}, ID: 1}
+	if res, err := e.store.Take(t.Context(), req); !errors.Is(err, slidelog.ErrClosed) {
+		t.Fatalf("Take after Close = %+v, %v; want an error wrapping ErrClosed", res, err)
+	}
+	for name, call := range map[string]func(context.Context, slidelog.Request) error{
+		"Refund": e.store.Refund,
+		"Reset":  e.store.Reset,
+	} {
+		if err := call(t.Context(), req); !errors.Is(err, slidelog.ErrClosed) {
+			t.Fatalf("%s after Close = %v; want an error wrapping ErrClosed", name, err)
+		}
+	}
+	if p, ok := e.store.(slidelog.Peeker); ok {
+		if res, err := p.Peek(t.Context(), req); !errors.Is(err, slidelog.ErrClosed) {
+			t.Fatalf("Peek after Close = %+v, %v; want an error wrapping ErrClosed", res, err)
+		}
+	}
+	if r, ok := e.store.(slidelog.Recorder); ok {
+		if err := r.Record(t.Context(), req, e.clock.Now()); !errors.Is(err, slidelog.ErrClosed) {
+			t.Fatalf("Record after Close = %v; want an error wrapping ErrClosed", err)
+		}
+	}
 }
