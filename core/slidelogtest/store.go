@@ -29,13 +29,13 @@ var suiteStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // It asks of a store only the four methods of slidelog.Store, and tests
 // an optional capability only where the store has it: Record where it is
 // a slidelog.Recorder; Keep, Forget and WriteBack where it is a
-// slidelog.Keeper; a retried Take where it describes itself as remote
-// (slidelog.Describer, StoreInfo.Local false); the deny
-// cache where it tells its clock (slidelog.Describer), since a deny cache
-// measures elapsed time by the store's clock and the suite moves its own.
-// A decision of the store may carry any store Source
-// (slidelog.Source.FromStore); every other field of its Result is
-// checked.
+// slidelog.Keeper; Peek where it is a slidelog.Peeker; a retried Take
+// where it describes itself as remote (slidelog.Describer,
+// StoreInfo.Local false); the deny cache where it tells its clock
+// (slidelog.Describer), since a deny cache measures elapsed time by the
+// store's clock and the suite moves its own. A decision of the store may
+// carry any store Source (slidelog.Source.FromStore); every other field
+// of its Result is checked.
 func RunStoreSuite(t *testing.T, newStore NewStoreFunc) {
 	run := func(name string, start time.Time, f func(t *testing.T, e *storeEnv)) {
 		t.Run(name, func(t *testing.T) {
@@ -55,6 +55,9 @@ func RunStoreSuite(t *testing.T, newStore NewStoreFunc) {
 	// store's start, or to a key's first admission, instead of the Unix
 	// epoch, pass the cases above.
 	run("Bucketed/AlignedToTheEpoch", suiteStart.Add(30*time.Millisecond), testBucketsAlignToTheEpoch)
+	for _, tc := range peekCases {
+		run("Peek/"+tc.name, suiteStart, tc.run)
+	}
 }
 
 type storeEnv struct {
