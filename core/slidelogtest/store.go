@@ -30,12 +30,12 @@ var suiteStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // an optional capability only where the store has it: Record where it is
 // a slidelog.Recorder; Keep, Forget and WriteBack where it is a
 // slidelog.Keeper; Peek where it is a slidelog.Peeker; a retried Take
-// where it describes itself as remote (slidelog.Describer,
-// StoreInfo.Local false); the deny cache where it tells its clock
-// (slidelog.Describer), since a deny cache measures elapsed time by the
-// store's clock and the suite moves its own. A decision of the store may
-// carry any store Source (slidelog.Source.FromStore); every other field
-// of its Result is checked.
+// unless it describes itself as local (StoreInfo.Local), a store without
+// a slidelog.Describer being remote; the deny cache where it tells its
+// clock (slidelog.Describer), since a deny cache measures elapsed time by
+// the store's clock and the suite moves its own. A decision of the store
+// may carry any store Source (slidelog.Source.FromStore); every other
+// field of its Result is checked.
 func RunStoreSuite(t *testing.T, newStore NewStoreFunc) {
 	run := func(name string, start time.Time, f func(t *testing.T, e *storeEnv)) {
 		t.Run(name, func(t *testing.T) {
@@ -367,7 +367,7 @@ var storeCases = []struct {
 				if l != nil {
 					_ = l.Close()
 				}
-				t.Fatalf("second New named login with %+v: error %v, want ErrNameTaken", give, err)
+				t.Fatalf("second New named login with %+v: error %v, want ErrNameTaken (New tells stores apart by pointer: a store of type %T, not a pointer, cannot be)", give, err, e.store)
 			}
 		}
 		other, err := slidelog.New(e.store, p)
@@ -693,18 +693,19 @@ var storeCases = []struct {
 		}
 	}},
 	{"RetriedCallIsCountedOnce", func(t *testing.T, e *storeEnv) {
-		if _, ok := e.store.(slidelog.Describer); !ok || e.info().Local {
+		if e.info().Local {
 			// A call within one process is never sent twice; the
-			// contract asks this of stores that say they are reached
-			// over a network (StoreInfo.Local false).
-			t.Skip("not a store that describes itself as remote")
+			// contract asks this of every store that does not say it
+			// is local (StoreInfo.Local), a store without a Describer
+			// among them.
+			t.Skip("a store that describes itself as local")
 		}
 		policies := []slidelog.Policy{{Name: "p", Limit: 3, Window: time.Second}}
 		req := slidelog.Request{Key: "k", Cost: 2, Policies: policies, ID: 0x0102030405060708}
 		for i := range 3 {
 			res, err := e.store.Take(t.Context(), req)
 			if err != nil || !res.Allowed || res.Remaining != 1 {
-				t.Fatalf("Take #%d of one request = %+v, %v; want allowed with 1 remaining every time", i+1, res, err)
+				t.Fatalf("Take #%d of one request = %+v, %v; want allowed with 1 remaining every time (a store that does not say it is local, slidelog.StoreInfo.Local, must count a resent Take once)", i+1, res, err)
 			}
 		}
 		req.ID++
