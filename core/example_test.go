@@ -100,7 +100,9 @@ func (s *listStore) Reset(_ context.Context, req slidelog.Request) error {
 func (s *listStore) Close() error { return nil }
 
 // A store defined outside this module: four methods, and Describe to name
-// its decisions. slidelogtest.RunStoreSuite checks it like any other.
+// its decisions. It is a sketch: it decides on the first policy only,
+// refunds nothing and takes no clock, all of which
+// slidelogtest.RunStoreSuite, the check for any store, would refuse.
 func Example_thirdPartyStore() {
 	store := &listStore{logs: map[string][]time.Time{}}
 	limiter := slidelog.MustNew(store, slidelog.PerMinute(2))

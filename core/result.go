@@ -57,7 +57,8 @@ type PolicyResult struct {
 	Allowed bool
 	// Remaining is the number of units still free in the rolling window
 	// after this decision (a denial records nothing, so it is what was
-	// free before it).
+	// free before it), from 0 to the policy's limit: admissions written
+	// without a check (Recorder) may hold more than the limit.
 	Remaining int
 	// RetryAfter is, on a denial by this policy, exactly how long until
 	// enough entries leave the window for the request's cost to fit. It is

@@ -26,9 +26,11 @@ type Request struct {
 	// Policies are checked and recorded together: the request is admitted
 	// only if every policy has room, and then recorded in all of them.
 	Policies []Policy
-	// ID is unique per call. A store records the request under it, so that
-	// a retried call with the same ID is not counted twice, and so that
-	// Refund can remove exactly what this call recorded.
+	// ID is unique per call (a limiter draws it at random). A store
+	// records the request under it, in the log of Namespace and Key, where
+	// alone it looks the ID up: so that a retried call with the same ID is
+	// not counted twice, and so that Refund can remove exactly what this
+	// call recorded.
 	ID uint64
 	// Route is what the store's Route returned for this request (Router);
 	// zero for a store that does not route, or a call not made by a
@@ -37,16 +39,35 @@ type Request struct {
 }
 
 // Store keeps the sliding-window logs and makes decisions atomically.
-// Implementations must be safe for concurrent use. Package memstore keeps
-// them in process memory and package redisstore in Redis; the conformance
-// suite of package slidelogtest checks any implementation.
+// Implementations must be safe for concurrent use, and pointers: New
+// tells stores apart by pointer, to refuse a second open limiter of one
+// name on one store (ErrNameTaken). Package memstore keeps the logs in
+// process memory and package redisstore in Redis; the conformance suite
+// of package slidelogtest checks any implementation.
 //
-// The limiter validates every request before a store sees it (the key,
-// the cost, the policies: Request.Validate holds), so a store need not
-// check them again. An error from Take means no decision could be made; a
-// denial is a Result with Allowed == false (built with NewResult). Every
-// error should wrap one of this package's sentinel errors, ErrUnavailable
-// for failures of the backing service.
+// The limiter validates every request before a store sees it (the key, the
+// cost, the policies: Request.Validate holds), so a store need not check
+// them again. A store decides by its own clock (StoreInfo.Clock), in whole
+// microseconds, read once per call; the conformance suite hands it a clock
+// to follow (slidelogtest.NewStoreFunc). Take fills every field of its
+// Result but Source: each policy's state, through NewResult, which chooses
+// the binding policy; DecidedAt, by the store's clock; and StableFor, or
+// zero. The limiter hands them on as they are, and its deny cache repeats
+// a denial for StableFor.
+//
+// An error from Take means no decision could be made (a remote call that
+// failed on its way back may still have recorded the request); a denial
+// is a Result with Allowed == false. A call whose context is done when it
+// starts fails with an error wrapping the context's error; calls after
+// Close fail with one wrapping ErrClosed. Every other error should wrap
+// one of this package's sentinel errors, ErrUnavailable for failures of
+// the backing service.
+//
+// A store may count more than the log holds, never less: it may forget
+// the IDs of old admissions into buckets (memstore keeps a key's 16
+// latest, redisstore its 128 latest of the last minute), and then keeps
+// counting a refund it cannot find, and counts a resent Take or a Record
+// it cannot find again.
 //
 // The four methods are all a store must have. What else a limiter should
 // know of it, a store says in one place (see the package documentation,
@@ -57,32 +78,41 @@ type Request struct {
 // admissions back; Keep (Keeper) takes them over, to write each within
 // its key's next decision.
 type Store interface {
-	// Take evicts entries that left each policy's window, admits the
-	// request only if every policy has room for its cost, and records it
-	// in all of them as one entry carrying its cost; a denial records
-	// nothing. A store reached over a network, where a call may be sent
-	// twice, must treat a second Take with the same ID and key as a retry:
-	// it reports the first one's admission without recording it again.
-	// The limiter sets the Result's Source (Describer); a store may leave
-	// it zero.
+	// Take admits the request only if every policy has room for its cost,
+	// and records it in all of them as one entry carrying its cost; a
+	// denial records nothing. A store that does not say it is local
+	// (StoreInfo.Local), since a call over a network may be sent twice,
+	// must treat a second Take with the same ID and key as a retry: it
+	// reports the first one's admission without recording it again. The
+	// limiter sets the Result's Source (Describer); a store may leave it
+	// zero.
 	//
 	// A policy without a Precision is decided on the exact log: an entry
-	// counts until its time has left the window. A policy with one is
-	// decided on buckets of that width aligned to the Unix epoch (see
-	// Policy): an entry counts until the end of its bucket has left the
-	// window, and RetryAfter and ResetAfter run to bucket ends. The
-	// conformance suite checks both to the microsecond.
+	// made at s counts while now < s + Window. A policy with one is decided
+	// on buckets of that width aligned to the Unix epoch (see Policy): an
+	// entry in a bucket ending at b counts while now < b + Window, and
+	// RetryAfter and ResetAfter run to those instants. The conformance
+	// suite checks both to the microsecond.
+	//
+	// The log is the key's, not its policies': an entry stays as long as
+	// any window used on the key within that window's length counts it,
+	// so that a request with a short window (another instance, during a
+	// rolling deploy) never evicts what one with a long window counts.
 	Take(ctx context.Context, req Request) (Result, error)
 	// Refund removes the entry that the admitted request req recorded,
-	// found by req.ID, with the cost recorded in it (req.Cost is not
-	// trusted). Refunding a request that recorded nothing, or was already
-	// refunded, is not an error.
+	// found by req.ID in req's log, with the cost recorded in it (req.Cost
+	// is not trusted), from every window that still counts it. Refunding
+	// a request that recorded nothing, was already refunded, has left
+	// every window or was removed by Reset changes nothing and is not an
+	// error.
 	Refund(ctx context.Context, req Request) error
-	// Reset removes every entry of req.Key in req.Namespace; the other
-	// fields are ignored.
+	// Reset removes everything the log of req.Key in req.Namespace holds
+	// (entries, buckets, the IDs it knows), so that the key decides as one
+	// never seen; other keys and namespaces keep theirs. The other fields
+	// are ignored.
 	Reset(ctx context.Context, req Request) error
-	// Close releases what the store owns. It does not close a Redis client
-	// that was passed in.
+	// Close releases what the store owns; calling it again does nothing.
+	// It does not close a Redis client that was passed in.
 	Close() error
 }
 
