@@ -570,7 +570,9 @@ func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route 
 // (script.lua) runs next and decides. Any other take runs the whole
 // script alone. A key of the wrong type costs a repair and a run more.
 // It expects a valid request (slidelog.Request.Validate), as a limiter
-// sends.
+// sends. The log keeps an ID's low 48 bits: two IDs of one key that
+// differ only above them are one request (a retry), so a caller choosing
+// its own IDs draws them at random, as a limiter does, or counts them up.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 	r := s.routed(ctx, req)
 	if s.kept.Len() > 0 {
