@@ -192,8 +192,8 @@ type requestAlloc struct {
 // Check never panics: a panic in a key, skip, cost or limiter function,
 // or in the store, is recovered and answered as an error wrapping
 // ErrMisconfigured (500 by default; in shadow mode, let through and
-// reported). A panic in the shadow function is recovered and ignored. A
-// nil or zero Engine answers every request as a misconfiguration.
+// reported). A panic in the shadow function is recovered and logged, and
+// the request goes on as decided. A nil or zero Engine answers every request as a misconfiguration.
 //
 // A recovered panic, a key function's error that does not wrap
 // slidelog.ErrInvalidKey, and a request for which the limiter function
@@ -262,13 +262,20 @@ func (e *Engine) check(src Incoming, d *Decision) {
 }
 
 // report tells the shadow function, if any, of a request shadow mode let
-// through. A panic in it is recovered and ignored: the request goes on
-// as decided.
+// through. A panic in it is recovered and logged (kind
+// shadow_func_panic): the request goes on as decided.
 func (e *Engine) report(r *Request, res slidelog.Result, err error) {
 	if e.cfg.shadowFunc == nil {
 		return
 	}
-	defer func() { _ = recover() }()
+	defer func() {
+		if p := recover(); p != nil {
+			e.logProblem(slog.LevelError, "slidelog: httplimit recovered a panic of the shadow function; the request goes on as decided",
+				panicShadowFunc, r, nil, func() []slog.Attr {
+					return []slog.Attr{slog.Any("panic", p), slog.String("stack", string(debug.Stack()))}
+				})
+		}
+	}()
 	e.cfg.shadowFunc(r, res, err)
 }
 
@@ -324,13 +331,14 @@ const (
 	panicEngine                     // the Engine panicked past the decision
 	keyFuncError                    // the key function failed, not for the client's identity
 	noLimiter                       // the limiter function chose none, and the Engine has none
+	panicShadowFunc                 // the shadow function panicked (the request goes on as decided)
 	numProblems
 )
 
 // problemKinds are the problems' names, the "kind" of their records.
 var problemKinds = [numProblems]string{
 	"skip_func_panic", "limiter_func_panic", "key_func_panic", "cost_func_panic",
-	"store_panic", "panic", "key_func_error", "no_limiter",
+	"store_panic", "panic", "key_func_error", "no_limiter", "shadow_func_panic",
 }
 
 // progress is how far check got in deciding a request: the function it

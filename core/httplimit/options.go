@@ -35,7 +35,8 @@ type LimiterFunc func(r *Request) *slidelog.Limiter
 // would have blocked: denied (err == nil, res.Allowed == false) or
 // undecided (err != nil; an error wrapping ErrMisconfigured, with the
 // zero Result, when a key, skip, cost or limiter function panicked). A
-// panic in it is recovered and ignored.
+// panic in it is recovered and logged (kind shadow_func_panic), and the
+// request goes on.
 type ShadowFunc func(r *Request, res slidelog.Result, err error)
 
 // DefaultIPv6Prefix is the prefix length by which client IPv6 addresses

@@ -277,3 +277,40 @@ func TestNoLimiterIsLogged(t *testing.T) {
 		})
 	}
 }
+
+// A shadow function that panics is logged once per interval, with its
+// panic and stack, and every request goes on as shadow mode decided it.
+func TestShadowFuncPanicIsLogged(t *testing.T) {
+	var buf logbuf.Buffer
+	store, _ := newMemory(t)
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1), slidelog.WithName("api"),
+		slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	reports := 0
+	h, err := httplimit.New(l, httplimit.WithKeyFunc(func(*httplimit.Request) (string, error) { return "one", nil }),
+		httplimit.WithShadowMode(func(*httplimit.Request, slidelog.Result, error) {
+			reports++
+			panic("shadow func boom")
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		src := newSource("192.0.2.1:1")
+		src.route = "/users/{id}"
+		if d := h.Check(src); d.Outcome != httplimit.OutcomeNext || d.Err != nil {
+			t.Fatalf("request %d: got %v, %v, want it let through (shadow mode)", i, d.Outcome, d.Err)
+		}
+	}
+	if reports != 999 {
+		t.Fatalf("the shadow function was told of %d requests, want 999 (all but the first denied)", reports)
+	}
+	lines := buf.Lines("panic of the shadow function")
+	if len(lines) != 1 {
+		t.Fatalf("got %d records for the shadow function's panics, want 1:\n%s", len(lines), buf.String())
+	}
+	for _, want := range []string{"level=ERROR", "limiter=api", "kind=shadow_func_panic", "route=/users/{id}", "shadow func boom", "stack=", "TestShadowFuncPanicIsLogged"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("record lacks %q:\n%s", want, lines[0])
+		}
+	}
+}
