@@ -99,11 +99,13 @@ func TestStartSentinels(t *testing.T) {
 
 // With SLIDELOG_SERVER_PORTS and SLIDELOG_SENTINEL_PORTS set, servers and
 // Sentinels started without a port take one in those ranges (the ones
-// set for the run, or else 20 free ports in a row from 40000 and 41000);
-// a range that is not one fails the start.
+// set for the run, or else 20 free ports in a row from 21000 and 23000,
+// below Linux's range of ephemeral ports, 32768-60999, where a busy test
+// run's own connections leave few runs of 20 free); a range that is not
+// one fails the start.
 func TestPortRanges(t *testing.T) {
-	lo, hi := portRange(t, redistest.EnvServerPorts, 40000)
-	slo, shi := portRange(t, redistest.EnvSentinelPorts, 41000)
+	lo, hi := portRange(t, redistest.EnvServerPorts, 21000)
+	slo, shi := portRange(t, redistest.EnvSentinelPorts, 23000)
 	for range 5 {
 		p, err := redistest.FreePort()
 		if err != nil {
@@ -142,7 +144,7 @@ func portRange(t *testing.T, env string, from int) (lo, hi int) {
 		}
 		return lo, hi
 	}
-	for p := from; p < from+1000; p += 20 {
+	for p := from; p < from+2000; p += 20 {
 		ok := true
 		for q := p; q < p+20 && ok; q++ {
 			ok = redistest.PortsFree(q) == nil
