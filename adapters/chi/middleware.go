@@ -61,7 +61,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) func(http.Handler
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := e.Check(request{r})
-			httplimit.SetHeader(w.Header(), d.Header)
+			d.SetHeader(w.Header())
 			switch d.Outcome {
 			case httplimit.OutcomeDenied:
 				denied(w, r, d.Result)

@@ -61,7 +61,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) echo.MiddlewareFu
 		}
 		return func(c echo.Context) error {
 			d := e.Check(request{c})
-			httplimit.SetHeader(c.Response().Header(), d.Header)
+			d.SetHeader(c.Response().Header())
 			switch d.Outcome {
 			case httplimit.OutcomeDenied:
 				return denied(c, d.Result)

@@ -55,7 +55,7 @@ func Middleware(l *slidelog.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	refund := e.RefundsOnServerError()
 	return func(c *gin.Context) {
 		d := e.Check(request{c})
-		httplimit.SetHeader(c.Writer.Header(), d.Header)
+		d.SetHeader(c.Writer.Header())
 		switch d.Outcome {
 		case httplimit.OutcomeDenied:
 			denied(c, d.Result)

@@ -81,9 +81,10 @@
 // # Writing an adapter
 //
 // An adapter presents its framework's request as an Incoming, calls
-// Engine.Check, sets Decision.Header, and then either calls the handler
-// and Decision.Finish with its status (Decision.Serve does both, and
-// finishes a handler that panics as a 500 without recovering the panic;
+// Engine.Check, sets the response header fields (Decision.SetHeader on a
+// net/http header), and then either calls the handler and
+// Decision.Finish with its status (Decision.Serve does both, and finishes
+// a handler that panics as a 500 without recovering the panic;
 // slidelogtest.CheckPanicRefunds tests it, and
 // slidelogtest.CheckNoRefundWhenClientGone that a request whose client
 // went away is not refunded), or answers the denial or error.

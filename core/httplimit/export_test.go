@@ -15,5 +15,5 @@ func RetryAfterSeconds(d time.Duration) string { return retryAfterSeconds(d) }
 
 // RateLimitHeaders returns the rate-limit header fields of style for res.
 func RateLimitHeaders(style HeaderStyle, res slidelog.Result) []HeaderField {
-	return appendRateLimitHeaders(nil, style, res, nil)
+	return appendRateLimitHeaders(nil, style, res, nil, nil)
 }

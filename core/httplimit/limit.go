@@ -163,6 +163,7 @@ type Decision struct {
 
 	limiter *slidelog.Limiter
 	refund  bool
+	values  []string // room for SetHeader's values
 	// ctx is the request's context as Check saw it: Finish reads whether
 	// the client went away from it, not from the context a middleware
 	// inside the limiter may have put on the request since (echo's
@@ -179,6 +180,11 @@ type Decision struct {
 type requestAlloc struct {
 	r      Request
 	fields [3]HeaderField
+	// values holds the header values SetHeader stores, and text the bytes
+	// of the RateLimit value when they fit: Decision.SetHeader then
+	// allocates nothing of its own.
+	values [3]string
+	text   [48]byte
 }
 
 // Check decides one request. It never blocks on anything but the store,
@@ -222,6 +228,7 @@ func (e *Engine) check(src Incoming, d *Decision) {
 	a := &requestAlloc{r: Request{Incoming: src, ip: &e.cfg.ip}}
 	r := &a.r
 	d.Request = r
+	d.values = a.values[:]
 	var at progress // starts at the skip function
 	defer func() {
 		if p := recover(); p != nil {
@@ -244,9 +251,9 @@ func (e *Engine) check(src Incoming, d *Decision) {
 		d.Outcome = OutcomeError
 	case !d.Result.Allowed:
 		d.Outcome = OutcomeDenied
-		d.Header = appendHeaderFields(a.fields[:0], e.cfg.headers, d.Result, &e.texts) // Retry-After last
+		d.Header = appendHeaderFields(a.fields[:0], e.cfg.headers, d.Result, &e.texts, a.text[:]) // Retry-After last
 	default:
-		d.Header = appendHeaderFields(a.fields[:0], e.cfg.headers, d.Result, &e.texts)
+		d.Header = appendHeaderFields(a.fields[:0], e.cfg.headers, d.Result, &e.texts, a.text[:])
 		d.refund = e.cfg.refund
 		if d.refund {
 			d.ctx = r.Context()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	slidelog "github.com/slidelog/slidelog/core"
 )
@@ -89,14 +90,14 @@ type HeaderField struct {
 //		return
 //	}
 func HeaderFields(style HeaderStyle, res slidelog.Result) []HeaderField {
-	return appendHeaderFields(nil, style, res, nil)
+	return appendHeaderFields(nil, style, res, nil, nil)
 }
 
 // appendHeaderFields appends HeaderFields(style, res) to h, with the
 // RateLimit-Policy value of res's policies taken from texts when it holds
 // them (texts may be nil).
-func appendHeaderFields(h []HeaderField, style HeaderStyle, res slidelog.Result, texts *policyTexts) []HeaderField {
-	h = appendRateLimitHeaders(h, style, res, texts)
+func appendHeaderFields(h []HeaderField, style HeaderStyle, res slidelog.Result, texts *policyTexts, room []byte) []HeaderField {
+	h = appendRateLimitHeaders(h, style, res, texts, room)
 	if !res.Allowed {
 		h = append(h, HeaderField{Name: "Retry-After", Value: retryAfterSeconds(res.RetryAfter)})
 	}
@@ -126,7 +127,7 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	_, _ = w.Write(p.JSON())
 }
 
-func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Result, texts *policyTexts) []HeaderField {
+func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Result, texts *policyTexts, room []byte) []HeaderField {
 	switch style {
 	case HeadersIETF:
 		states := res.States()
@@ -151,7 +152,7 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 			b = append(b, ";t="...)
 			b = strconv.AppendInt(b, ceilSeconds(p.ResetAfter), 10)
 		}
-		return append(h, HeaderField{Name: "RateLimit", Value: string(b), Append: true})
+		return append(h, HeaderField{Name: "RateLimit", Value: text(b, room), Append: true})
 	case HeadersLegacy:
 		if res.Unchecked() {
 			return append(h, HeaderField{Name: "X-RateLimit-Limit", Value: strconv.Itoa(res.Limit)})
@@ -162,6 +163,16 @@ func appendRateLimitHeaders(h []HeaderField, style HeaderStyle, res slidelog.Res
 			HeaderField{Name: "X-RateLimit-Reset", Value: strconv.FormatInt(ceilSeconds(res.ResetAfter), 10)})
 	}
 	return h
+}
+
+// text returns b as a string, stored in room when it fits: room's bytes
+// are never written again (Check sets aside room for one request).
+func text(b, room []byte) string {
+	if len(b) == 0 || len(b) > len(room) {
+		return string(b)
+	}
+	n := copy(room, b)
+	return unsafe.String(&room[0], n)
 }
 
 // policyText is what the RateLimit headers say of a list of policies
@@ -404,11 +415,29 @@ func ErrorProblem(err error) Problem {
 // and so on: the first not yet listed), in RateLimit-Policy and RateLimit
 // alike, so that each name in the response names one policy.
 func SetHeader(h http.Header, fields []HeaderField) {
+	setHeader(h, fields, nil)
+}
+
+// SetHeader applies d.Header to h as SetHeader(h, d.Header) does, in the
+// room Check set aside for it: it allocates nothing of its own.
+func (d *Decision) SetHeader(h http.Header) {
+	setHeader(h, d.Header, d.values)
+}
+
+// setHeader is SetHeader, storing the values in room when it has space
+// for them.
+func setHeader(h http.Header, fields []HeaderField, room []string) {
+	if len(fields) == 0 {
+		return
+	}
 	if listed := h[keyRateLimitPolicy]; len(listed) > 0 {
 		fields = DistinctPolicyNames(fields, listed)
 	}
-	// As h.Add and h.Set, with one allocation for every new value.
-	values := make([]string, len(fields))
+	// As h.Add and h.Set, with at most one allocation for every new value.
+	values := room
+	if len(values) < len(fields) {
+		values = make([]string, len(fields))
+	}
 	for i, f := range fields {
 		key := canonicalKey(f.Name)
 		if f.Append && len(h[key]) > 0 {

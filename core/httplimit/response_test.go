@@ -255,3 +255,66 @@ func TestNewRefusesPolicyNamesHeadersCannotCarry(t *testing.T) {
 		t.Errorf(`IETF headers, policy "say \"hi\" \\o/": %v, want no error`, err)
 	}
 }
+
+// TestDecisionSetHeader: Decision.SetHeader sets what SetHeader sets, in
+// the room Check set aside, so that it allocates nothing; the values it
+// stores do not share room that a later Add could overwrite; and a value
+// too long for the room (many policies) is still whole.
+func TestDecisionSetHeader(t *testing.T) {
+	store := memstore.New()
+	t.Cleanup(func() { _ = store.Close() })
+	one := slidelog.MustNew(store, slidelog.Policy{Name: "per-minute", Limit: 1000, Window: time.Minute})
+	t.Cleanup(func() { _ = one.Close() })
+	many := slidelog.MustNew(store,
+		slidelog.Policy{Name: "a-rather-long-policy-name-1", Limit: 1000, Window: time.Minute},
+		slidelog.WithPolicy(slidelog.Policy{Name: "a-rather-long-policy-name-2", Limit: 100000, Window: time.Hour}))
+	t.Cleanup(func() { _ = many.Close() })
+	for _, l := range []*slidelog.Limiter{one, many} {
+		e, err := httplimit.New(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := newSource("198.51.100.7:4000")
+		for _, deny := range []bool{false, true} {
+			d := e.Check(src)
+			if deny { // a denial has three fields
+				d.Result = slidelog.NewResult([]slidelog.PolicyResult{{Policy: l.Policies()[0], RetryAfter: time.Second}}, memstore.Source)
+				d.Header = httplimit.HeaderFields(httplimit.HeadersIETF, d.Result)
+			}
+			if fresh := httplimit.HeaderFields(httplimit.HeadersIETF, d.Result); !reflect.DeepEqual(d.Header, fresh) {
+				t.Errorf("Decision.Header %+v, HeaderFields %+v", d.Header, fresh)
+			}
+			got, want := http.Header{}, http.Header{}
+			d.SetHeader(got)
+			httplimit.SetHeader(want, d.Header)
+			if !reflect.DeepEqual(got, want) || len(got) < 2 {
+				t.Errorf("Decision.SetHeader set %v; SetHeader sets %v", got, want)
+			}
+			set := got.Clone()
+			got.Add("RateLimit-Policy", "x")
+			got.Add("RateLimit", "y")
+			for _, name := range []string{"RateLimit-Policy", "RateLimit"} {
+				if g, w := got.Values(name), append(set.Values(name), map[string]string{"RateLimit-Policy": "x", "RateLimit": "y"}[name]); !reflect.DeepEqual(g, w) {
+					t.Errorf("after Add: %s is %q, want %q", name, g, w)
+				}
+			}
+		}
+		h := make(http.Header, 8)
+		checkOnly := testing.AllocsPerRun(100, func() { _ = e.Check(src) })
+		withSet := testing.AllocsPerRun(100, func() {
+			clear(h)
+			e.Check(src).SetHeader(h)
+		})
+		withFunc := testing.AllocsPerRun(100, func() {
+			clear(h)
+			d := e.Check(src)
+			httplimit.SetHeader(h, d.Header)
+		})
+		if l == one && withSet != checkOnly {
+			t.Errorf("Check with Decision.SetHeader: %v allocations, Check alone %v: want none more", withSet, checkOnly)
+		}
+		if withFunc <= withSet {
+			t.Errorf("SetHeader: %v allocations, Decision.SetHeader %v: the test cannot tell them apart", withFunc, withSet)
+		}
+	}
+}
