@@ -418,10 +418,14 @@ func SetHeader(h http.Header, fields []HeaderField) {
 	setHeader(h, fields, nil)
 }
 
-// SetHeader applies d.Header to h as SetHeader(h, d.Header) does, in the
-// room Check set aside for it: it allocates nothing of its own.
+// SetHeader applies d.Header to h as SetHeader(h, d.Header) does. The
+// first call stores the values in the room Check set aside for them, and
+// so allocates nothing of its own; a later call allocates as SetHeader
+// does, leaving the values it stored first as they are.
 func (d *Decision) SetHeader(h http.Header) {
-	setHeader(h, d.Header, d.values)
+	room := d.values
+	d.values = nil
+	setHeader(h, d.Header, room)
 }
 
 // setHeader is SetHeader, storing the values in room when it has space

@@ -290,7 +290,14 @@ func TestDecisionSetHeader(t *testing.T) {
 			if !reflect.DeepEqual(got, want) || len(got) < 2 {
 				t.Errorf("Decision.SetHeader set %v; SetHeader sets %v", got, want)
 			}
+			// A second call, on a header that lists the policy already,
+			// renames it there and leaves the first header as it was.
 			set := got.Clone()
+			other := http.Header{"Ratelimit-Policy": {d.Header[0].Value}}
+			d.SetHeader(other)
+			if !reflect.DeepEqual(got, set) || len(other.Values("RateLimit")) != 1 || other.Get("RateLimit") == got.Get("RateLimit") {
+				t.Errorf("a second Decision.SetHeader made %v of the first header %v, and set %v", got, set, other)
+			}
 			got.Add("RateLimit-Policy", "x")
 			got.Add("RateLimit", "y")
 			for _, name := range []string{"RateLimit-Policy", "RateLimit"} {
