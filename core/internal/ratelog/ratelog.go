@@ -7,12 +7,16 @@
 package ratelog
 
 import (
+	"context"
+	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 )
 
-// Every says when to log one kind of event. It takes no lock: events on
-// many goroutines (every decision of a failing node, every request of a
+// Every says when to log one kind of event (Note), or logs it (Log, and
+// LogPanic for a recovered panic). It takes no lock: events on many
+// goroutines (every decision of a failing node, every request of a
 // misconfigured route) must not queue on one another. The zero Every has
 // logged nothing and is ready to use.
 type Every struct {
@@ -33,4 +37,29 @@ func (e *Every) Note(now time.Time, interval time.Duration) (n int64, ok bool) {
 		return 0, false
 	}
 	return e.events.Swap(0), true
+}
+
+// Log counts one event at now and, if Note says to, logs a record of it
+// to logger at level, with msg and the attributes that attrs returns
+// given n, the number of events since the previous record. attrs is
+// called only when a record is logged. Log never panics: an attrs or a
+// logger that panics loses the record, not the caller's work.
+func (e *Every) Log(now time.Time, interval time.Duration, logger *slog.Logger, level slog.Level, msg string, attrs func(n int64) []slog.Attr) {
+	n, ok := e.Note(now, interval)
+	if !ok {
+		return
+	}
+	defer func() { _ = recover() }()
+	logger.LogAttrs(context.Background(), level, msg, attrs(n)...)
+}
+
+// LogPanic is Log at ERROR of p, a panic recovered by the deferred call
+// that LogPanic runs in: after the attributes that attrs returns, the
+// record has "panic" with p and "stack" with the stack of the goroutine
+// that panicked, which LogPanic reads there, while the frames that
+// panicked are still on it.
+func (e *Every) LogPanic(now time.Time, interval time.Duration, logger *slog.Logger, msg string, p any, attrs func(n int64) []slog.Attr) {
+	e.Log(now, interval, logger, slog.LevelError, msg, func(n int64) []slog.Attr {
+		return append(attrs(n), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+	})
 }
