@@ -1,9 +1,7 @@
 package slidelog
 
 import (
-	"context"
 	"log/slog"
-	"runtime/debug"
 	"time"
 )
 
@@ -40,12 +38,8 @@ func (l *Limiter) recovered(site panicSite) {
 // per site, with the number of panics since the previous record. It never
 // panics: a logger that panics loses the record.
 func (l *Limiter) logPanic(site panicSite, p any) {
-	n, ok := l.panicLog[site].Note(time.Now(), panicLogEvery)
-	if !ok {
-		return
-	}
-	defer func() { _ = recover() }()
-	l.logger.LogAttrs(context.Background(), slog.LevelError, "slidelog: recovered a panic; the limiter goes on",
-		slog.String("limiter", l.name), slog.String("in", panicSites[site]), slog.Int64("panics", n),
-		slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+	l.panicLog[site].LogPanic(time.Now(), panicLogEvery, l.logger, "slidelog: recovered a panic; the limiter goes on", p,
+		func(n int64) []slog.Attr {
+			return []slog.Attr{slog.String("limiter", l.name), slog.String("in", panicSites[site]), slog.Int64("panics", n)}
+		})
 }

@@ -1,11 +1,9 @@
 package redisstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"github.com/slidelog/slidelog/core/internal/ratelog"
@@ -46,14 +44,10 @@ func (l *panicLog) log(site panicSite, p any) {
 	if l == nil {
 		return
 	}
-	n, ok := l.every[site].Note(time.Now(), panicLogEvery)
-	if !ok {
-		return
-	}
-	defer func() { _ = recover() }()
-	l.logger.LogAttrs(context.Background(), slog.LevelError, "redisstore: recovered a panic; the store goes on",
-		slog.String("in", panicSites[site]), slog.Int64("panics", n),
-		slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+	l.every[site].LogPanic(time.Now(), panicLogEvery, l.logger, "redisstore: recovered a panic; the store goes on", p,
+		func(n int64) []slog.Attr {
+			return []slog.Attr{slog.String("in", panicSites[site]), slog.Int64("panics", n)}
+		})
 }
 
 // errPanicked is the error of a call whose round trip, or write-back,
