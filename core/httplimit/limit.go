@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -31,7 +30,8 @@ type Engine struct {
 	cfg     config
 	// texts renders the RateLimit-Policy value once per set of policies.
 	texts policyTexts
-	// logs says when each kind of problem was last logged (logProblem).
+	// logs says when each kind of problem was last logged (logProblem,
+	// logPanic).
 	logs [numProblems]ratelog.Every
 }
 
@@ -233,7 +233,7 @@ func (e *Engine) check(src Incoming, d *Decision) {
 	defer func() {
 		if p := recover(); p != nil {
 			*d = Decision{Request: r, Outcome: OutcomeError, Err: fmt.Errorf("%w: panic: %v", ErrMisconfigured, p)}
-			e.logPanic(r, &at, p)
+			e.logPanic("slidelog: httplimit recovered a panic; no decision for the request", at.step, r, at.limiter, p)
 			if e.cfg.shadow {
 				d.Outcome = OutcomeNext
 				e.report(r, slidelog.Result{}, d.Err)
@@ -277,10 +277,8 @@ func (e *Engine) report(r *Request, res slidelog.Result, err error) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			e.logProblem(slog.LevelError, "slidelog: httplimit recovered a panic of the shadow function; the request goes on as decided",
-				panicShadowFunc, r, nil, func() []slog.Attr {
-					return []slog.Attr{slog.Any("panic", p), slog.String("stack", string(debug.Stack()))}
-				})
+			e.logPanic("slidelog: httplimit recovered a panic of the shadow function; the request goes on as decided",
+				panicShadowFunc, r, nil, p)
 		}
 	}()
 	e.cfg.shadowFunc(r, res, err)
@@ -325,7 +323,7 @@ func (e *Engine) decide(r *Request, at *progress) (slidelog.Result, *slidelog.Li
 }
 
 // problem is a kind of problem of the server's own setup that an Engine
-// sees only at run time, and logs (logProblem): a function that
+// sees only at run time, and logs (logProblem, logPanic): a function that
 // panicked, a key function's error, or no limiter for a request.
 type problem uint8
 
@@ -359,20 +357,19 @@ type progress struct {
 // problem: the interval of the limiter's own failure-mode records.
 const problemLogEvery = 10 * time.Second
 
-// logPanic logs p, a panic recovered while check was at at, with the
-// stack that panicked.
-func (e *Engine) logPanic(r *Request, at *progress, p any) {
-	e.logProblem(slog.LevelError, "slidelog: httplimit recovered a panic; no decision for the request",
-		at.step, r, at.limiter, func() []slog.Attr {
-			return []slog.Attr{slog.Any("panic", p), slog.String("stack", string(debug.Stack()))}
-		})
+// logPanic logs msg for p, a panic of kind k recovered on r (logPanic
+// runs in the deferred call that recovered it), as logProblem does, at
+// ERROR, adding the panic's value and the stack that panicked.
+func (e *Engine) logPanic(msg string, k problem, r *Request, l *slidelog.Limiter, p any) {
+	logger, attrs := e.problemRecord(k, r, l)
+	e.logs[k].LogPanic(time.Now(), problemLogEvery, logger, msg, p, attrs)
 }
 
 // logKeyError logs err, the error of the key function, which does not
 // wrap slidelog.ErrInvalidKey (not the client's fault).
 func (e *Engine) logKeyError(r *Request, l *slidelog.Limiter, err error) {
 	e.logProblem(slog.LevelWarn, "slidelog: httplimit key function failed; no decision for the request",
-		keyFuncError, r, l, func() []slog.Attr { return []slog.Attr{slog.Any("error", err)} })
+		keyFuncError, r, l, slog.Any("error", err))
 }
 
 // logNoLimiter logs that the limiter function chose no limiter for r,
@@ -381,22 +378,30 @@ func (e *Engine) logKeyError(r *Request, l *slidelog.Limiter, err error) {
 // says so.
 func (e *Engine) logNoLimiter(r *Request) {
 	e.logProblem(slog.LevelError, "slidelog: httplimit limiter function chose no limiter, and the middleware has none; no decision for the request",
-		noLimiter, r, nil, func() []slog.Attr { return nil })
+		noLimiter, r, nil)
 }
 
 // logProblem logs msg for a problem of kind k met on r, at most once per
 // problemLogEvery per kind: to the logger of l (or of the Engine's
 // limiter; slog.Default() without one), with the limiter's name, the
 // kind, the request's route pattern and method, the number of requests
-// since the previous record, and what more returns. more is called only
-// when a record is logged. It never panics: a logger, or an Incoming,
-// that panics loses the record, not the request.
-func (e *Engine) logProblem(level slog.Level, msg string, k problem, r *Request, l *slidelog.Limiter, more func() []slog.Attr) {
-	n, ok := e.logs[k].Note(time.Now(), problemLogEvery)
-	if !ok {
-		return
-	}
-	defer func() { _ = recover() }()
+// since the previous record, and more. It never panics: a logger, or an
+// Incoming, that panics loses the record, not the request.
+func (e *Engine) logProblem(level slog.Level, msg string, k problem, r *Request, l *slidelog.Limiter, more ...slog.Attr) {
+	logger, attrs := e.problemRecord(k, r, l)
+	e.logs[k].Log(time.Now(), problemLogEvery, logger, level, msg, func(n int64) []slog.Attr {
+		return append(attrs(n), more...)
+	})
+}
+
+// problemRecord returns the logger of a record of a problem of kind k met
+// on r (that of l, or of the Engine's limiter; slog.Default() without
+// one), and its attributes given n, the number of requests since the
+// previous record: the limiter's name, the kind, the request's route
+// pattern and method, and n. The attributes ask r's Incoming, which may
+// panic: call them only where a panic loses the record (ratelog.Every's
+// Log).
+func (e *Engine) problemRecord(k problem, r *Request, l *slidelog.Limiter) (*slog.Logger, func(n int64) []slog.Attr) {
 	if l == nil {
 		l = e.limiter
 	}
@@ -404,16 +409,16 @@ func (e *Engine) logProblem(level slog.Level, msg string, k problem, r *Request,
 	if l != nil {
 		logger, name = l.Logger(), l.Name()
 	}
-	attrs := []slog.Attr{slog.String("limiter", name), slog.String("kind", problemKinds[k])}
-	if r.Incoming != nil {
-		// The route is what the adapter routes on: the router's pattern
-		// where the framework has one (gRPC and connect: the procedure,
-		// which a client may make up before connect-go routes it).
-		attrs = append(attrs, slog.String("route", r.Route()), slog.String("method", r.Method()))
+	return logger, func(n int64) []slog.Attr {
+		attrs := []slog.Attr{slog.String("limiter", name), slog.String("kind", problemKinds[k])}
+		if r.Incoming != nil {
+			// The route is what the adapter routes on: the router's pattern
+			// where the framework has one (gRPC and connect: the procedure,
+			// which a client may make up before connect-go routes it).
+			attrs = append(attrs, slog.String("route", r.Route()), slog.String("method", r.Method()))
+		}
+		return append(attrs, slog.Int64("requests", n))
 	}
-	attrs = append(attrs, slog.Int64("requests", n))
-	attrs = append(attrs, more()...)
-	logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
 // Finish completes a decision once the handler has answered with status.
