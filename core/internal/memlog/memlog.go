@@ -97,9 +97,6 @@ type Clock interface{ Now() int64 }
 // to req.ID, which a refund then names.
 func (t *Table) Take(clock Clock, req *Request, policies []window.Policy, out []window.State) (window.Decision, int64) {
 	l := t.lockOrAdd(&logKey{req.Namespace, req.Key}, clock)
-	// A store, unlike a load, does not hold up the clock read that
-	// follows, so the line an admission writes arrives meanwhile.
-	l.w.Warm()
 	now := clock.Now()
 	if req.ID == 0 {
 		req.ID = l.w.NewID()

@@ -75,17 +75,6 @@ type Decision struct {
 	Steady int64
 }
 
-// Warm writes the exact ring's next free slot, which an admission
-// writes, so that the cache line is fetched while the decision reads the
-// clock: the slot is outside the log's entries, and is written only when
-// the ring has room.
-func (l *Log) Warm() {
-	x := &l.exact
-	if x.tail-x.head < len(x.ring) {
-		x.get(x.tail).at = 0
-	}
-}
-
 // NewID returns a request ID for an admission on l: unique among the IDs
 // l has given, never 0. A log's IDs run on from a random start, so that
 // those of two logs (another identity's, or the next log of the same

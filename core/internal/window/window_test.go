@@ -219,9 +219,6 @@ func TestAgainstModel(t *testing.T) {
 			case 1, 2:
 				now += r.Int64N(3_000)
 			}
-			if r.IntN(2) == 0 {
-				l.Warm() // as memlog does before a Take; it changes no answer
-			}
 			switch op := r.IntN(10); {
 			case op < 7:
 				cost := 1 + r.Int64N(minLimit)
