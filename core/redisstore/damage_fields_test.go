@@ -64,6 +64,16 @@ func TestDamagedFieldsAreRepaired(t *testing.T) {
 		{"stateStrayCut", exact, 2, state, "cjunk", "5", false},
 		{"costGarbage", exact, 2, costs, "*", "garbage", false},
 		{"costZero", exact, 2, costs, "*", "0", false},
+		// Numbers the script never writes in the fields of a time or a
+		// retention: Lua reads "inf" and "nan" as numbers, and an expiry
+		// computed from one fails the script on every call.
+		{"stateRinf", exact, 2, state, "r", "inf", false},
+		{"stateRhuge", exact, 2, state, "r", "1e300", false},
+		{"stateRUnan", exact, 2, state, "ru", "nan", false},
+		{"stateHinf", exact, 2, state, "h", "inf", false},
+		{"stateHnan", exact, 2, state, "h", "nan", false},
+		{"bucketXnan", bucketed, 1, bkt, "x", "nan", false},
+		{"bucketXinf", bucketed, 1, bkt, "x", "inf", false},
 	}
 	for _, topo := range []struct {
 		name   string

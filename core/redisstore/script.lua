@@ -210,8 +210,12 @@ if nsers > 0 then
   end
   fields[#fields + 1] = 'x'
   local meta = redis.call('HMGET', bkt, unpack(fields))
-  bxold = tonumber(meta[#meta])
+  bxold = whole(meta[#meta])
   bx = bxold
+  if meta[#meta] and not bxold then
+    -- An expiry the script never writes ("inf", "nan"): bsave writes it anew.
+    sers[1].dirty, repaired = true, true
+  end
   for j = 1, nsers do
     local sr = sers[j]
     local f = bucket(now - sr.w, sr.p)
@@ -531,7 +535,15 @@ if nexact > 0 then
     -- costs that are left.
     weighted = st['k'] ~= nil or (next(st) == nil and not nolog and (xlog ~= nil or redis.call('EXISTS', costs) == 1))
     if weighted and not st['k'] then out[#out + 1], out[#out + 2] = 'k', '1' end
-    if tonumber(st['h']) and tonumber(st['h']) > now then hold = tonumber(st['h']) end
+    -- A hold, a retention and its mark are whole numbers (whole): one the
+    -- script never writes ("inf", "nan", 1e300) would make an expiry no
+    -- command takes. A damaged hold is dropped, a damaged mark rewritten.
+    local h = whole(st['h'])
+    if st['h'] and not h then
+      h, repaired = 0, true
+      out[#out + 1], out[#out + 2] = 'h', '0'
+    end
+    if h and h > now then hold = h end
     if foreign and at_(xlog) > hold then
       -- Keep every entry until the other limiter's expiry, as its
       -- retention mark would.
@@ -544,7 +556,8 @@ if nexact > 0 then
   --    it was last seen within its window (and a quarter more, so that its
   --    mark is not rewritten on every call). A plain log has one retention.
   if special then
-    local r, ru = tonumber(st['r']), tonumber(st['ru'])
+    local r, ru = whole(st['r']), whole(st['ru'])
+    if (st['r'] and not r) or (st['ru'] and not ru) then repaired = true end
     if r and ru and ru > now and r > longest then
       retention = r
     elseif r ~= longest or not ru or ru < now + longest then
