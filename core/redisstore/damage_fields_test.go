@@ -74,6 +74,9 @@ func TestDamagedFieldsAreRepaired(t *testing.T) {
 		{"stateHnan", exact, 2, state, "h", "nan", false},
 		{"bucketXnan", bucketed, 1, bkt, "x", "nan", false},
 		{"bucketXinf", bucketed, 1, bkt, "x", "inf", false},
+		// The mark that sums are kept, deleted beside its sums: every
+		// entry would count 1 whatever its cost.
+		{"stateKdeleted", exact, 2, state, "k", "", false},
 	}
 	for _, topo := range []struct {
 		name   string

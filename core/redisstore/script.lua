@@ -534,6 +534,13 @@ if nexact > 0 then
     -- special log that lost its state is rebuilt as weighted, from the
     -- costs that are left.
     weighted = st['k'] ~= nil or (next(st) == nil and not nolog and (xlog ~= nil or redis.call('EXISTS', costs) == 1))
+    if not weighted then
+      -- Sums are kept only once 'k' is set: a state with a sum but no 'k'
+      -- lost it (a stray HDEL), and its costs count again.
+      for f in pairs(st) do
+        if string.sub(f, 1, 1) == 's' then weighted, repaired = true, true break end
+      end
+    end
     if weighted and not st['k'] then out[#out + 1], out[#out + 2] = 'k', '1' end
     -- A hold, a retention and its mark are whole numbers (whole): one the
     -- script never writes ("inf", "nan", 1e300) would make an expiry no
