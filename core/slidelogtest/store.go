@@ -630,6 +630,20 @@ var storeCases = []struct {
 		}
 		e.check(t, l, "r", 1, want{allowed: true, remaining: 4, resetAfter: time.Minute})
 	}},
+	{"KeptAdmissionsKeepTheirName", func(t *testing.T, e *storeEnv) {
+		// A kept admission belongs to its name and key: a decision of
+		// the same key under another name neither counts it nor writes
+		// it, and forgetting an ID under that other name keeps it.
+		k := e.keeper(t)
+		p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Minute}
+		api := e.limiter(t, p, slidelog.WithName("api"))
+		web := e.limiter(t, p, slidelog.WithName("web"))
+		k.Keep(slidelog.Request{Namespace: api.Name(), Key: "k", Cost: 5, Policies: api.Policies(), ID: 7}, e.clock.Now())
+		e.check(t, web, "k", 1, want{allowed: true, remaining: 4, resetAfter: time.Minute})
+		k.Forget(slidelog.Request{Namespace: web.Name(), Key: "k", ID: 7})
+		e.check(t, api, "k", 1, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
+		e.check(t, web, "k", 4, want{allowed: true, remaining: 0, resetAfter: time.Minute})
+	}},
 	{"RecordIsIdempotentWithTake", func(t *testing.T, e *storeEnv) {
 		rec := e.recorder(t)
 		ps := []slidelog.Policy{{Name: "p", Limit: 4, Window: time.Second}}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +26,82 @@ type (
 	// silentWithoutRetries says nothing of itself, so it is remote, but
 	// counts a resent Take twice.
 	silentWithoutRetries struct{ m *memstore.Store }
+	// keyOnlyKeeper keeps admissions by key alone, and writes them into
+	// the log of the next decision of that key, whatever its name.
+	keyOnlyKeeper struct {
+		*memstore.Store
+		mu   sync.Mutex
+		kept map[string][]keptAt
+	}
+	keptAt struct {
+		req slidelog.Request
+		at  time.Time
+	}
 )
+
+func (s *keyOnlyKeeper) Keep(req slidelog.Request, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kept[req.Key] = append(s.kept[req.Key], keptAt{req, at})
+}
+
+func (s *keyOnlyKeeper) Forget(req slidelog.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var left []keptAt
+	for _, k := range s.kept[req.Key] {
+		if k.req.ID != req.ID {
+			left = append(left, k)
+		}
+	}
+	s.kept[req.Key] = left
+}
+
+func (s *keyOnlyKeeper) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	s.mu.Lock()
+	kept := s.kept[req.Key]
+	delete(s.kept, req.Key)
+	s.mu.Unlock()
+	for _, k := range kept {
+		k.req.Namespace, k.req.Policies = req.Namespace, req.Policies
+		if err := s.Record(ctx, k.req, k.at); err != nil {
+			return slidelog.Result{}, err
+		}
+	}
+	return s.Store.Take(ctx, req)
+}
+
+func (s *keyOnlyKeeper) Reset(ctx context.Context, req slidelog.Request) error {
+	s.mu.Lock()
+	delete(s.kept, req.Key)
+	s.mu.Unlock()
+	return s.Store.Reset(ctx, req)
+}
+
+func (s *keyOnlyKeeper) WriteBack(ctx context.Context) (written, left int) {
+	s.mu.Lock()
+	all := s.kept
+	s.kept = map[string][]keptAt{}
+	s.mu.Unlock()
+	for _, ks := range all {
+		for _, k := range ks {
+			if s.Record(ctx, k.req, k.at) == nil {
+				written++
+			}
+		}
+	}
+	return written, 0
+}
+
+func (s *keyOnlyKeeper) Unwritten() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ks := range s.kept {
+		n += len(ks)
+	}
+	return n
+}
 
 func (s peekRecords) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
 	return s.Take(ctx, req)
@@ -85,6 +161,9 @@ var brokenStores = map[string]struct {
 	"bareResult":           {"LimitReachedExactly", func(m *memstore.Store) slidelog.Store { return &bareResult{m} }},
 	"joinedKeys":           {"NamesAndKeysDoNotCollide", func(m *memstore.Store) slidelog.Store { return &joinedKeys{m} }},
 	"silentWithoutRetries": {"RetriedCallIsCountedOnce", func(m *memstore.Store) slidelog.Store { return &silentWithoutRetries{m} }},
+	"keyOnlyKeeper": {"KeptAdmissionsKeepTheirName", func(m *memstore.Store) slidelog.Store {
+		return &keyOnlyKeeper{Store: m, kept: map[string][]keptAt{}}
+	}},
 }
 
 // The store suite refuses a broken store: each runs the check that must
