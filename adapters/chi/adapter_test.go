@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	chimw "github.com/go-chi/chi/v5/middleware"
 	slidechi "github.com/slidelog/slidelog/adapters/chi"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
@@ -81,6 +82,36 @@ func TestKeyByRouteGlobal(t *testing.T) {
 	got := store.Identities()
 	if len(got) != 2 || got["r:/users/{id}"] != 2 || got["r:/api/teams/{id}"] != 2 {
 		t.Errorf("identities: got %v, want r:/users/{id} and r:/api/teams/{id} twice, none for the unrouted request", got)
+	}
+}
+
+// Behind chi's own path-rewriting middleware (StripSlashes, CleanPath)
+// under r.Use, chi routes on the route context's RoutePath, and so does
+// ByRoute: "/users/2/" and "//users/3" are served by /users/{id} and
+// spend its budget, never a 400 nor, under FirstOf, a budget of their
+// own per client.
+func TestKeyByRouteRewrittenPath(t *testing.T) {
+	for name, rewrite := range map[string]func(http.Handler) http.Handler{"StripSlashes": chimw.StripSlashes, "CleanPath": chimw.CleanPath} {
+		t.Run(name, func(t *testing.T) {
+			store := slidelogtest.NewCountingStore(memstore.New())
+			l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
+			r := chi.NewRouter()
+			r.Use(rewrite)
+			r.Use(slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByRoute(), httplimit.ByClientIP()))))
+			r.Get("/users/{id}", func(http.ResponseWriter, *http.Request) {})
+			give := map[string]string{"StripSlashes": "/users/2/", "CleanPath": "//users/2"}[name]
+			for _, tt := range []struct {
+				give string
+				want int
+			}{{"/users/1", 200}, {give, 429}} {
+				if got := serve(r, tt.give, "192.0.2.1:1").Code; got != tt.want {
+					t.Errorf("GET %s: got %d, want %d", tt.give, got, tt.want)
+				}
+			}
+			if got := store.Identities(); len(got) != 1 || got["r:/users/{id}"] != 2 {
+				t.Errorf("identities: got %v, want only r:/users/{id}, twice", got)
+			}
+		})
 	}
 }
 

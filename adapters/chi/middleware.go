@@ -125,9 +125,13 @@ func (r request) Path() string {
 
 // Route asks chi's root router which pattern the request matches, since
 // middleware added with r.Use runs before chi has routed the request.
-// Outside chi it is the pattern http.ServeMux matched (Request.Pattern),
-// "" until a mux has routed the request. Each call looks the pattern up
-// (key functions call it once per request).
+// It looks up the path the root router routes on: before it has routed,
+// the route context's RoutePath when middleware in front (chi's
+// middleware.StripSlashes, middleware.CleanPath) rewrote it, as for
+// Path; otherwise the escaped path as received. Outside chi it is the
+// pattern http.ServeMux matched (Request.Pattern), "" until a mux has
+// routed the request. Each call looks the pattern up (key functions call
+// it once per request).
 func (r request) Route() string {
 	rctx := chi.RouteContext(r.r.Context())
 	if rctx == nil || rctx.Routes == nil {
@@ -136,6 +140,13 @@ func (r request) Route() string {
 	path := r.r.URL.RawPath
 	if path == "" {
 		path = r.r.URL.Path
+	}
+	if rctx.RoutePath != "" && len(rctx.RoutePatterns) == 0 {
+		// Not routed yet: the root router will route on RoutePath. Once
+		// a router has routed, RoutePath may be only what a mounted
+		// router has left to route, so the path as received is looked
+		// up, as before.
+		path = rctx.RoutePath
 	}
 	return rctx.Routes.Find(chi.NewRouteContext(), r.r.Method, path)
 }
