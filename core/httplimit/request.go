@@ -206,8 +206,9 @@ func (r *Request) HeaderValue(name string) string {
 // ClientIP.Header that is not listed in ClientIP.TrustedProxies. Ports
 // and zones are dropped and IPv4-mapped IPv6 addresses become IPv4. The
 // error wraps slidelog.ErrInvalidKey when the socket address is not an IP
-// address (and, with ClientIP.UnixSocketProxy and a peer on a Unix
-// socket, the header names none).
+// address, and for a peer on a Unix socket, whose address is a path its
+// client chose (unless ClientIP.UnixSocketProxy, and the header names
+// the client).
 func (r *Request) ClientIP() (netip.Addr, error) {
 	if r == nil {
 		return netip.Addr{}, errNoClientAddr
@@ -216,8 +217,11 @@ func (r *Request) ClientIP() (netip.Addr, error) {
 		r.ip = defaultIP
 	}
 	if !r.addrOK && r.err == nil {
+		// The network is needed without UnixSocketProxy too: a
+		// Unix-socket peer's address is a path its client chose, and
+		// may read as an IP address.
 		nw := ""
-		if r.ip.SocketProxy && r.Incoming != nil {
+		if r.Incoming != nil {
 			nw = network(r.Incoming)
 		}
 		r.addr, r.err = r.ip.ClientIP(r.RemoteAddr(), nw, r.Header)

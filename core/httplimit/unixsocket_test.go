@@ -143,3 +143,82 @@ func TestUnixSocketProxyTrustsUnixPeersOnly(t *testing.T) {
 		t.Errorf("a NetworkIncoming on unix: got %v (%v), want admitted", d.Outcome, d.Err)
 	}
 }
+
+// TestUnixPeerNamedLikeAnAddress: a Unix-socket peer's address is the
+// path its client bound its own socket to, which the client chooses. A
+// client that binds to a file named "198.51.100.7" (or after a trusted
+// proxy, "127.0.0.1") must not be keyed as that IP address, nor be
+// taken for a trusted proxy whose header it then writes: without
+// ClientIP.UnixSocketProxy, a Unix-socket peer has no client address
+// (400), whatever its socket's name.
+func TestUnixPeerNamedLikeAnAddress(t *testing.T) {
+	dir, err := os.MkdirTemp("", "slidelog-unix-") // short: a socket path is at most ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	t.Chdir(dir) // the client binds to relative names, as any local process can
+	sock := filepath.Join(dir, "app.sock")
+	for _, tt := range []struct {
+		name  string
+		opts  []httplimit.Option
+		bind  string
+		xff   string
+		wantK string
+	}{
+		{"default", nil, "198.51.100.7", "", "error"},
+		{"default, with a port", nil, "198.51.100.8:80", "", "error"},
+		{"trusted proxy's address", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})}, "127.0.0.1", "203.0.113.5", "error"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := slidelog.New(memstore.New(), slidelog.PerMinute(10), slidelog.WithDenyCache(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			e, err := httplimit.New(l, tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := make(chan string, 1)
+			_ = os.Remove(sock)
+			ln, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				d := e.Check(httpSource{r})
+				key := "error"
+				if d.Outcome != httplimit.OutcomeError {
+					key, _ = httplimit.ByClientIP()(d.Request)
+				} else if !errors.Is(d.Err, slidelog.ErrInvalidKey) {
+					key = "error: " + d.Err.Error()
+				}
+				keys <- key
+			}), ReadHeaderTimeout: 10 * time.Second}
+			done := make(chan struct{})
+			go func() { defer close(done); _ = srv.Serve(ln) }()
+			t.Cleanup(func() { _ = srv.Close(); <-done })
+
+			_ = os.Remove(tt.bind)
+			d := net.Dialer{LocalAddr: &net.UnixAddr{Name: tt.bind, Net: "unix"}}
+			c := &http.Client{Transport: &http.Transport{
+				DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) },
+				DisableKeepAlives: true,
+			}, Timeout: 30 * time.Second}
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://app/", nil)
+			if tt.xff != "" {
+				req.Header.Set("X-Forwarded-For", tt.xff)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if got := <-keys; got != tt.wantK {
+				t.Errorf("client bound to %q: got %s, want %s (no client address)", tt.bind, got, tt.wantK)
+			}
+		})
+	}
+}

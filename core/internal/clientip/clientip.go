@@ -204,8 +204,10 @@ const maxChain = 64
 // Network: "tcp", "unix"; "" when unknown) and its header values (header
 // returns every value of a field, in order, whatever the case of the
 // field's name). It fails with ErrNoAddr when remoteAddr is not an IP
-// address (unless the network is "unix", SocketProxy says such a peer is
-// the proxy, and the header names the client).
+// address, and for every peer on a Unix socket, whose address is the
+// path its client chose to bind, never an IP address (unless
+// SocketProxy says such a peer is the proxy, and the header names the
+// client).
 //
 // The socket peer is the client unless it is a trusted proxy (listed in
 // Trusted, or any peer with TrustAll). Then the one header the operator
@@ -223,6 +225,12 @@ const maxChain = 64
 // however long the header.
 func (c *Config) ClientIP(remoteAddr, network string, header func(string) []string) (netip.Addr, error) {
 	socket := network == "unix" && c.SocketProxy && c.Header != ""
+	if network == "unix" && !socket {
+		// A Unix-socket peer's address is a path its client chose
+		// ("198.51.100.7", "127.0.0.1" a trusted proxy's): never read
+		// it as an IP address.
+		return netip.Addr{}, ErrNoAddr
+	}
 	peer, err := netip.Addr{}, error(nil)
 	if !socket {
 		if peer, err = ParseIP(remoteAddr); err != nil {
