@@ -420,11 +420,14 @@ func SetHeader(h http.Header, fields []HeaderField) {
 
 // SetHeader applies d.Header to h as SetHeader(h, d.Header) does. The
 // first call stores the values in the room Check set aside for them, and
-// so allocates nothing of its own; a later call allocates as SetHeader
-// does, leaving the values it stored first as they are.
+// so allocates nothing of its own; a later call, on d or on a copy of it,
+// allocates as SetHeader does, leaving the values the first one stored as
+// they are.
 func (d *Decision) SetHeader(h http.Header) {
-	room := d.values
-	d.values = nil
+	var room []string
+	if a := d.alloc; a != nil && a.taken.CompareAndSwap(false, true) {
+		room = a.values[:]
+	}
 	setHeader(h, d.Header, room)
 }
 

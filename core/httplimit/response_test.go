@@ -325,3 +325,33 @@ func TestDecisionSetHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionSetHeaderOnCopies: copies of a Decision (a value a user may
+// keep, as of any struct) share nothing that SetHeader writes: a header
+// one copy set keeps its values whatever another copy sets elsewhere,
+// as with SetHeader(h, d.Header).
+func TestDecisionSetHeaderOnCopies(t *testing.T) {
+	store := memstore.New()
+	t.Cleanup(func() { _ = store.Close() })
+	l := slidelog.MustNew(store, slidelog.Policy{Name: "per-minute", Limit: 1000, Window: time.Minute})
+	t.Cleanup(func() { _ = l.Close() })
+	e, err := httplimit.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.Check(newSource("198.51.100.7:4000"))
+	c := *d
+	first := http.Header{}
+	d.SetHeader(first)
+	want := first.Clone()
+	// A response that lists the policy already (an outer middleware's
+	// RateLimit-Policy, with no RateLimit field): the copy renames it.
+	other := http.Header{"Ratelimit-Policy": {d.Header[0].Value}}
+	c.SetHeader(other)
+	if !reflect.DeepEqual(first, want) {
+		t.Errorf("after a copy's SetHeader on another header: got %v, want %v", first, want)
+	}
+	if got := other.Get("RateLimit"); got == want.Get("RateLimit") {
+		t.Errorf("the copy's RateLimit: got %q, want the renamed policy", got)
+	}
+}
