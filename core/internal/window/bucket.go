@@ -1,14 +1,24 @@
 package window
 
+import "math"
+
 // bucketRing is the bucketed model for one precision p: counters of the
 // buckets [first, last], bucket b holding the admissions stamped in
 // [b·p, (b+1)·p), kept as running sums so that the units of any range of
-// buckets are one subtraction. first only ever moves forward.
+// buckets are one subtraction. (See floor.)
 type bucketRing struct {
 	p           int64   // bucket width, microseconds
 	cum         []int64 // cum[b mod len] = units recorded in buckets <= b (wrapping)
 	first, last int64   // buckets held; last == first-1 when none
-	off         int64   // slot of bucket first
+	off         int32   // slot of bucket first
+	// gap is first - floor, where floor is the oldest bucket the ring may
+	// hold: the units of the buckets before floor are in base, and the
+	// buckets from floor to first hold none, so that the ring keeps room
+	// only for buckets it was given. floor only ever moves forward; first
+	// moves back, to floor at most, for an admission recorded late. (Two
+	// int32s, to keep a log's ring within the lines a decision reads: a
+	// window spans at most about 10,000 buckets.)
+	gap int32
 	// lastSum is the running sum of bucket last, kept here rather than in
 	// cum (whose slot of last is stale), so that an admission into the
 	// newest bucket writes no line of cum.
@@ -41,8 +51,18 @@ func (r *bucketRing) slot(b int64) *int64 {
 	return &r.cum[r.index(b)]
 }
 
+// floor returns the oldest bucket the ring may hold (see gap).
+func (r *bucketRing) floor() int64 { return r.first - int64(r.gap) }
+
+// setFloor makes f, at most first, the oldest bucket the ring may hold;
+// a floor further back than an int32 reaches is moved up, which only
+// places a late admission in a later bucket.
+func (r *bucketRing) setFloor(f int64) {
+	r.gap = int32(min(r.first-f, math.MaxInt32))
+}
+
 func (r *bucketRing) index(b int64) int64 {
-	i := b - r.first + r.off
+	i := b - r.first + int64(r.off)
 	if n := int64(len(r.cum)); i >= n {
 		i -= n
 	}
@@ -74,17 +94,34 @@ func (r *bucketRing) lowest(now, w int64) int64 { return floorDiv(now-w, r.p) }
 
 // trim forgets the buckets before lo.
 func (r *bucketRing) trim(lo int64) {
+	if lo <= r.floor() {
+		return
+	}
 	if lo <= r.first {
+		r.setFloor(lo) // the buckets forgotten held nothing
 		return
 	}
 	if lo > r.last {
 		r.base = r.top()
-		r.first, r.last, r.off = lo, lo-1, 0
+		r.first, r.last, r.off, r.gap = lo, lo-1, 0, 0
 		return
 	}
 	r.base = *r.slot(lo - 1)
-	r.off = r.index(lo)
-	r.first = lo
+	r.off = int32(r.index(lo))
+	r.first, r.gap = lo, 0
+}
+
+// minBuckets is how many buckets a new ring has room for.
+const minBuckets = 4
+
+// size is the room a ring grows to when it needs need buckets: a
+// quarter more, but no more than its retention spans.
+func (r *bucketRing) size(need int64) int64 {
+	size := need + need/4 + 1
+	if r.retain > 0 {
+		size = min(size, max(need, (r.retain+r.p-1)/r.p+1))
+	}
+	return size
 }
 
 // span makes the ring hold buckets first..b.
@@ -93,11 +130,32 @@ func (r *bucketRing) span(b int64) {
 	if need <= int64(len(r.cum)) {
 		return
 	}
-	cum := make([]int64, need+need/4+1)
+	cum := make([]int64, r.size(need))
 	old := *r
 	r.cum, r.off = cum, 0
 	for j := old.first; j <= old.last; j++ {
 		*r.slot(j) = *old.slot(j)
+	}
+}
+
+// extend makes a ring holding buckets start at b, floor <= b < first:
+// the buckets it gains hold nothing, their running sums base.
+func (r *bucketRing) extend(b int64) {
+	old := *r
+	floor := r.floor()
+	if need := r.last - b + 1; need > int64(len(r.cum)) {
+		r.cum, r.off, r.first = make([]int64, r.size(need)), 0, b
+		for j := old.first; j < old.last; j++ { // last's sum is lastSum
+			*r.slot(j) = *old.slot(j)
+		}
+	} else {
+		n := int64(len(r.cum))
+		r.off = int32((int64(r.off) - (old.first - b) + n) % n)
+		r.first = b
+	}
+	r.setFloor(floor)
+	for j := b; j < old.first; j++ {
+		*r.slot(j) = old.base
 	}
 }
 
@@ -106,7 +164,17 @@ func (r *bucketRing) span(b int64) {
 // trimmed the ring to the retention, so b >= first for any admission
 // still inside it unless the clock went back.
 func (r *bucketRing) add(b, cost int64) {
-	b = max(b, r.first)
+	floor := r.floor()
+	b = max(b, floor)
+	switch {
+	case r.last < r.first:
+		// Empty: the ring starts at b, with no room for the buckets
+		// before it, which hold nothing.
+		r.first, r.last, r.off = b, b-1, 0
+		r.setFloor(floor)
+	case b < r.first:
+		r.extend(b)
+	}
 	if b > r.last {
 		r.span(b)
 		t := r.top()

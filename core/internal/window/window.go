@@ -274,13 +274,17 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 		l.recent = make([]recent, RecentIDs)
 	}
 	lo := floorDiv(now-w, p)
-	n := (w+p-1)/p + 1
+	// The ring starts with room for a few buckets and grows to the
+	// window's (span) as buckets are used: most identities are seen for
+	// less than a window, and a ring of W/P buckets each would hold
+	// their memory for nothing.
+	n := min((w+p-1)/p+1, minBuckets)
 	var cum []int64
 	if cap(l.rings) > len(l.rings) {
 		cum = l.rings[:len(l.rings)+1][len(l.rings)].cum // memory of a dropped ring
 	}
 	if int64(cap(cum)) >= n {
-		cum = cum[:n]
+		cum = cum[:cap(cum)]
 		clear(cum)
 	} else {
 		cum = make([]int64, n)

@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -573,4 +574,34 @@ func TestNewID(t *testing.T) {
 	c.CopyFrom(&a)
 	last := a.ids
 	require.NotEqual(t, last+1, c.NewID(), "a copy goes on with its source's IDs")
+}
+
+// TestBriefIdentitySmall: an identity seen once holds a ring of a few
+// buckets, not one of its window's W/P, and one seen for the whole
+// window grows to that and no further.
+func TestBriefIdentitySmall(t *testing.T) {
+	const w = 3_600_000_000 // an hour
+	p := []Policy{{Limit: 1_000_000, Window: w, Precision: w / 1000}}
+	out := make([]State, 1)
+	var l Log
+	now := int64(1_700_000_000_000_000)
+	require.True(t, l.Take(now, 1, 1, p, out).Allowed)
+	require.LessOrEqual(t, len(l.rings[0].cum), minBuckets)
+	brief := l.Bytes()
+	for i := range int64(3000) {
+		require.True(t, l.Take(now+i*(w/1000), uint64(i+2), 1, p, out).Allowed)
+	}
+	require.LessOrEqual(t, len(l.rings[0].cum), 1000+1)
+	require.Greater(t, l.Bytes(), brief+900*8)
+	t.Logf("bytes: seen once %d, over the window %d", brief, l.Bytes())
+}
+
+// TestRingFloorClamp: a floor further back than a ring's gap reaches is
+// moved up to the farthest it reaches, never below.
+func TestRingFloorClamp(t *testing.T) {
+	r := bucketRing{p: 1, first: 1 << 40, last: 1<<40 - 1}
+	r.setFloor(0)
+	require.Equal(t, int64(1<<40-math.MaxInt32), r.floor())
+	r.setFloor(1<<40 - 5)
+	require.Equal(t, int64(1<<40-5), r.floor())
 }
