@@ -123,7 +123,7 @@ type Log struct {
 	next      uint8        // slot of recent to write next
 	ids       uint64       // the last ID NewID returned; 0 before the first
 	rings     []bucketRing // ring0[:n] while it has room
-	recent    []recent     // ring of RecentIDs, allocated with the first bucket ring
+	recent    []recent     // ring of up to RecentIDs, growing with the first admissions (remember)
 	seq       uint64       // admissions recorded so far
 	ring0     [1]bucketRing
 	exact     exactLog
@@ -270,9 +270,6 @@ func longestRing(rings []bucketRing) *bucketRing {
 // longest history: each admission of the exact log, or each bucket's
 // units placed in the bucket holding its last microsecond.
 func (l *Log) newRing(now, p, w int64) *bucketRing {
-	if l.recent == nil {
-		l.recent = make([]recent, RecentIDs)
-	}
 	lo := floorDiv(now-w, p)
 	// The ring starts with room for a few buckets and grows to the
 	// window's (span) as buckets are used: most identities are seen for
@@ -338,9 +335,7 @@ func (l *Log) record(now, at int64, id uint64, cost int64) bool {
 	}
 	if inRing {
 		l.seq++
-		l.recent[l.next] = recent{id: id, at: at, cost: cost, seq: l.seq}
-		// len(l.recent) is RecentIDs, a power of two
-		l.next = (l.next + 1) & (RecentIDs - 1)
+		l.remember(recent{id: id, at: at, cost: cost, seq: l.seq})
 		wrote = true
 	}
 	if wrote {
@@ -503,9 +498,7 @@ func (l *Log) takeBucket(now int64, id uint64, cost int64, p Policy, out *State)
 		b := floorDiv(now, r.p)
 		r.add(b, cost)
 		l.seq++
-		l.recent[l.next] = recent{id: id, at: now, cost: cost, seq: l.seq}
-		// len(l.recent) is RecentIDs, a power of two
-		l.next = (l.next + 1) & (RecentIDs - 1)
+		l.remember(recent{id: id, at: now, cost: cost, seq: l.seq})
 		end := (b+1)*r.p + p.Window // when the admission's bucket stops counting
 		l.expires = max(l.expires, end)
 		out.Remaining = max(0, p.Limit-units-cost)
@@ -531,6 +524,28 @@ func minPositive(a, b int64) int64 {
 		return b
 	}
 	return a
+}
+
+// remember puts an admission in the ring of recent IDs, which grows to
+// RecentIDs with the first admissions, and then takes the place of the
+// oldest.
+func (l *Log) remember(a recent) {
+	if int(l.next) < len(l.recent) {
+		l.recent[l.next] = a
+	} else {
+		l.growRecent(a)
+	}
+	// RecentIDs is a power of two
+	l.next = (l.next + 1) & (RecentIDs - 1)
+}
+
+// growRecent appends a to the ring of recent IDs, which has room for fewer
+// than RecentIDs: a key seen a few times keeps a few.
+func (l *Log) growRecent(a recent) {
+	if l.recent == nil {
+		l.recent = make([]recent, 0, 4)
+	}
+	l.recent = append(l.recent, a)
 }
 
 // Record writes an admission decided elsewhere, stamped at (microseconds),
