@@ -424,6 +424,9 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		case answered == 0:
 			return nil, fmt.Errorf("%w: the Cluster seeded by %s has no master", ErrUnreachable, seeds)
 		}
+		if err := slotCoverage(ctx, c, seeds); err != nil {
+			return nil, err
+		}
 		return down, nil
 	default:
 		if err := client.Ping(ctx).Err(); err != nil {
@@ -431,6 +434,56 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		}
 		return nil, nil
 	}
+}
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// slotCoverage fails with ErrTopology when the Cluster's slot map (CLUSTER
+// SLOTS) leaves hash slots without a master: no node serves their keys,
+// whose every decision would fail with CLUSTERDOWN (and, with
+// cluster-require-full-coverage yes, every key's would). Unlike a master
+// that does not answer, which a failover replaces, an unassigned slot
+// stays so until an operator assigns it. A slot map that cannot be read
+// (a user not allowed CLUSTER SLOTS) is left to the other checks.
+func slotCoverage(ctx context.Context, c *redis.ClusterClient, seeds string) error {
+	slots, err := c.ClusterSlots(ctx).Result() //nolint:staticcheck // CLUSTER SHARDS is Redis 7's, and 6.2 is supported
+	if err != nil {
+		return nil
+	}
+	covered := make([]bool, clusterSlots)
+	for _, r := range slots {
+		for i := max(r.Start, 0); i <= r.End && i < clusterSlots; i++ {
+			covered[i] = true
+		}
+	}
+	var ranges []string
+	missing := 0
+	for i := 0; i < clusterSlots; i++ {
+		if covered[i] {
+			continue
+		}
+		j := i
+		for j+1 < clusterSlots && !covered[j+1] {
+			j++
+		}
+		missing += j - i + 1
+		switch {
+		case len(ranges) == 8:
+			ranges = append(ranges, "...")
+		case len(ranges) > 8:
+		case i == j:
+			ranges = append(ranges, strconv.Itoa(i))
+		default:
+			ranges = append(ranges, strconv.Itoa(i)+"-"+strconv.Itoa(j))
+		}
+		i = j
+	}
+	if missing == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the Cluster seeded by %s assigns no master to %d of its %d hash slots (%s): no node serves their keys, and decisions of those keys would go to the failure mode (CLUSTERDOWN); assign them (CLUSTER ADDSLOTS, redis-cli --cluster fix)",
+		ErrTopology, seeds, missing, clusterSlots, strings.Join(ranges, ","))
 }
 
 // URL schemes of a Sentinel-monitored master: redis+sentinel:// and, with

@@ -26,7 +26,8 @@ var (
 	// or a server that cannot decide: a ClusterClient on a standalone
 	// Redis, a plain Client on a node of a Redis Cluster (which would
 	// answer MOVED for most keys), several addresses of servers that are
-	// not a Cluster, a read-only replica's address, or a Sentinel's (use
+	// not a Cluster, a Cluster that assigns no master to some hash slots,
+	// a read-only replica's address, or a Sentinel's (use
 	// a redis+sentinel:// URL with Connect). Connect picks the right kind
 	// by asking the server. The error names the address and the reason.
 	ErrTopology = errors.New("redisstore: redis client does not match the server's topology")

@@ -259,7 +259,8 @@ type config struct {
 // when its options lack ContextTimeoutEnabled). It checks that a master
 // answers and that the client's kind matches the server: a ClusterClient
 // on a standalone Redis, or a plain Client on a node of a Redis Cluster,
-// fails with ErrTopology (Connect picks the right kind). It reads the
+// fails with ErrTopology (Connect picks the right kind), as does a
+// Cluster whose slot map leaves hash slots without a master. It reads the
 // version of every master to pick the script variant they run, loads the
 // script so the first decisions do not wait for it, and reads the
 // maxmemory-policy. On a Cluster, masters that do not answer while others
