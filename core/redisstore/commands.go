@@ -118,11 +118,15 @@ func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refus
 		cmds[i] = pipe.Do(ctx, p.args(zset, hash)...)
 	}
 	_, _ = pipe.Exec(ctx)
+	// A Sentinel knows neither DEL nor EXISTS (the first probes); a server
+	// that knows one of them and not the other had it renamed away.
+	sentinel := unknownCommand(cmds[0].Err()) && unknownCommand(cmds[1].Err())
 	for i, c := range cmds {
 		err := c.Err()
 		switch {
 		case err == nil, errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "NOSCRIPT"):
-		case noPermission(err) && slices.Contains(optionalCommands, ps[i].name):
+		case (noPermission(err) || unknownCommand(err) && ps[i].name != "PEXPIRETIME") && slices.Contains(optionalCommands, ps[i].name):
+			// Refused by the user's ACL, or renamed away (rename-command).
 			refused = append(refused, ps[i].name)
 		case noPermission(err) && !strings.Contains(err.Error(), "permissions to run"):
 			// "No permissions to access a key" (Redis 7 and later, Valkey),
@@ -134,16 +138,23 @@ func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refus
 			return nil, false, replicaError(addr)
 		case redis.HasErrorPrefix(err, "MOVED"):
 			return nil, false, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
-		case strings.Contains(err.Error(), "unknown command") && ps[i].name == "PEXPIRETIME":
+		case unknownCommand(err) && ps[i].name == "PEXPIRETIME":
 			// Redis 6.2: the scripts do without it.
 			legacy = true
-		case strings.Contains(err.Error(), "unknown command") && (ps[i].name == "DEL" || ps[i].name == "EXISTS"):
+		case unknownCommand(err) && sentinel:
 			return nil, false, sentinelError(addr)
-		case strings.Contains(err.Error(), "unknown command"):
-			return nil, false, fmt.Errorf("%w: %s does not know %s, which the store needs: %w", ErrUnsupportedVersion, addr, ps[i].name, err)
+		case unknownCommand(err):
+			return nil, false, fmt.Errorf("%w: %s does not know %s, which the store needs (renamed or disabled by rename-command in its configuration, or a server too old): %w", ErrUnsupportedVersion, addr, ps[i].name, err)
 		default:
 			return nil, false, fmt.Errorf("%s on %s: %w", ps[i].name, addr, err)
 		}
 	}
 	return refused, legacy, nil
+}
+
+// unknownCommand reports whether err is a server's answer that it does not
+// know the command: a Sentinel's to a data command, an old server's, or
+// any server's to a command its configuration renamed away.
+func unknownCommand(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "unknown command")
 }

@@ -252,12 +252,13 @@ type role struct {
 
 // serverRole asks the server c talks to what it is (INFO, its default
 // sections: server, replication and cluster among them). A user not
-// allowed INFO gets an unknown role, not an error: the store's probe of
-// its commands (see checkCommands) tells what matters then.
+// allowed INFO, or a server whose configuration renamed INFO away, gets an
+// unknown role, not an error: the store's probe of its commands (see
+// checkCommands) tells what matters then.
 func serverRole(ctx context.Context, c *redis.Client) (role, error) {
 	info, err := c.Info(ctx).Result()
 	if err != nil {
-		if noPermission(err) {
+		if noPermission(err) || unknownCommand(err) {
 			return role{}, nil
 		}
 		return role{}, err

@@ -13,7 +13,9 @@ var (
 	// WithStrictConfig; otherwise it logs a warning.
 	ErrUnsafeConfig = errors.New("redisstore: unsafe redis configuration")
 	// ErrUnsupportedVersion reports a Redis server too old for the
-	// decision script: Redis before 6.2, or Valkey before 7.2.
+	// decision script: Redis before 6.2, or Valkey before 7.2; or one that
+	// does not know a command the store needs, which its configuration
+	// renamed away (rename-command). The error names the command.
 	ErrUnsupportedVersion = errors.New("redisstore: unsupported redis version")
 	// ErrUnreachable reports that no Redis master answered within the
 	// start timeout: the server is down or refuses connections, its host

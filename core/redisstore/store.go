@@ -370,7 +370,7 @@ func (s *Store) check(cfg config) error {
 	case err != nil:
 		cfg.logger.Warn("redisstore: could not check the commands the redis user may run", "error", err)
 	case len(refused) > 0:
-		cfg.logger.Warn("redisstore: the redis user may not run these commands, which make decisions cheaper: without PEXPIRETIME each decision runs the whole script; without INFO kept admissions are sent again with each decision of their key",
+		cfg.logger.Warn("redisstore: the redis user may not run these commands (or the server renamed them away), which make decisions cheaper: without PEXPIRETIME each decision runs the whole script; without INFO kept admissions are sent again with each decision of their key",
 			"node", s.checkedAddr(), "commands", refused)
 	}
 	switch err := s.checkVersion(ctx); {
