@@ -226,7 +226,31 @@ func dialRemote(ctx context.Context, dialer func(context.Context, string, string
 	if network == "" {
 		network = "tcp"
 	}
-	conn, err := dialer(ctx, network, addr)
+	// go-redis's TLS dial (tls.DialWithDialer) ignores ctx and waits up to
+	// the client's dial timeout, 5 s by default, for the server's hello: a
+	// server that does not speak TLS never sends one. The dial runs on a
+	// goroutine of its own, and ends when ctx does.
+	type dialed struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		conn, err := dialer(ctx, network, addr)
+		done <- dialed{conn, err}
+	}()
+	var d dialed
+	select {
+	case d = <-done:
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.err == nil && d.conn != nil {
+				_ = d.conn.Close()
+			}
+		}()
+		return "", context.Cause(ctx)
+	}
+	conn, err := d.conn, d.err
 	if err != nil {
 		return "", err
 	}

@@ -147,3 +147,33 @@ func TestTLSDialToAStoppedNode(t *testing.T) {
 		return err == nil && res.Allowed
 	}, 60*stall, stall, "the node decides again once it runs")
 }
+
+// A client that dials over TLS a server that does not speak it (the
+// server waits for the rest of a command, the client for the server's
+// hello) fails New within its start bound, naming the address, with
+// go-redis's plain options too: go-redis's TLS dial ignores the context
+// and waits its DialTimeout (5 s by default), which New does not wait for.
+func TestNewTLSClientOnPlainServer(t *testing.T) {
+	_, _, pool := selfSigned(t, t.TempDir())
+	addr := redistest.StartServer(t, redistest.ServerConfig{}).Addr
+	for name, opts := range map[string]*redis.Options{
+		"redisstore.ClientOptions": redisstore.ClientOptions(addr),
+		"plain go-redis options":   {Addr: addr},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+			client := redis.NewClient(opts)
+			t.Cleanup(func() { _ = client.Close() })
+			start := time.Now()
+			store, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+			took := time.Since(start)
+			if store != nil {
+				_ = store.Close()
+			}
+			t.Logf("New: %v (after %v)", err, took.Round(time.Millisecond))
+			require.ErrorIs(t, err, redisstore.ErrUnreachable)
+			require.Contains(t, err.Error(), addr)
+			require.Less(t, took, startBound, "New took %v to fail", took)
+		})
+	}
+}
