@@ -31,6 +31,12 @@ type bucketRing struct {
 	// made: a refund of an admission recorded before it is not subtracted,
 	// since the ring may never have counted it.
 	bornSeq uint64
+	// ringSeeded is set when the ring was seeded from another ring while
+	// the exact log held admissions: that ring may have let go one the
+	// exact log still holds (its retention was shorter when the admission
+	// was recorded), so that finding an admission in the exact log does
+	// not tell that this ring counts it.
+	ringSeeded bool
 }
 
 // floorDiv is a/b rounded toward minus infinity (b > 0).

@@ -302,6 +302,9 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 			}
 		}
 	} else if o != nil {
+		// An admission the exact log holds now may be missing from o
+		// (see Refund); those it records from now on are not.
+		r.ringSeeded = l.exactLive && x.tail > x.head
 		prev := o.base
 		for b := o.first; b <= o.last; b++ {
 			c := *o.slot(b)
@@ -617,9 +620,12 @@ func (l *Log) Refund(id uint64) bool {
 	// A ring holds the admission in its bucket if it was made before the
 	// admission was recorded, or was seeded from the exact log holding it
 	// (an entry found by ID was in the exact log all along). Otherwise it
-	// may hold it elsewhere or not at all, and keeps counting it.
+	// may hold it elsewhere or not at all, and keeps counting it: so does
+	// a ring seeded from another ring, which may have let the admission go
+	// while the exact log kept it, unless the recent set tells that the
+	// admission came after the ring.
 	for i := range l.rings {
-		if r := &l.rings[i]; inExact || seq > r.bornSeq {
+		if r := &l.rings[i]; seq > r.bornSeq || inExact && !r.ringSeeded {
 			r.sub(floorDiv(at, r.p), cost)
 		}
 	}

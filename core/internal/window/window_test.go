@@ -605,3 +605,37 @@ func TestRingFloorClamp(t *testing.T) {
 	r.setFloor(1<<40 - 5)
 	require.Equal(t, int64(1<<40-5), r.floor())
 }
+
+// TestRefundInExactNotInSeedingRing refunds an admission that the exact
+// log holds but that a ring seeded from another ring never counted: the
+// other ring had let it go (its retention was shorter when the admission
+// was recorded), and its retention grew, in the very decision that made
+// the new ring, past the exact log's, so the new ring was seeded from it.
+// The refund must not take the admission's cost off the new ring, which
+// would then count less than the admissions it holds.
+func TestRefundInExactNotInSeedingRing(t *testing.T) {
+	const second = 1_000_000
+	before := []Policy{{Limit: 100, Window: 100 * second}, {Limit: 100, Window: 10 * second, Precision: second}}
+	after := []Policy{
+		{Limit: 100, Window: 100 * second},
+		{Limit: 100, Window: 1000 * second, Precision: second},
+		{Limit: 6, Window: 1000 * second, Precision: 2 * second},
+	}
+	var l Log
+	out := make([]State, 3)
+	now := int64(1_700_000_000_000_000)
+	require.True(t, l.Take(now, 1, 1, before, out).Allowed)
+	// X, decided elsewhere 50 s ago: in the exact log, not in the 1 s ring.
+	require.True(t, l.Record(now, now-50*second, 2, 5, before))
+	// The 1 s ring's retention grows to 1000 s; the 2 s ring is seeded
+	// from it, with admission 1 alone.
+	require.True(t, l.Take(now, 3, 1, after, out).Allowed)
+	require.Equal(t, int64(4), out[2].Remaining)
+	// A late admission extends the 2 s ring back past X's bucket.
+	require.True(t, l.Record(now, now-60*second, 4, 4, after))
+	require.True(t, l.Refund(2))
+	// The 2 s ring holds 1, 3 and 4: 6 units, its limit.
+	d := l.Take(now, 5, 1, after, out)
+	require.False(t, d.Allowed, "the 2 s ring's window holds 6 units of 6: %+v", out)
+	require.Equal(t, int64(0), out[2].Remaining)
+}
