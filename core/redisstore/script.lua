@@ -544,11 +544,16 @@ if nexact > 0 then
     if weighted and not st['k'] then out[#out + 1], out[#out + 2] = 'k', '1' end
     -- A hold, a retention and its mark are whole numbers (whole): one the
     -- script never writes ("inf", "nan", 1e300) would make an expiry no
-    -- command takes. A damaged hold is dropped, a damaged mark rewritten.
+    -- command takes. What a damaged one kept is not known: every entry is
+    -- held until the keys' expiry (the state's x, else the log's), which
+    -- outlasts any hold and mark written before it, so that no limiter of
+    -- a longer retention loses entries its window counts; the hold is
+    -- written, and a damaged mark rewritten (step 1).
     local h = whole(st['h'])
-    if st['h'] and not h then
-      h, repaired = 0, true
-      out[#out + 1], out[#out + 2] = 'h', '0'
+    if (st['h'] and not h) or (st['r'] and not whole(st['r'])) or (st['ru'] and not whole(st['ru'])) then
+      local x = whole(st['x']) or xlog
+      h, newhold, repaired = h or 0, true, true
+      if x and x > 0 and at_(x) > h then h = at_(x) end
     end
     if h and h > now then hold = h end
     if foreign and at_(xlog) > hold then
@@ -564,7 +569,6 @@ if nexact > 0 then
   --    mark is not rewritten on every call). A plain log has one retention.
   if special then
     local r, ru = whole(st['r']), whole(st['ru'])
-    if (st['r'] and not r) or (st['ru'] and not ru) then repaired = true end
     if r and ru and ru > now and r > longest then
       retention = r
     elseif r ~= longest or not ru or ru < now + longest then
