@@ -529,6 +529,10 @@ if nexact > 0 then
       stale, st = true, {}
       if not xlog then redis.call('DEL', costs) end
     end
+    -- Without PEXPIRETIME (Redis 6.2) nothing checks x against the log's
+    -- expiry: one the script never writes ("nan", 1e300) would never
+    -- move, or fail PEXPIREAT. It is written anew, as for a lost state.
+    if st['x'] and not whole(st['x']) then st['x'], repaired = nil, true end
     -- Entries of cost 1 have no field in costs. Until an entry of another
     -- cost is recorded ('k'), a window's sum is its number of entries. A
     -- special log that lost its state is rebuilt as weighted, from the
