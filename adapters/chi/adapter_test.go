@@ -115,6 +115,73 @@ func TestKeyByRouteRewrittenPath(t *testing.T) {
 	}
 }
 
+// ByRoute finds the route chi serves where the path or method chi routes
+// on was rewritten in front: a HEAD routed as a GET (GetHead), and
+// middleware that runs after a router has routed (r.With, a mounted
+// router's r.Use) behind StripSlashes. The second request spends the
+// route's budget, never one of the client's own under FirstOf.
+func TestKeyByRouteRewrittenBeforeRouting(t *testing.T) {
+	key := httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByRoute(), httplimit.ByClientIP()))
+	ok := func(http.ResponseWriter, *http.Request) {}
+	for _, tt := range []struct {
+		name   string
+		router func(mw func(http.Handler) http.Handler) http.Handler
+		first  string
+		second string // method and path
+		route  string
+	}{
+		{"GetHead", func(mw func(http.Handler) http.Handler) http.Handler {
+			r := chi.NewRouter()
+			r.Use(chimw.GetHead, mw)
+			r.Get("/users/{id}", ok)
+			return r
+		}, "GET /users/1", "HEAD /users/2", "r:/users/{id}"},
+		{"With", func(mw func(http.Handler) http.Handler) http.Handler {
+			r := chi.NewRouter()
+			r.Use(chimw.StripSlashes)
+			r.With(mw).Get("/users/{id}", ok)
+			return r
+		}, "GET /users/1", "GET /users/2/", "r:/users/{id}"},
+		{"Mount", func(mw func(http.Handler) http.Handler) http.Handler {
+			r := chi.NewRouter()
+			r.Use(chimw.StripSlashes)
+			sub := chi.NewRouter()
+			sub.Use(mw)
+			sub.Get("/users/{id}", ok)
+			r.Mount("/api", sub)
+			return r
+		}, "GET /api/users/1", "GET /api/users/2/", "r:/api/users/{id}"},
+		{"MountWith", func(mw func(http.Handler) http.Handler) http.Handler {
+			r := chi.NewRouter()
+			r.Use(chimw.StripSlashes)
+			r.Route("/api", func(sub chi.Router) { sub.With(mw).Get("/users/{id}", ok) })
+			return r
+		}, "GET /api/users/1", "GET /api/users/2/", "r:/api/users/{id}"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := slidelogtest.NewCountingStore(memstore.New())
+			l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
+			h := tt.router(slidechi.Middleware(l, key))
+			for _, c := range []struct {
+				give string
+				want int
+			}{{tt.first, 200}, {tt.second, 429}} {
+				method, path, _ := strings.Cut(c.give, " ")
+				req := httptest.NewRequest(method, path, nil)
+				req.RemoteAddr = "192.0.2.1:1"
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != c.want {
+					t.Errorf("%s: got %d, want %d", c.give, rec.Code, c.want)
+				}
+			}
+			if got := store.Identities(); len(got) != 1 || got[tt.route] != 2 {
+				t.Errorf("identities: got %v, want only %s, twice", got, tt.route)
+			}
+		})
+	}
+}
+
 // On a Go 1.22 http.ServeMux, ByRoute keys by Request.Pattern in
 // middleware that wraps each handler; wrapping the whole mux, which has
 // not routed yet, fails with ErrNoRoute (400), never one shared budget.

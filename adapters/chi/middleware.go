@@ -3,6 +3,7 @@ package slidechi
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -125,28 +126,74 @@ func (r request) Path() string {
 
 // Route asks chi's root router which pattern the request matches, since
 // middleware added with r.Use runs before chi has routed the request.
-// It looks up the path the root router routes on: before it has routed,
-// the route context's RoutePath when middleware in front (chi's
-// middleware.StripSlashes, middleware.CleanPath) rewrote it, as for
-// Path; otherwise the escaped path as received. Outside chi it is the
-// pattern http.ServeMux matched (Request.Pattern), "" until a mux has
-// routed the request. Each call looks the pattern up (key functions call
-// it once per request).
+// It looks up the path and method the root router routes on: before it
+// has routed, the route context's RoutePath and RouteMethod when
+// middleware in front (chi's middleware.StripSlashes,
+// middleware.CleanPath, middleware.GetHead) rewrote them, as for Path;
+// otherwise the escaped path as received.
+// Once a router has routed (middleware of r.With, r.Group, or of a
+// mounted router), the path as received is looked up, and when that
+// finds nothing (a path rewritten in front), the patterns routed so far
+// lead to the router that routes what is left (routed). Outside chi it
+// is the pattern http.ServeMux matched (Request.Pattern), "" until a mux
+// has routed the request. Each call looks the pattern up (key functions
+// call it once per request).
 func (r request) Route() string {
 	rctx := chi.RouteContext(r.r.Context())
 	if rctx == nil || rctx.Routes == nil {
 		return r.r.Pattern
 	}
+	method := r.r.Method
+	if rctx.RouteMethod != "" {
+		// chi routes on it (middleware.GetHead routes a HEAD as a GET).
+		method = rctx.RouteMethod
+	}
 	path := r.r.URL.RawPath
 	if path == "" {
 		path = r.r.URL.Path
 	}
-	if rctx.RoutePath != "" && len(rctx.RoutePatterns) == 0 {
-		// Not routed yet: the root router will route on RoutePath. Once
-		// a router has routed, RoutePath may be only what a mounted
-		// router has left to route, so the path as received is looked
-		// up, as before.
-		path = rctx.RoutePath
+	if len(rctx.RoutePatterns) == 0 {
+		if rctx.RoutePath != "" {
+			// Not routed yet: the root router will route on RoutePath.
+			path = rctx.RoutePath
+		}
+		return rctx.Routes.Find(chi.NewRouteContext(), method, path)
 	}
-	return rctx.Routes.Find(chi.NewRouteContext(), r.r.Method, path)
+	if p := rctx.Routes.Find(chi.NewRouteContext(), method, path); p != "" {
+		return p
+	}
+	return routed(rctx, method)
+}
+
+// routed returns the pattern of a request that a router has routed on a
+// path rewritten in front, so that the path as received finds nothing:
+// RoutePatterns are the patterns matched so far, each but an endpoint's
+// that of a mounted router, and RoutePath what the last one routes on.
+// It reads the routes of each router on the way (Routes), so it runs
+// only where the lookup of the path as received failed.
+func routed(rctx *chi.Context, method string) string {
+	routes, prefix := rctx.Routes, ""
+	for i, p := range rctx.RoutePatterns {
+		var sub chi.Routes
+		for _, rt := range routes.Routes() {
+			if rt.Pattern == p {
+				sub = rt.SubRoutes
+				break
+			}
+		}
+		if sub == nil {
+			if i == len(rctx.RoutePatterns)-1 {
+				// An endpoint: this is its route.
+				return rctx.RoutePattern()
+			}
+			return ""
+		}
+		prefix += strings.TrimSuffix(p, "/*")
+		routes = sub
+	}
+	p := routes.Find(chi.NewRouteContext(), method, rctx.RoutePath)
+	if p == "" {
+		return ""
+	}
+	return prefix + p
 }

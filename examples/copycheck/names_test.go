@@ -182,7 +182,7 @@ var foreign = []string{
 	"DataLoss", "SetServingStatus", "DeadlineExceeded",
 	"MaxRedirects", "ContextTimeoutEnabled", "ReadTimeout", "PoolSize", "MasterForKey", "FailoverClient", // go-redis
 	"TrustedPlatform", "SetTrustedProxies", // gin
-	"RoutePath", "RealIP", // chi
+	"RoutePath", "RouteMethod", "RoutePatterns", "RealIP", // chi
 	"ProxyHeader", "EnableTrustedProxyCheck", "EnableIPValidation", "DisableHeaderNormalizing", // fiber
 	"ContextTimeout",            // echo's middleware
 	"OnLimit", "NewRateLimiter", // peers in the benchmarks
