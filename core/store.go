@@ -230,9 +230,7 @@ func isNilStore(s Store) bool {
 // recorded, counts it once. The entry counts against later decisions
 // until at plus each policy's window and is then gone, like an entry of
 // Take; one that already left every window is not written. It fails as
-// Request.ValidateRecord does, or with ErrUnavailable; a store may also
-// refuse (ErrInvalidOption) an admission stamped more than the longest
-// window after its own clock, which no limiter records.
+// Request.ValidateRecord does, or with ErrUnavailable.
 //
 // A limiter writes the fallback's admissions back on goroutines of its
 // own, where no caller would receive a panic (see Observer): a panic

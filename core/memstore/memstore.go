@@ -28,7 +28,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
@@ -231,24 +230,13 @@ const (
 	maxWindow = 100 * 365 * 24 * time.Hour
 )
 
-// Record implements slidelog.Recorder. Besides Request.ValidateRecord's
-// errors, it refuses (ErrInvalidOption) an admission stamped more than
-// its longest window after the store's clock: no store's admission is,
-// and a bucketed log would need room for every bucket up to it.
+// Record implements slidelog.Recorder.
 func (s *Store) Record(ctx context.Context, req slidelog.Request, at time.Time) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
 	if err := req.ValidateRecord(at); err != nil {
 		return err
-	}
-	var longest time.Duration
-	for _, p := range req.Policies {
-		longest = max(longest, p.Window)
-	}
-	if now := s.Now(); at.UnixMicro()-now > longest.Microseconds() {
-		return fmt.Errorf("%w: admission time %v is more than the longest window (%v) after the store's clock (%v)",
-			slidelog.ErrInvalidOption, at.UTC(), longest, time.UnixMicro(now).UTC())
 	}
 	var pbuf [maxStack]window.Policy
 	s.table.Record(s, at.UnixMicro(), request(&req), policies(req, pbuf[:0]))

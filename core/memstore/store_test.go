@@ -1,7 +1,6 @@
 package memstore_test
 
 import (
-	"errors"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -146,31 +145,5 @@ func TestMemoryStoreFailureIsAnError(t *testing.T) {
 				require.False(t, res.Allowed)
 			}
 		})
-	}
-}
-
-// TestRecordFarFutureRefused: an admission stamped more than its longest
-// window after the store's clock is refused, and leaves the key as it
-// was (a bucketed log would otherwise make room for every bucket up to
-// it); one stamped within a window ahead is written.
-func TestRecordFarFutureRefused(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	s := memstore.New(memstore.WithClock(func() time.Time { return now }))
-	t.Cleanup(func() { _ = s.Close() })
-	p := slidelog.Policy{Name: "q", Limit: 10, Window: time.Hour, Precision: time.Millisecond * 400}
-	req := slidelog.Request{Namespace: "ns", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: 7}
-	for _, at := range []time.Time{now.Add(time.Hour + time.Microsecond), now.Add(1000 * 24 * time.Hour)} {
-		err := s.Record(t.Context(), req, at)
-		if !errors.Is(err, slidelog.ErrInvalidOption) {
-			t.Fatalf("Record at %v after the clock: %v, want ErrInvalidOption", at.Sub(now), err)
-		}
-	}
-	req.ID = 8
-	if err := s.Record(t.Context(), req, now.Add(time.Minute)); err != nil {
-		t.Fatalf("Record a minute ahead: %v", err)
-	}
-	res, err := s.Take(t.Context(), slidelog.Request{Namespace: "ns", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}})
-	if err != nil || res.Remaining != 8 {
-		t.Fatalf("Take after one recorded admission: remaining %d, %v; want 8", res.Remaining, err)
 	}
 }
