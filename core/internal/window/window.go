@@ -297,7 +297,8 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 	o := longestRing(l.rings[:len(l.rings)-1])
 	if x := &l.exact; l.exactLive && (o == nil || x.retain >= o.retain) {
 		for pos := x.head; pos < x.tail; pos++ {
-			if b := floorDiv(x.get(pos).at, p); b >= lo {
+			// No further ahead than now+w, as record places it.
+			if b := floorDiv(min(x.get(pos).at, now+w), p); b >= lo {
 				r.add(b, x.costAt(pos))
 			}
 		}
@@ -328,17 +329,25 @@ func (l *Log) record(now, at int64, id uint64, cost int64) bool {
 		x.insert(at, id, cost)
 		wrote = true
 	}
+	// An admission stamped after now plus a ring's retention (a store
+	// whose clock is behind the recorder's) counts in the rings from that
+	// bucket: it still counts for a window and more, and no ring makes
+	// room for every bucket up to a stamp any distance ahead.
+	ringAt := at
+	for i := range l.rings {
+		ringAt = min(ringAt, now+l.rings[i].retain)
+	}
 	inRing := false
 	for i := range l.rings {
 		r := &l.rings[i]
-		if b := floorDiv(at, r.p); b >= r.lowest(now, r.retain) {
+		if b := floorDiv(ringAt, r.p); b >= r.lowest(now, r.retain) {
 			r.add(b, cost)
 			inRing = true
 		}
 	}
 	if inRing {
 		l.seq++
-		l.remember(recent{id: id, at: at, cost: cost, seq: l.seq})
+		l.remember(recent{id: id, at: ringAt, cost: cost, seq: l.seq})
 		wrote = true
 	}
 	if wrote {

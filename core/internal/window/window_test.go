@@ -639,3 +639,37 @@ func TestRefundInExactNotInSeedingRing(t *testing.T) {
 	require.False(t, d.Allowed, "the 2 s ring's window holds 6 units of 6: %+v", out)
 	require.Equal(t, int64(0), out[2].Remaining)
 }
+
+// TestFarFutureRecordBounded: an admission recorded any distance after
+// the log's clock (a store whose clock is behind the recorder's) still
+// counts, and the rings, written directly or seeded from the exact log,
+// make room for about two windows of buckets, not for every bucket up to
+// the stamp; the decisions that follow stay quick.
+func TestFarFutureRecordBounded(t *testing.T) {
+	const w, prec = 10_000_000, 1_000 // 10 s in 10,000 buckets
+	now := int64(1_700_000_000_000_000)
+	far := now + 100*365*24*3600*1_000_000
+	bucketed := []Policy{{Limit: 100, Window: w, Precision: prec}}
+	exact := []Policy{{Limit: 100, Window: w}}
+	out := make([]State, 1)
+	for _, tc := range []struct {
+		name          string
+		record, after []Policy
+	}{
+		{"ring", bucketed, bucketed},
+		{"seeded from the exact log", exact, bucketed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l Log
+			require.True(t, l.Record(now, far, 7, 1, tc.record))
+			d := l.Take(now, 8, 1, tc.after, out)
+			require.True(t, d.Allowed)
+			require.Equal(t, int64(98), out[0].Remaining, "the recorded admission counts")
+			require.Less(t, l.Bytes(), 3*(w/prec)*8, "bytes of state")
+			for i := range int64(1000) {
+				l.Take(now+i*w/100, uint64(9+i), 1, tc.after, out)
+			}
+			require.Less(t, l.Bytes(), 3*(w/prec)*8, "bytes of state")
+		})
+	}
+}
