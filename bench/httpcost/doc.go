@@ -27,10 +27,15 @@
 //
 // The in-process benchmarks run with one goroutine (serial), one per core
 // (parallel), and 16 and 64 goroutines (16-callers, 64-callers; the
-// callers metric says how many ran). Their rows report cpu-ns/op beside
-// ns/op: the process's CPU time per request (getrusage), which other work
-// on the machine moves less than wall time, and which does not depend on
-// how the callers share the cores. -count repeats each row before the next, so to
+// callers metric says how many ran); BenchmarkServeHTTP also runs on one
+// goroutine in a process that serves the router to 64 open keep-alive
+// connections (serial-64conns), the state of the server the issue
+// measured. Their rows report cpu-ns/op beside ns/op: the process's CPU
+// time per request (getrusage), which other work on the machine moves
+// less than wall time, and which does not depend on how the callers share
+// the cores; and the garbage collector's cycles per 1,000 requests
+// (gc/kop) and CPU per request (gc-cpu-ns/op), which at a process's first
+// few megabytes of heap depend on what else the process keeps. -count repeats each row before the next, so to
 // interleave the three ways, run the compiled test several times, from
 // the bench module:
 //
