@@ -153,7 +153,7 @@ func (l *Log) prepare(now int64, policies []Policy) {
 	x := &l.exact
 	if exactW > 0 {
 		if !l.exactLive {
-			l.newExact(now)
+			l.newExact()
 		}
 		x.retain, x.retainUntil = retention(x.retain, x.retainUntil, exactW, now)
 	} else if l.exactLive && x.retainUntil <= now {
@@ -234,9 +234,12 @@ func uses(policies []Policy, precision int64) bool {
 
 // newExact starts the exact log, seeded from the bucket ring that keeps
 // the longest history, if there is one: each bucket's units become one
-// entry stamped at the bucket's last microsecond (no later than now),
-// which counts at least as long as the admissions it stands for.
-func (l *Log) newExact(now int64) {
+// entry stamped at the bucket's last microsecond, which counts at least as
+// long as the admissions it stands for. That is so even for a bucket
+// after now, which a Record stamped ahead of the log's clock made (a
+// remote clock ahead of this one, or a clock set back): stamped at now,
+// its entry would leave the window before the admissions it stands for.
+func (l *Log) newExact() {
 	x := &l.exact
 	l.exactLive = true
 	r := longestRing(l.rings)
@@ -247,7 +250,7 @@ func (l *Log) newExact(now int64) {
 	for b := r.first; b <= r.last; b++ {
 		c := *r.slot(b)
 		if c-prev > 0 {
-			x.insert(min((b+1)*r.p-1, now), 0, c-prev)
+			x.insert((b+1)*r.p-1, 0, c-prev)
 		}
 		prev = c
 	}

@@ -673,3 +673,40 @@ func TestFarFutureRecordBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestExactSeededFromRingAhead records admissions stamped after the log's
+// clock (as a Redis clock ahead of the process's hands them over, or a
+// test clock set back), then starts an exact policy, whose log is seeded
+// from the bucket ring: the seeded entries must count as long as the
+// admissions they stand for, so that no window of the exact policy holds
+// more than its limit.
+func TestExactSeededFromRingAhead(t *testing.T) {
+	const second = 1_000_000
+	now := int64(1_700_000_000) * second
+	for _, ahead := range []int64{1, 500_000, 3 * second, 9 * second} {
+		bucketed := []Policy{{Limit: 5, Window: 10 * second, Precision: second}}
+		exact := []Policy{{Limit: 5, Window: 10 * second}}
+		var l Log
+		var admitted []int64
+		for id := range uint64(5) {
+			require.True(t, l.Record(now, now+ahead, id+1, 1, bucketed))
+			admitted = append(admitted, now+ahead)
+		}
+		out := make([]State, 1)
+		for i := range int64(300) {
+			at := now + i*50_000
+			if l.Take(at, uint64(100+i), 1, exact, out).Allowed {
+				admitted = append(admitted, at)
+			}
+		}
+		for _, end := range admitted {
+			n := 0
+			for _, a := range admitted {
+				if a > end-10*second && a <= end {
+					n++
+				}
+			}
+			require.LessOrEqual(t, n, 5, "ahead %d µs: admissions in the window ending at +%d µs", ahead, end-now)
+		}
+	}
+}
