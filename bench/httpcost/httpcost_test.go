@@ -313,7 +313,14 @@ func holdConnections(b *testing.B, h http.Handler, n int) {
 		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
 			b.Fatal(err)
 		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		readOK(b)(http.ReadResponse(bufio.NewReader(c), nil))
+	}
+}
+
+// readOK returns a function that reads a response to its end and fails b
+// unless it came, with status 200.
+func readOK(b *testing.B) func(*http.Response, error) {
+	return func(resp *http.Response, err error) {
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -341,17 +348,8 @@ func BenchmarkLoopback(b *testing.B) {
 			tr := &http.Transport{MaxIdleConnsPerHost: connections, MaxConnsPerHost: connections}
 			defer tr.CloseIdleConnections()
 			client := &http.Client{Transport: tr}
-			get := func() {
-				resp, err := client.Get(url)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Fatalf("status %d, want 200", resp.StatusCode)
-				}
-			}
+			ok := readOK(b)
+			get := func() { ok(client.Get(url)) }
 			for range connections {
 				get()
 			}
