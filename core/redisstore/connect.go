@@ -1,16 +1,21 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -74,7 +79,9 @@ func Connect(ctx context.Context, addrs ...string) (redis.UniversalClient, error
 		err := dial(ctx, c.Options().Dialer, c.Options().Network, o.Addr)
 		var r role
 		if err == nil {
-			r, err = serverRole(ctx, c)
+			if r, err = serverRole(ctx, c); err != nil {
+				err = refusal(ctx, c.Options().Dialer, c.Options().Network, o.Addr, err)
+			}
 		}
 		_ = c.Close()
 		if err != nil {
@@ -390,7 +397,7 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		}
 		r, err := serverRole(ctx, c)
 		if err != nil {
-			return nil, unreachableError(addr, err)
+			return nil, unreachableError(addr, refusal(ctx, o.Dialer, o.Network, addr, err))
 		}
 		switch {
 		case r.sentinel:
@@ -416,14 +423,22 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		}
 		var mu sync.Mutex
 		answered := 0
+		var refused []error
 		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			no := n.Options()
 			perr := n.Ping(ctx).Err()
+			if perr != nil {
+				perr = refusal(ctx, no.Dialer, no.Network, no.Addr, perr)
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if perr != nil {
-				down = append(down, unreachableError(n.Options().Addr, perr))
-			} else {
+			switch {
+			case perr == nil:
 				answered++
+			case refuses(perr):
+				refused = append(refused, unreachableError(no.Addr, perr))
+			default:
+				down = append(down, unreachableError(no.Addr, perr))
 			}
 			return nil
 		})
@@ -442,8 +457,18 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 				}
 			}
 			return nil, unreachableError(seeds, err)
+		case err != nil && closedByServer(err):
+			if errs := seedRefusals(ctx, o); len(errs) > 0 {
+				return nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(errs...))
+			}
+			return nil, unreachableError(seeds, err)
 		case err != nil:
 			return nil, unreachableError(seeds, err)
+		case len(refused) > 0:
+			// A master that refuses the client (a wrong password, protected
+			// mode) is a misconfiguration, which no failover mends.
+			return nil, fmt.Errorf("%w: masters of the Cluster seeded by %s refuse the client (%d of %d), and decisions on their slots would go to the failure mode: %w",
+				ErrUnreachable, seeds, len(refused), len(refused)+answered+len(down), errors.Join(refused...))
 		case answered == 0 && len(down) > 0:
 			return nil, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(down...))
 		case answered == 0:
@@ -623,4 +648,138 @@ func connectSentinel(ctx context.Context, a string) (redis.UniversalClient, erro
 		}
 	}
 	return nil, errors.Join(errs...)
+}
+
+// closedByServer reports whether err is a connection that ended under
+// the client: EOF, a reset or a broken pipe.
+func closedByServer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// refusalWait bounds how long refusal waits for the server's first words.
+const refusalWait = 250 * time.Millisecond
+
+// refusal returns err, the error of a command on a connection to addr,
+// with the server's reason when it closed the connection because it
+// refuses the client: a Redis in protected mode (no password, and a
+// client not on 127.0.0.1 or ::1) or with maxclients connections sends
+// one error line as it accepts the connection ("-DENIED Redis is running
+// in protected mode ...", "-ERR max number of clients reached") and
+// closes it, and a client that writes first sees only EOF, a reset or a
+// broken pipe. refusal dials addr once more with dialer and reads, for at
+// most refusalWait and without writing, what the server sends; err is
+// returned as it is when it is no closed connection or the server says
+// nothing.
+func refusal(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string, err error) error {
+	if !closedByServer(err) {
+		return err
+	}
+	if line := serverGreeting(ctx, dialer, network, addr); strings.HasPrefix(line, "-") {
+		return &refusedError{line: strings.TrimPrefix(line, "-"), err: err}
+	}
+	return err
+}
+
+// refusedError is the error of a server that refused the client with an
+// error line as it accepted the connection.
+type refusedError struct {
+	line string // the server's, without its '-'
+	err  error  // the client's own error
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("the server refused the connection: %q (%v)", e.line, e.err)
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
+
+// serverGreeting dials addr and returns the first line the server sends
+// unasked, within refusalWait; "" when it sends none.
+func serverGreeting(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) string {
+	ctx, cancel := context.WithTimeout(ctx, refusalWait)
+	defer cancel()
+	if dialer == nil {
+		var d net.Dialer
+		dialer = d.DialContext
+	}
+	if network == "" {
+		network = "tcp"
+	}
+	// go-redis's TLS dial ignores ctx: it runs on a goroutine of its own.
+	type dialed struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		conn, err := dialer(ctx, network, addr)
+		done <- dialed{conn, err}
+	}()
+	var d dialed
+	select {
+	case d = <-done:
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.err == nil && d.conn != nil {
+				_ = d.conn.Close()
+			}
+		}()
+		return ""
+	}
+	if d.err != nil {
+		return ""
+	}
+	defer d.conn.Close()
+	deadline, _ := ctx.Deadline()
+	_ = d.conn.SetReadDeadline(deadline)
+	var buf []byte
+	chunk := make([]byte, 512)
+	for len(buf) < 4096 && !bytes.Contains(buf, []byte("\n")) {
+		n, err := d.conn.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	line, _, _ := strings.Cut(string(buf), "\n")
+	return strings.TrimSpace(line)
+}
+
+// refuses reports whether err is a server's refusal of the client, which
+// lasts until its configuration or the client's changes: an error line
+// as it accepted the connection (protected mode, maxclients), or a
+// refused password (WRONGPASS, NOAUTH, and "AUTH ... called without any
+// password configured").
+func refuses(err error) bool {
+	var r *refusedError
+	return errors.As(err, &r) || redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOAUTH") ||
+		strings.Contains(err.Error(), "without any password configured")
+}
+
+// seedRefusals returns, for each seed of the Cluster client o that
+// refuses the client as it connects (see refusal), an error naming the
+// seed and the server's words; the seeds are asked together.
+func seedRefusals(ctx context.Context, o *redis.ClusterOptions) []error {
+	errs := make([]error, len(o.Addrs))
+	var wg sync.WaitGroup
+	for i, a := range o.Addrs {
+		wg.Go(func() {
+			dialer := seedDialer(o, a)
+			if line := serverGreeting(ctx, dialer, "tcp", a); strings.HasPrefix(line, "-") {
+				errs[i] = unreachableError(a, &refusedError{line: strings.TrimPrefix(line, "-"), err: io.EOF})
+			}
+		})
+	}
+	wg.Wait()
+	return slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+}
+
+// seedDialer is the dialer go-redis gives the client of the Cluster
+// node at addr: o's Dialer, or go-redis's own, over TLS when o says so.
+func seedDialer(o *redis.ClusterOptions, addr string) func(context.Context, string, string) (net.Conn, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, Dialer: o.Dialer, TLSConfig: o.TLSConfig, DialTimeout: o.DialTimeout})
+	dialer := c.Options().Dialer
+	_ = c.Close()
+	return dialer
 }

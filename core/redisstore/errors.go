@@ -21,8 +21,10 @@ var (
 	// start timeout: the server is down or refuses connections, its host
 	// name does not resolve, the address is malformed (no port, a URL
 	// where host:port was wanted), or it refused the client (a wrong
-	// password). The error names the address and the cause. New returns
-	// it unless WithStartUnreachable is given.
+	// password; protected mode or maxclients, where the error quotes the
+	// server's words), also when only some masters of a Cluster do. The
+	// error names the address and the cause. New returns it unless
+	// WithStartUnreachable is given.
 	ErrUnreachable = errors.New("redisstore: redis unreachable")
 	// ErrTopology reports a client whose kind does not match the server,
 	// or a server that cannot decide: a ClusterClient on a standalone

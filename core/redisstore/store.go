@@ -265,11 +265,15 @@ type config struct {
 // script so the first decisions do not wait for it, and reads the
 // maxmemory-policy. On a Cluster, masters that do not answer while others
 // do are logged at ERROR level: decisions on their slots go to the
-// limiter's failure mode until they answer.
+// limiter's failure mode until they answer; masters that answer but
+// refuse the client (a wrong password, protected mode) fail New with
+// ErrUnreachable.
 //
 // When no master answers (the server is down, its host does not resolve,
-// the address has no port or is a URL) New fails with ErrUnreachable,
-// naming the address and the cause, unless WithStartUnreachable is given.
+// the address has no port or is a URL, or it refuses the client: a Redis
+// in protected mode or at maxclients, whose words the error quotes) New
+// fails with ErrUnreachable, naming the address and the cause, unless
+// WithStartUnreachable is given.
 //
 // It runs every command the store needs once, on two keys of its own
 // under the key prefix that it deletes again: a user whose ACL refuses

@@ -1,0 +1,136 @@
+package redisstore_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// fromOtherLoopback dials from 127.0.0.2: a client Redis does not count
+// as local in protected mode (only 127.0.0.1 and ::1 are), though the
+// connection stays on this machine.
+func fromOtherLoopback(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: time.Second}
+	return d.DialContext(ctx, network, addr)
+}
+
+// newErr runs New on client and returns its error and how long it took.
+func newErr(t *testing.T, client redis.UniversalClient) (time.Duration, error) {
+	t.Helper()
+	t.Cleanup(func() { _ = client.Close() })
+	start := time.Now()
+	store, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	took := time.Since(start)
+	if store != nil {
+		_ = store.Close()
+	}
+	t.Logf("New: %v (after %v)", err, took.Round(time.Millisecond))
+	return took, err
+}
+
+// A Redis that refuses a client the moment it connects (protected mode:
+// no password and a client from another host; maxclients reached) sends
+// one error line and closes the connection. A client that writes first
+// sees EOF or a broken pipe; New and Connect name the server's own
+// refusal and the address instead.
+func TestNewNamesServerRefusal(t *testing.T) {
+	protected := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--protected-mode", "yes"}})
+	full := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--maxclients", "1"}})
+	holder := redis.NewClient(&redis.Options{Addr: full.Addr, PoolSize: 1})
+	t.Cleanup(func() { _ = holder.Close() })
+	require.NoError(t, holder.Ping(t.Context()).Err(), "the one client the server takes")
+
+	for _, tc := range []struct {
+		name string
+		addr string
+		want []string
+	}{
+		{"protected mode", protected.Addr, []string{"DENIED", "protected mode"}},
+		{"maxclients", full.Addr, []string{"max number of clients reached"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(t *testing.T, err error, took time.Duration) {
+				t.Helper()
+				require.ErrorIs(t, err, redisstore.ErrUnreachable)
+				assert.Contains(t, err.Error(), tc.addr)
+				for _, w := range tc.want {
+					assert.Contains(t, err.Error(), w)
+				}
+				assert.Less(t, took, startBound)
+			}
+			t.Run("New", func(t *testing.T) {
+				o := redisstore.ClientOptions(tc.addr)
+				o.Dialer = fromOtherLoopback
+				took, err := newErr(t, redis.NewClient(o))
+				check(t, err, took)
+			})
+			t.Run("New, plain go-redis options", func(t *testing.T) {
+				took, err := newErr(t, redis.NewClient(&redis.Options{Addr: tc.addr, Dialer: fromOtherLoopback}))
+				check(t, err, took)
+			})
+			t.Run("New, ClusterClient", func(t *testing.T) {
+				o := redisstore.ClusterOptions(tc.addr)
+				o.Dialer = fromOtherLoopback
+				took, err := newErr(t, redis.NewClusterClient(o))
+				check(t, err, took)
+			})
+			if tc.name == "maxclients" {
+				t.Run("Connect", func(t *testing.T) {
+					start := time.Now()
+					c, err := redisstore.Connect(t.Context(), tc.addr)
+					if c != nil {
+						_ = c.Close()
+					}
+					t.Logf("Connect: %v", err)
+					check(t, err, time.Since(start))
+				})
+			}
+		})
+	}
+}
+
+// A Cluster node in protected mode refuses a client from another host
+// as a standalone server does: New names the refusal and the node.
+func TestNewNamesClusterNodeRefusal(t *testing.T) {
+	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 1, Args: []string{"--protected-mode", "yes"}})
+	o := redisstore.ClusterOptions(cl.Addrs()...)
+	o.Dialer = fromOtherLoopback
+	took, err := newErr(t, redis.NewClusterClient(o))
+	require.ErrorIs(t, err, redisstore.ErrUnreachable)
+	assert.Contains(t, err.Error(), cl.Addrs()[0])
+	assert.Contains(t, err.Error(), "protected mode")
+	assert.Less(t, took, startBound)
+}
+
+// A Cluster master that refuses the client's password while the others
+// take it is a misconfiguration, which no failover mends: New fails with
+// ErrUnreachable naming that master and its answer, rather than start
+// and send its slots' decisions to the failure mode.
+func TestNewFailsOnClusterMasterRefusingPassword(t *testing.T) {
+	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 2})
+	for i, n := range cl.Nodes {
+		pass := "pw"
+		if i == 0 {
+			pass = "other"
+		}
+		admin := redis.NewClient(&redis.Options{Addr: n.Addr})
+		require.NoError(t, admin.ConfigSet(t.Context(), "requirepass", pass).Err())
+		_ = admin.Close()
+	}
+	o := redisstore.ClusterOptions(cl.Addrs()...)
+	o.Password = "pw"
+	took, err := newErr(t, redis.NewClusterClient(o))
+	require.ErrorIs(t, err, redisstore.ErrUnreachable)
+	assert.Contains(t, err.Error(), cl.Nodes[0].Addr)
+	assert.Contains(t, err.Error(), "WRONGPASS")
+	assert.Less(t, took, startBound)
+}
