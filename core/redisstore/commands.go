@@ -97,10 +97,12 @@ var waitProbe = probe{"WAIT", func(z, h string) []any { return []any{"wait", 0, 
 
 // checkCommands runs every command the store needs on the server client
 // reaches (on a Cluster, the master of the check's keys; each master runs
-// the same ACL in practice) and fails with an error naming the first
-// command the user may not run (ErrPermission) or, where the server's
-// answers show that it cannot decide at all, what it is (ErrTopology: a
-// replica, a Sentinel, a Cluster node behind a plain client). It returns
+// the same ACL in practice) and fails with one error naming every command
+// the user may not run (ErrPermission) and every one the server does not
+// know (ErrUnsupportedVersion), wrapping both when both occur, or, where
+// the server's answers show that it cannot decide at all, with what it is
+// (ErrTopology: a replica, a Sentinel, a Cluster node behind a plain
+// client). It returns
 // the optional commands refused, which the caller logs, and whether the
 // server lacks PEXPIRETIME: of the servers New accepts, only Redis 6.2,
 // which runs the legacy script (a user not allowed INFO leaves New no
@@ -121,35 +123,61 @@ func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refus
 	// A Sentinel knows neither DEL nor EXISTS (the first probes); a server
 	// that knows one of them and not the other had it renamed away.
 	sentinel := unknownCommand(cmds[0].Err()) && unknownCommand(cmds[1].Err())
+	// Every command the store cannot use is named, not the first alone:
+	// one restart per command would find them one by one.
+	var unusable []error
+	var keyless []string // commands refused on the store's keys
+	var keyErr, other error
+	named := map[string]bool{}
 	for i, c := range cmds {
 		err := c.Err()
+		name := ps[i].name
 		switch {
 		case err == nil, errors.Is(err, redis.Nil), redis.HasErrorPrefix(err, "NOSCRIPT"):
-		case (noPermission(err) || unknownCommand(err) && ps[i].name != "PEXPIRETIME") && slices.Contains(optionalCommands, ps[i].name):
+		case (noPermission(err) || unknownCommand(err) && name != "PEXPIRETIME") && slices.Contains(optionalCommands, name):
 			// Refused by the user's ACL, or renamed away (rename-command).
-			refused = append(refused, ps[i].name)
-		case noPermission(err) && !strings.Contains(err.Error(), "permissions to run"):
-			// "No permissions to access a key" (Redis 7 and later, Valkey),
-			// "... to access one of the keys used as arguments" (6.2).
-			return nil, false, fmt.Errorf("%w: %s: the user may not use the store's keys (%s*) with %s: %w; allow them with ~%s*", ErrPermission, addr, s.prefix, ps[i].name, err, s.prefix)
-		case noPermission(err):
-			return nil, false, fmt.Errorf("%w: %s: the user may not run %s, which the store needs: %w; see docs/operations.md for the ACL a limiter needs", ErrPermission, addr, ps[i].name, err)
+			refused = append(refused, name)
 		case redis.HasErrorPrefix(err, "READONLY"):
 			return nil, false, replicaError(addr)
 		case redis.HasErrorPrefix(err, "MOVED"):
 			return nil, false, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
-		case unknownCommand(err) && ps[i].name == "PEXPIRETIME":
+		case unknownCommand(err) && name == "PEXPIRETIME":
 			// Redis 6.2: the scripts do without it.
 			legacy = true
 		case unknownCommand(err) && sentinel:
 			return nil, false, sentinelError(addr)
+		case named[name]:
+			// DEL is probed twice.
+		case noPermission(err) && !strings.Contains(err.Error(), "permissions to run"):
+			// "No permissions to access a key" (Redis 7 and later, Valkey),
+			// "... to access one of the keys used as arguments" (6.2).
+			named[name] = true
+			keyless = append(keyless, name)
+			if keyErr == nil {
+				keyErr = err
+			}
+		case noPermission(err):
+			named[name] = true
+			unusable = append(unusable, fmt.Errorf("%w: %s: the user may not run %s, which the store needs: %w; see docs/operations.md for the ACL a limiter needs", ErrPermission, addr, name, err))
 		case unknownCommand(err):
-			return nil, false, fmt.Errorf("%w: %s does not know %s, which the store needs (renamed or disabled by rename-command in its configuration, or a server too old): %w", ErrUnsupportedVersion, addr, ps[i].name, err)
+			named[name] = true
+			unusable = append(unusable, fmt.Errorf("%w: %s does not know %s, which the store needs (renamed or disabled by rename-command in its configuration, or a server too old): %w", ErrUnsupportedVersion, addr, name, err))
 		default:
-			return nil, false, fmt.Errorf("%s on %s: %w", ps[i].name, addr, err)
+			if other == nil {
+				other = fmt.Errorf("%s on %s: %w", name, addr, err)
+			}
 		}
 	}
-	return refused, legacy, nil
+	if len(keyless) > 0 {
+		unusable = append(unusable, fmt.Errorf("%w: %s: the user may not use the store's keys (%s*) with %s: %w; allow them with ~%s*", ErrPermission, addr, s.prefix, strings.Join(keyless, ", "), keyErr, s.prefix))
+	}
+	switch len(unusable) {
+	case 0:
+		return refused, legacy, other
+	case 1:
+		return nil, false, unusable[0]
+	}
+	return nil, false, fmt.Errorf("redisstore: %s: %d commands the store needs cannot be used, one line each:\n%w", addr, len(unusable), errors.Join(unusable...))
 }
 
 // unknownCommand reports whether err is a server's answer that it does not

@@ -15,7 +15,9 @@ var (
 	// ErrUnsupportedVersion reports a Redis server too old for the
 	// decision script: Redis before 6.2, or Valkey before 7.2; or one that
 	// does not know a command the store needs, which its configuration
-	// renamed away (rename-command). The error names the command.
+	// renamed away (rename-command). The error names the command (every
+	// one, when New finds several, in one error, which wraps ErrPermission
+	// too when the user may not run others).
 	ErrUnsupportedVersion = errors.New("redisstore: unsupported redis version")
 	// ErrUnreachable reports that no Redis master answered within the
 	// start timeout: the server is down or refuses connections, its host
@@ -37,7 +39,8 @@ var (
 	ErrTopology = errors.New("redisstore: redis client does not match the server's topology")
 	// ErrPermission reports a Redis user whose ACL refuses a command the
 	// store needs, or the store's keys: every decision would fail with
-	// NOPERM. The error names the address and the command; see
-	// docs/operations.md for the ACL a limiter needs.
+	// NOPERM. The error names the address and the command (every one the
+	// user may not run, in one error); see docs/operations.md for the ACL
+	// a limiter needs.
 	ErrPermission = errors.New("redisstore: redis user may not run what the store needs")
 )

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,55 @@ func TestRenamedCommandIsNamed(t *testing.T) {
 			assert.Contains(t, err.Error(), srv.Addr)
 			assert.Contains(t, err.Error(), cmd)
 			assert.Contains(t, err.Error(), "rename-command")
+		})
+	}
+}
+
+// New names every command it cannot use in one error, not the first
+// alone: a user who fixes one command at a time would otherwise restart
+// once per command. Renamed commands keep ErrUnsupportedVersion, refused
+// ones ErrPermission, and the error of both kinds wraps both.
+func TestEveryUnusableCommandIsNamed(t *testing.T) {
+	renamed := []string{"ZADD", "EVALSHA", "HGETALL"}
+	var args []string
+	for _, c := range renamed {
+		args = append(args, "--rename-command", c, c+"-renamed-away")
+	}
+	srv := redistest.StartServer(t, redistest.ServerConfig{Args: args})
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	// A user refused two more commands on the same server.
+	require.NoError(t, admin.Do(t.Context(), "acl", "setuser", "few", "on", ">pw", "~*", "+@all", "-zrem", "-hdel").Err())
+
+	for _, tc := range []struct {
+		name      string
+		user      string
+		wantIs    []error
+		wantNames []string
+	}{
+		{"renamed", "", []error{redisstore.ErrUnsupportedVersion}, renamed},
+		{"renamed and refused", "few", []error{redisstore.ErrUnsupportedVersion, redisstore.ErrPermission}, append(slices.Clone(renamed), "ZREM,", "HDEL,")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := redisstore.ClientOptions(srv.Addr)
+			if tc.user != "" {
+				o.Username, o.Password = tc.user, "pw"
+			}
+			client := redis.NewClient(o)
+			t.Cleanup(func() { _ = client.Close() })
+			store, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+			if store != nil {
+				_ = store.Close()
+			}
+			require.Error(t, err)
+			t.Logf("New: %v", err)
+			for _, want := range tc.wantIs {
+				assert.ErrorIs(t, err, want)
+			}
+			assert.Contains(t, err.Error(), srv.Addr)
+			for _, c := range tc.wantNames {
+				assert.Contains(t, err.Error(), c, "the error names %s", c)
+			}
 		})
 	}
 }
