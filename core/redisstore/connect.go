@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -393,7 +394,7 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 			return nil, failoverError(err)
 		}
 		if err != nil {
-			return nil, unreachableError(nodeName(o.Addr), err)
+			return nil, unreachableError(nodeName(o.Addr), fmt.Errorf("%w%s", err, tlsHint(o.TLSConfig, err)))
 		}
 		r, err := serverRole(ctx, c)
 		if err != nil {
@@ -412,12 +413,22 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 	case *redis.ClusterClient:
 		o := c.Options()
 		seeds := strings.Join(o.Addrs, ",")
-		var dialErrs []error
-		for _, a := range o.Addrs {
-			if err := dial(ctx, o.Dialer, "tcp", a); err != nil {
-				dialErrs = append(dialErrs, fmt.Errorf("%s: %w", a, err))
-			}
+		// The seeds are dialled together, as the client's nodes dial (over
+		// TLS when it says so): one that does not answer takes no time
+		// from the others, and a TLS client on a Cluster that does not
+		// speak TLS fails here, not in go-redis's reading of the slot map,
+		// which tries the seeds in turn.
+		dialErrs := make([]error, len(o.Addrs))
+		var wg sync.WaitGroup
+		for i, a := range o.Addrs {
+			wg.Go(func() {
+				if err := dial(ctx, seedDialer(o), "tcp", a); err != nil {
+					dialErrs[i] = fmt.Errorf("%s: %w%s", a, err, tlsHint(o.TLSConfig, err))
+				}
+			})
 		}
+		wg.Wait()
+		dialErrs = slices.DeleteFunc(dialErrs, func(err error) bool { return err == nil })
 		if len(o.Addrs) > 0 && len(dialErrs) == len(o.Addrs) {
 			return nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(dialErrs...))
 		}
@@ -462,6 +473,8 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 				return nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(errs...))
 			}
 			return nil, unreachableError(seeds, err)
+		case err != nil && ctx.Err() != nil:
+			return nil, unreachableError(seeds, context.Cause(ctx))
 		case err != nil:
 			return nil, unreachableError(seeds, err)
 		case len(refused) > 0:
@@ -765,7 +778,7 @@ func seedRefusals(ctx context.Context, o *redis.ClusterOptions) []error {
 	var wg sync.WaitGroup
 	for i, a := range o.Addrs {
 		wg.Go(func() {
-			dialer := seedDialer(o, a)
+			dialer := seedDialer(o)
 			if line := serverGreeting(ctx, dialer, "tcp", a); strings.HasPrefix(line, "-") {
 				errs[i] = unreachableError(a, &refusedError{line: strings.TrimPrefix(line, "-"), err: io.EOF})
 			}
@@ -775,11 +788,37 @@ func seedRefusals(ctx context.Context, o *redis.ClusterOptions) []error {
 	return slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }
 
-// seedDialer is the dialer go-redis gives the client of the Cluster
-// node at addr: o's Dialer, or go-redis's own, over TLS when o says so.
-func seedDialer(o *redis.ClusterOptions, addr string) func(context.Context, string, string) (net.Conn, error) {
-	c := redis.NewClient(&redis.Options{Addr: addr, Dialer: o.Dialer, TLSConfig: o.TLSConfig, DialTimeout: o.DialTimeout})
-	dialer := c.Options().Dialer
-	_ = c.Close()
-	return dialer
+// seedDialer dials the Cluster node at addr as the client's node clients
+// do: with o's Dialer, or a net.Dialer of o's DialTimeout, over TLS when
+// o says so. Unlike go-redis's own TLS dial (tls.DialWithDialer), it ends
+// with its context.
+func seedDialer(o *redis.ClusterOptions) func(context.Context, string, string) (net.Conn, error) {
+	if o.Dialer != nil {
+		return o.Dialer
+	}
+	nd := &net.Dialer{Timeout: o.DialTimeout}
+	if nd.Timeout == 0 {
+		nd.Timeout = 5 * time.Second // go-redis's default
+	}
+	if o.TLSConfig == nil {
+		return nd.DialContext
+	}
+	td := &tls.Dialer{NetDialer: nd, Config: o.TLSConfig}
+	return td.DialContext
+}
+
+// tlsHint is what an error of a dial over TLS (tlsConfig not nil) adds
+// when the server sent no TLS answer: a server that does not listen for
+// TLS on the port reads the client's hello as the start of a command and
+// waits for the rest, or answers it with a Redis error.
+func tlsHint(tlsConfig *tls.Config, err error) string {
+	var rh tls.RecordHeaderError
+	switch {
+	case tlsConfig == nil:
+		return ""
+	case errors.As(err, &rh), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, errNoAnswer), errors.Is(err, os.ErrDeadlineExceeded):
+		return " (the client dials over TLS, and the server sent no TLS answer: does it listen for TLS on this port?)"
+	}
+	return ""
 }

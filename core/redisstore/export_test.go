@@ -29,6 +29,11 @@ func UsesLegacyScript(s *Store) bool { return s.legacy.Load() }
 // NewUnchecked is New without its checks of the servers.
 func NewUnchecked(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s, _, err := newStore(client, opts)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		defer cancel()
+		s.pipes.hookNodes(ctx)
+	}
 	return s, err
 }
 

@@ -700,6 +700,9 @@ type pipelines struct {
 	// (a call was answered, or New read the nodes): until then, finding
 	// a key's master could wait for the map's first load.
 	mapped atomic.Bool
+	// hookKnown is watchDials's walk of a Cluster client's nodes (see
+	// hookNodes); nil on a single server.
+	hookKnown func(context.Context)
 	// conns are the connections dialled to each node, by address; on a
 	// single server, one set under the client's address holds every
 	// connection, whatever address it was dialled to (a failover client
@@ -927,7 +930,7 @@ func (h dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // watchDials adds a dialWatch to client and, on a Cluster, to the client
-// of every node it has and will have.
+// of every node it will have; hookNodes adds one to the nodes it has.
 func (p *pipelines) watchDials(client redis.UniversalClient) {
 	switch c := client.(type) {
 	case *redis.Client:
@@ -944,14 +947,25 @@ func (p *pipelines) watchDials(client redis.UniversalClient) {
 			}
 		}
 		c.OnNewNode(add)
-		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-		defer cancel()
-		if c.ForEachShard(ctx, func(_ context.Context, n *redis.Client) error {
-			add(n)
-			return nil
-		}) == nil {
-			p.mapped.Store(true)
+		p.hookKnown = func(ctx context.Context) {
+			if c.ForEachShard(ctx, func(_ context.Context, n *redis.Client) error {
+				add(n)
+				return nil
+			}) == nil {
+				p.mapped.Store(true)
+			}
 		}
+	}
+}
+
+// hookNodes adds a dialWatch to the nodes a Cluster client had before
+// the store, which its OnNewNode hook did not see, reading the slot map
+// (within ctx) to find them. New runs it within its check once a master
+// answered, not before: on a Cluster that does not answer, reading the
+// slot map waits as long as the check would.
+func (p *pipelines) hookNodes(ctx context.Context) {
+	if p.hookKnown != nil {
+		p.hookKnown(ctx)
 	}
 }
 

@@ -344,11 +344,6 @@ func (s *Store) check(cfg config) error {
 	for _, w := range clientWarnings(s.client) {
 		cfg.logger.Warn("redisstore: redis client setting", "problem", w)
 	}
-	for _, addr := range s.pipes.untrackedNodes() {
-		cfg.logger.Warn("redisstore: the client had connections to this node before New, which the store cannot break off when the node stalls: "+
-			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
-			"node", nodeName(addr))
-	}
 	// The checks end when the servers have sent nothing for checkTimeout
 	// while owing a reply, not after checkTimeout of wall time: a process
 	// too busy to read a reply does not make a server unreachable.
@@ -360,9 +355,16 @@ func (s *Store) check(cfg config) error {
 	case err == nil:
 	case errors.Is(err, ErrUnreachable) && cfg.startUnreachable:
 		cfg.logger.Error("redisstore: starting without redis (WithStartUnreachable): every decision goes to the limiter's failure mode until redis answers", "error", err)
+		s.pipes.hookNodes(ctx)
 		return nil
 	default:
 		return err
+	}
+	s.pipes.hookNodes(ctx)
+	for _, addr := range s.pipes.untrackedNodes() {
+		cfg.logger.Warn("redisstore: the client had connections to this node before New, which the store cannot break off when the node stalls: "+
+			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
+			"node", nodeName(addr))
 	}
 	for _, d := range down {
 		cfg.logger.Error("redisstore: a cluster master does not answer: decisions on its slots go to the limiter's failure mode until it does", "error", d)

@@ -177,3 +177,41 @@ func TestNewTLSClientOnPlainServer(t *testing.T) {
 		})
 	}
 }
+
+// A ClusterClient that dials over TLS the nodes of a Cluster that does
+// not speak it fails New within the same second as a Client on a plain
+// server, naming the seeds and that the client dials over TLS: the seeds
+// are dialled together, over TLS as the client's nodes are, and nothing
+// before the check waits a second of its own for the slot map.
+func TestNewTLSClusterClientOnPlainCluster(t *testing.T) {
+	_, _, pool := selfSigned(t, t.TempDir())
+	seeds := redistest.ClusterClient(t).Options().Addrs
+	for name, opts := range map[string]*redis.ClusterOptions{
+		"redisstore.ClusterOptions": redisstore.ClusterOptions(seeds...),
+		"plain go-redis options":    {Addrs: seeds},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts.TLSConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+			client := redis.NewClusterClient(opts)
+			t.Cleanup(func() { _ = client.Close() })
+			start := time.Now()
+			store, err := redisstore.New(client, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+			took := time.Since(start)
+			if store != nil {
+				_ = store.Close()
+			}
+			t.Logf("New: %v (after %v)", err, took.Round(time.Millisecond))
+			require.ErrorIs(t, err, redisstore.ErrUnreachable)
+			for _, a := range seeds {
+				require.Contains(t, err.Error(), a)
+			}
+			require.Contains(t, err.Error(), "TLS")
+			require.Less(t, took, tlsStartBound, "New took %v to fail", took)
+		})
+	}
+}
+
+// tlsStartBound is New's second with room for a busy machine, tighter
+// than startBound: a TLS dial that waits for its hello is bounded by
+// New's check alone.
+const tlsStartBound = 1600 * time.Millisecond
