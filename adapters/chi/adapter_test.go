@@ -1,7 +1,10 @@
 package slidechi_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -287,5 +290,146 @@ func TestLimitByIPPanics(t *testing.T) {
 			}()
 			f()
 		})
+	}
+}
+
+// rawGet sends method and path to srv as written (no cleaning by a
+// client) and returns the status.
+func rawGet(t *testing.T, srv *httptest.Server, method, path string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", method, path); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// Behind a rewrite at the root router (StripSlashes, CleanPath, GetHead,
+// or middleware of its own setting RoutePath), a limiter in a mounted
+// router (its r.Use, r.Group's r.Use or r.With inside it, or r.Group's
+// r.Use in front of r.Route) keys each request by the route chi serves
+// it from. Before, once routed it looked up the path as received first,
+// which the router's catch-all "/*" (or the root's) matched: GET
+// /api/users/2/ was served by /users/{id} and spent r:/api/* (and
+// //api/users/2 spent r:/*), a budget of the client's choosing.
+func TestKeyByRouteSubRouterBehindRewrite(t *testing.T) {
+	ok := func(http.ResponseWriter, *http.Request) {}
+	lower := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rctx := chi.RouteContext(r.Context())
+			rctx.RoutePath = strings.ToLower(r.URL.Path)
+			next.ServeHTTP(w, r)
+		})
+	}
+	routes := func(s chi.Router) {
+		s.Get("/users/{id}", ok)
+		s.Get("/*", ok)
+	}
+	type mw = func(http.Handler) http.Handler
+	for _, place := range []struct {
+		name  string
+		build func(root chi.Router, limit mw)
+	}{
+		{"Use", func(root chi.Router, limit mw) {
+			root.Route("/api", func(s chi.Router) { s.Use(limit); routes(s) })
+		}},
+		{"Mount", func(root chi.Router, limit mw) {
+			s := chi.NewRouter()
+			s.Use(limit)
+			routes(s)
+			root.Mount("/api", s)
+		}},
+		{"Group", func(root chi.Router, limit mw) {
+			root.Route("/api", func(s chi.Router) { s.Group(func(g chi.Router) { g.Use(limit); routes(g) }) })
+		}},
+		{"With", func(root chi.Router, limit mw) {
+			root.Route("/api", func(s chi.Router) { routes(s.With(limit)) })
+		}},
+		{"GroupRoute", func(root chi.Router, limit mw) {
+			root.Group(func(g chi.Router) { g.Use(limit); g.Route("/api", routes) })
+		}},
+		{"Nested", func(root chi.Router, limit mw) {
+			root.Route("/api", func(s chi.Router) {
+				s.Get("/*", ok)
+				s.Route("/v", func(v chi.Router) { v.Use(limit); routes(v) })
+			})
+		}},
+	} {
+		for _, rw := range []struct {
+			name     string
+			mws      []mw
+			variants []string
+		}{
+			{"StripSlashes", []mw{chimw.StripSlashes}, []string{"GET {api}/users/2/"}},
+			{"CleanPath", []mw{chimw.CleanPath}, []string{"GET {api}//users/2", "GET {api}/./users/2", "GET {api}/x/../users/2", "GET /{api}/users/2"}},
+			{"GetHead", []mw{chimw.GetHead, chimw.StripSlashes}, []string{"HEAD {api}/users/2/"}},
+			{"Lower", []mw{lower}, []string{"GET {API}/Users/2", "GET {api}/USERS/2"}},
+		} {
+			for _, variant := range rw.variants {
+				t.Run(place.name+"/"+rw.name+"/"+variant, func(t *testing.T) {
+					api := "/api"
+					if place.name == "Nested" {
+						api = "/api/v"
+					}
+					store := slidelogtest.NewCountingStore(memstore.New())
+					l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
+					root := chi.NewRouter()
+					root.Use(rw.mws...)
+					root.Get("/*", ok)
+					place.build(root, slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.FirstOf(httplimit.ByRoute(), httplimit.ByClientIP()))))
+					srv := httptest.NewServer(root)
+					defer srv.Close()
+					second := strings.NewReplacer("{api}", api, "{API}", strings.ToUpper(api)).Replace(variant)
+					method, path, _ := strings.Cut(second, " ")
+					if got := rawGet(t, srv, "GET", api+"/users/1"); got != 200 {
+						t.Fatalf("GET %s/users/1: got %d, want 200", api, got)
+					}
+					if got := rawGet(t, srv, method, path); got != 429 {
+						t.Errorf("%s %s: got %d, want 429", method, path, got)
+					}
+					want := "r:" + api + "/users/{id}"
+					if got := store.Identities(); len(got) != 1 || got[want] != 2 {
+						t.Errorf("identities: got %v, want only %s, twice", got, want)
+					}
+				})
+			}
+		}
+	}
+}
+
+// A router mounted at "/api" is reached by "/api", "/api/" and "/api/..."
+// (Mount's stubs and its "/*"); under a limiter inside it, each is keyed
+// by the route it serves, so its catch-all is one budget.
+func TestKeyByRouteSubRouterStubs(t *testing.T) {
+	ok := func(http.ResponseWriter, *http.Request) {}
+	store := slidelogtest.NewCountingStore(memstore.New())
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
+	root := chi.NewRouter()
+	root.Route("/api", func(s chi.Router) {
+		s.Use(slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
+		s.Get("/*", ok)
+	})
+	srv := httptest.NewServer(root)
+	defer srv.Close()
+	for i, path := range []string{"/api/x", "/api", "/api/"} {
+		want := 429
+		if i == 0 {
+			want = 200
+		}
+		if got := rawGet(t, srv, "GET", path); got != want {
+			t.Errorf("GET %s: got %d, want %d", path, got, want)
+		}
+	}
+	if got := store.Identities(); len(got) != 1 || got["r:/api/*"] == 0 {
+		t.Errorf("identities: got %v, want only r:/api/*", got)
 	}
 }

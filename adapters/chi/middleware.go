@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -126,18 +128,20 @@ func (r request) Path() string {
 
 // Route asks chi's root router which pattern the request matches, since
 // middleware added with r.Use runs before chi has routed the request.
-// It looks up the path and method the root router routes on: before it
-// has routed, the route context's RoutePath and RouteMethod when
-// middleware in front (chi's middleware.StripSlashes,
-// middleware.CleanPath, middleware.GetHead) rewrote them, as for Path;
-// otherwise the escaped path as received.
-// Once a router has routed (middleware of r.With, r.Group, or of a
-// mounted router), the path as received is looked up, and when that
-// finds nothing (a path rewritten in front), the patterns routed so far
-// lead to the router that routes what is left (routed). Outside chi it
-// is the pattern http.ServeMux matched (Request.Pattern), "" until a mux
-// has routed the request. Each call looks the pattern up (key functions
-// call it once per request).
+// It looks up the method chi routes on (the route context's RouteMethod
+// when middleware such as middleware.GetHead set it) and, before any
+// router has routed, the path the root router routes on: RoutePath when
+// middleware in front (middleware.StripSlashes, middleware.CleanPath)
+// rewrote it, as for Path, otherwise the escaped path as received.
+// Once a router has routed (middleware of r.With, r.Group, a mounted
+// router's r.Use, or r.Group's r.Use in front of r.Route or r.Mount),
+// the path as received is never looked up, since a rewrite in front can
+// make it match another route, such as a catch-all: the patterns chi
+// matched so far name the route, or the mounted router and the path it
+// routes next (routed). Outside chi it is the pattern http.ServeMux
+// matched (Request.Pattern), "" until a mux has routed the request.
+// Each call looks the pattern up (key functions call it once per
+// request).
 func (r request) Route() string {
 	rctx := chi.RouteContext(r.r.Context())
 	if rctx == nil || rctx.Routes == nil {
@@ -148,52 +152,147 @@ func (r request) Route() string {
 		// chi routes on it (middleware.GetHead routes a HEAD as a GET).
 		method = rctx.RouteMethod
 	}
-	path := r.r.URL.RawPath
-	if path == "" {
-		path = r.r.URL.Path
-	}
 	if len(rctx.RoutePatterns) == 0 {
-		if rctx.RoutePath != "" {
-			// Not routed yet: the root router will route on RoutePath.
-			path = rctx.RoutePath
+		path := rctx.RoutePath
+		if path == "" {
+			// Not rewritten: the root router routes on the path as received.
+			path = r.r.URL.RawPath
+			if path == "" {
+				path = r.r.URL.Path
+			}
 		}
 		return rctx.Routes.Find(chi.NewRouteContext(), method, path)
-	}
-	if p := rctx.Routes.Find(chi.NewRouteContext(), method, path); p != "" {
-		return p
 	}
 	return routed(rctx, method)
 }
 
-// routed returns the pattern of a request that a router has routed on a
-// path rewritten in front, so that the path as received finds nothing:
-// RoutePatterns are the patterns matched so far, each but an endpoint's
-// that of a mounted router, and RoutePath what the last one routes on.
-// It reads the routes of each router on the way (Routes), so it runs
-// only where the lookup of the path as received failed.
+// routed returns the pattern of a request some router has routed, named
+// as the root router's Find names it (each mounted router's pattern
+// without its "/*", then the pattern within it). RoutePatterns are the
+// patterns matched so far, each in the router the previous one mounted:
+// the last is the route's own (r.With, r.Group: the middleware runs as
+// the route's handler) or a mounted router's, which routes what is left
+// of the path (mountPath). The path as received is never used: after a
+// rewrite in front (middleware.StripSlashes, middleware.CleanPath, a
+// RoutePath of its own) it can match another route, such as a catch-all.
 func routed(rctx *chi.Context, method string) string {
 	routes, prefix := rctx.Routes, ""
+	last := len(rctx.RoutePatterns) - 1
 	for i, p := range rctx.RoutePatterns {
-		var sub chi.Routes
-		for _, rt := range routes.Routes() {
-			if rt.Pattern == p {
-				sub = rt.SubRoutes
-				break
-			}
-		}
+		sub, pattern := mountOf(routes, p)
 		if sub == nil {
-			if i == len(rctx.RoutePatterns)-1 {
-				// An endpoint: this is its route.
-				return rctx.RoutePattern()
+			if i != last {
+				return ""
 			}
-			return ""
+			// The route itself, or a handler mounted that is not a chi
+			// router: it serves whatever is left of the path.
+			return joinPattern(prefix, pattern)
 		}
-		prefix += strings.TrimSuffix(p, "/*")
+		prefix = joinPattern(prefix, strings.TrimSuffix(pattern, "/*"))
 		routes = sub
 	}
-	p := routes.Find(chi.NewRouteContext(), method, rctx.RoutePath)
+	p := routes.Find(chi.NewRouteContext(), method, mountPath(rctx))
 	if p == "" {
 		return ""
 	}
+	return joinPattern(prefix, p)
+}
+
+// mountPath is the path the router mounted by the last of RoutePatterns
+// routes: what its wildcard matched, which the mount's handler moves to
+// RoutePath and clears. Middleware of r.Group or r.With in front of
+// r.Route or r.Mount runs before that handler, with the wildcard still
+// set and RoutePath the parent's (empty at an unrewritten root). A
+// pattern with no wildcard (Mount's "/api" and "/api/") leaves "/".
+func mountPath(rctx *chi.Context) string {
+	keys, vals := rctx.URLParams.Keys, rctx.URLParams.Values
+	if n := len(keys) - 1; n >= 0 && keys[n] == "*" && n < len(vals) && vals[n] != "" {
+		// The mount's handler has not run yet (it clears the value).
+		return "/" + vals[n]
+	}
+	if !strings.HasSuffix(rctx.RoutePatterns[len(rctx.RoutePatterns)-1], "*") {
+		return "/"
+	}
+	if rctx.RoutePath == "" || !strings.HasPrefix(rctx.RoutePath, "/") {
+		return "/"
+	}
+	return rctx.RoutePath
+}
+
+// joinPattern joins a mounted router's prefix and a pattern within it as
+// chi's Find does, with one slash between them where the prefix ends in
+// one (a router mounted at "/api/").
+func joinPattern(prefix, p string) string {
+	if strings.HasSuffix(prefix, "/") && strings.HasPrefix(p, "/") {
+		return prefix + p[1:]
+	}
 	return prefix + p
+}
+
+// mountKey names a pattern in a router for mounts.
+type mountKey struct {
+	routes  *chi.Mux
+	pattern string
+}
+
+// mountVal is what a pattern in a router resolves to: the router it
+// mounts (nil for a route or a handler that is not a chi router) and the
+// pattern that names it.
+type mountVal struct {
+	sub     chi.Routes
+	pattern string
+}
+
+// mounts caches mountOf per router and pattern (mountKey to mountVal),
+// so that a router's routes are listed once, not per request. Patterns
+// are the routers' own, never a client's; the cache is dropped whole
+// when it passes maxMounts entries (routers made at run time).
+var (
+	mounts  sync.Map
+	nMounts atomic.Int64
+)
+
+const maxMounts = 4096
+
+// mountOf returns what the pattern p, matched in routes, resolves to:
+// the router it mounts, or nil for a route, and the pattern that names
+// it. Mount registers a router at "/api" as "/api/*" with stubs "/api"
+// and "/api/" that Routes does not list; a stub resolves to its mount,
+// named "/api/*", so that the three paths chi routes into the router
+// share the names of its routes.
+func mountOf(routes chi.Routes, p string) (chi.Routes, string) {
+	mux, ok := routes.(*chi.Mux)
+	if !ok {
+		v := resolveMount(routes, p)
+		return v.sub, v.pattern
+	}
+	k := mountKey{mux, p}
+	if v, ok := mounts.Load(k); ok {
+		v := v.(mountVal)
+		return v.sub, v.pattern
+	}
+	v := resolveMount(routes, p)
+	if nMounts.Add(1) > maxMounts {
+		mounts.Clear()
+		nMounts.Store(1)
+	}
+	mounts.Store(k, v)
+	return v.sub, v.pattern
+}
+
+func resolveMount(routes chi.Routes, p string) mountVal {
+	rts := routes.Routes()
+	for _, rt := range rts {
+		if rt.Pattern == p {
+			return mountVal{rt.SubRoutes, p}
+		}
+	}
+	// A stub of Mount: the mount is the pattern with "/*".
+	m := strings.TrimSuffix(p, "/") + "/*"
+	for _, rt := range rts {
+		if rt.Pattern == m {
+			return mountVal{rt.SubRoutes, m}
+		}
+	}
+	return mountVal{nil, p}
 }
