@@ -618,17 +618,16 @@ if nexact > 0 then
           if now - W > c then
             local passed = units(fmt(c), fmt(now - W))
             s, c = s - passed, now - W
-            -- Every entry costs at least one unit, so a sum below the
-            -- count of its window's entries held less than the log: it
-            -- was short by a member written into the log by hand, which
-            -- no sum ever held, and the cut just took that out again.
-            -- Checked when the cut passes entries, so that an admission
-            -- whose cut passes none costs no more calls.
-            if passed > 0 and s >= 0 and s < redis.call('ZCOUNT', log, '(' .. fmt(c), '+inf') then
-              recount, repaired = true, true
-            end
           end
-          if s < 0 then recount, repaired = true, true end
+          -- Every entry costs at least one unit, so a sum below the
+          -- count of its window's entries holds less than the log: a
+          -- stray write of a smaller number, or a member written into
+          -- the log by hand, which no sum ever held, once the cut passed
+          -- it. Checked on every read of the sum (one ZCOUNT, O(log n)),
+          -- so that no decision trusts such a sum.
+          if s < 0 or s < redis.call('ZCOUNT', log, '(' .. fmt(c), '+inf') then
+            recount, repaired = true, true
+          end
           sums[w], cuts[w], wins[w] = s, c, W
         end
       end
