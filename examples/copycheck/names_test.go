@@ -180,7 +180,7 @@ var foreign = []string{
 	"RateLimit",                                                         // the IETF header field
 	"RetryInfo", "QuotaFailure", "ResourceExhausted", "InvalidArgument", // gRPC
 	"DataLoss", "SetServingStatus", "DeadlineExceeded",
-	"MaxRedirects", "ContextTimeoutEnabled", "ReadTimeout", "PoolSize", "MasterForKey", "FailoverClient", // go-redis
+	"MaxRedirects", "ContextTimeoutEnabled", "ReadTimeout", "PoolSize", "MasterForKey", "FailoverClient", "DialTimeout", "OnNewNode", // go-redis
 	"TrustedPlatform", "SetTrustedProxies", // gin
 	"RoutePath", "RouteMethod", "RoutePatterns", "RealIP", // chi
 	"ProxyHeader", "EnableTrustedProxyCheck", "EnableIPValidation", "DisableHeaderNormalizing", // fiber
