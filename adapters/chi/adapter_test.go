@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -431,5 +433,43 @@ func TestKeyByRouteSubRouterStubs(t *testing.T) {
 	}
 	if got := store.Identities(); len(got) != 1 || got["r:/api/*"] == 0 {
 		t.Errorf("identities: got %v, want only r:/api/*", got)
+	}
+}
+
+// A limiter on the root router keys a mounted router's stubs ("/api",
+// "/api/", and "/api/v1", "/api/v1/" one level down) by the route that
+// router serves "/" with, as a limiter inside it does: a client cannot
+// take the stubs' budgets besides the route's.
+func TestKeyByRouteRootStubs(t *testing.T) {
+	ok := func(http.ResponseWriter, *http.Request) {}
+	store := slidelogtest.NewCountingStore(memstore.New())
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1))
+	root := chi.NewRouter()
+	root.Use(slidechi.Middleware(l, httplimit.WithKeyFunc(httplimit.ByRoute())))
+	root.Route("/api", func(s chi.Router) {
+		s.Get("/", ok)
+		s.Get("/x", ok)
+		s.Route("/v1", func(v chi.Router) {
+			v.Get("/", ok)
+		})
+	})
+	srv := httptest.NewServer(root)
+	defer srv.Close()
+	for _, tc := range []struct {
+		path string
+		want int
+	}{
+		{"/api/", 200}, {"/api", 429},
+		{"/api/x", 200}, {"/api/x", 429},
+		{"/api/v1", 200}, {"/api/v1/", 429},
+	} {
+		if got := rawGet(t, srv, "GET", tc.path); got != tc.want {
+			t.Errorf("GET %s: got %d, want %d", tc.path, got, tc.want)
+		}
+	}
+	want := []string{"r:/api/", "r:/api/v1/", "r:/api/x"}
+	got := slices.Sorted(maps.Keys(store.Identities()))
+	if !slices.Equal(got, want) {
+		t.Errorf("identities: got %v, want %v", got, want)
 	}
 }

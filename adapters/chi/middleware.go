@@ -127,7 +127,9 @@ func (r request) Path() string {
 }
 
 // Route asks chi's root router which pattern the request matches, since
-// middleware added with r.Use runs before chi has routed the request.
+// middleware added with r.Use runs before chi has routed the request; a
+// stub of Mount it finds is named by the mounted router's "/" route
+// (unstub).
 // It looks up the method chi routes on (the route context's RouteMethod
 // when middleware such as middleware.GetHead set it) and, before any
 // router has routed, the path the root router routes on: RoutePath when
@@ -161,9 +163,40 @@ func (r request) Route() string {
 				path = r.r.URL.Path
 			}
 		}
-		return rctx.Routes.Find(chi.NewRouteContext(), method, path)
+		fctx := chi.NewRouteContext()
+		found := rctx.Routes.Find(fctx, method, path)
+		return unstub(rctx.Routes, fctx.RoutePatterns, method, found)
 	}
 	return routed(rctx, method)
+}
+
+// unstub returns found, the pattern Find found through the patterns it
+// matched (chain, one per router), unless the last of them is a stub of
+// Mount ("/api" or "/api/" for a router mounted at "/api"), which Find
+// names as it is: then the route the mounted router serves "/" with,
+// named as routed names it, so that "/api", "/api/" and the mounted
+// router's "/" share a budget.
+func unstub(routes chi.Routes, chain []string, method, found string) string {
+	if found == "" || strings.HasSuffix(found, "*") {
+		return found
+	}
+	prefix := ""
+	for i, p := range chain {
+		sub, pattern := mountOf(routes, p)
+		if sub == nil {
+			return found
+		}
+		prefix = joinPattern(prefix, strings.TrimSuffix(pattern, "/*"))
+		if i == len(chain)-1 {
+			p := sub.Find(chi.NewRouteContext(), method, "/")
+			if p == "" {
+				return ""
+			}
+			return joinPattern(prefix, p)
+		}
+		routes = sub
+	}
+	return found
 }
 
 // routed returns the pattern of a request some router has routed, named
