@@ -59,7 +59,10 @@ local fresh = x == -2
 -- that an earlier policy has counted once.
 local c, deny = 0, false
 if n == 1 then
-  if not fresh then c = redis.call('ZCOUNT', log, now - longest + 1, '+inf') end
+  -- A log of the wrong type (a SET that kept the expiry) fails its first
+  -- read, before any write: script.lua deletes it (pcall, same one call).
+  if not fresh then c = redis.pcall('ZCOUNT', log, now - longest + 1, '+inf') end
+  if type(c) ~= 'number' then return {-1} end
   deny = c >= limit
 else
   counts = {}
@@ -70,7 +73,8 @@ else
       if ci then break end
       if windows[j] == windows[i] then ci = counts[j] end
     end
-    if not ci then ci = redis.call('ZCOUNT', log, now - windows[i] + 1, '+inf') end
+    if not ci then ci = redis.pcall('ZCOUNT', log, now - windows[i] + 1, '+inf') end
+    if type(ci) ~= 'number' then return {-1} end
     counts[i] = ci
     if ci + 1 > limits[i] then deny = true end
   end

@@ -57,13 +57,13 @@ var (
 )
 
 func counting(source string) string {
-	return `local calls, call, pcall = {}, redis.call, redis.pcall
+	return `local calls, rcall, rpcall = {}, redis.call, redis.pcall
 local redis = setmetatable({call = function(...)
   calls[#calls + 1] = string.upper((...))
-  return call(...)
+  return rcall(...)
 end, pcall = function(...)
   calls[#calls + 1] = string.upper((...))
-  return pcall(...)
+  return rpcall(...)
 end}, {__index = redis})
 local function body()
 ` + source + `

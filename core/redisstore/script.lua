@@ -104,8 +104,34 @@ end
 -- replicas WAIT counts hold everything written before. A denial of a take
 -- relies on nothing and writes nothing.
 local wrote = false
+
+-- A key of the wrong type (an operator's SET over it) fails every command
+-- of its kind, and a run that fails part-way keeps what it wrote before
+-- (an admission in the log but not in its bucket, a bucket dropped but
+-- not from its sum). tcall runs the first command of this call on key
+-- with redis.pcall, before any write that depends on what the key holds:
+-- on WRONGTYPE the key is deleted and the repair flagged; then lost runs
+-- if given (the log's: run starts again), otherwise the command runs
+-- again on the key now missing, as for a lost key (docs/algorithm.md,
+-- "Damaged keys"). Later commands on a key run as they are: its type
+-- cannot change within the call.
+local typed, RESTART = {}, {}
+local function tcall(key, lost, cmd, ...)
+  if typed[key] then return redis.call(cmd, key, ...) end
+  local r = redis.pcall(cmd, key, ...)
+  typed[key] = true
+  if type(r) == 'table' and r.err then
+    if not string.find(r.err, 'WRONGTYPE', 1, true) then error(r) end
+    redis.call('DEL', key)
+    repaired = true
+    if lost then lost() end
+    return redis.call(cmd, key, ...)
+  end
+  return r
+end
+
 local function mark()
-  redis.call('HSET', state, '_', '1')
+  tcall(state, nil, 'HSET', '_', '1')
   redis.call('HDEL', state, '_')
 end
 
@@ -209,7 +235,7 @@ if nsers > 0 then
     fields[3 * j - 2], fields[3 * j - 1], fields[3 * j] = n .. 'n', n .. 'f', n .. 'h'
   end
   fields[#fields + 1] = 'x'
-  local meta = redis.call('HMGET', bkt, unpack(fields))
+  local meta = tcall(bkt, nil, 'HMGET', unpack(fields))
   bxold = whole(meta[#meta])
   bx = bxold
   if meta[#meta] and not bxold then
@@ -330,7 +356,7 @@ end
 -- radd remembers this admission, at t, in recent, trimmed by age and
 -- size; it returns false when it was already there (a retry).
 local function radd(t)
-  if redis.call('ZADD', recent, 'NX', fmt(t), rmember) == 0 then return false end
+  if tcall(recent, nil, 'ZADD', 'NX', fmt(t), rmember) == 0 then return false end
   wrote = true
   redis.call('ZREMRANGEBYSCORE', recent, '-inf', fmt(now - RECENT_US))
   redis.call('ZREMRANGEBYRANK', recent, 0, -RECENT - 1)
@@ -341,7 +367,7 @@ end
 -- rfind returns the member of this request in recent and its time, or
 -- nil: by its ID and cost, else by its ID whatever the cost.
 local function rfind()
-  local s = redis.call('ZSCORE', recent, rmember)
+  local s = tcall(recent, nil, 'ZSCORE', rmember)
   if s then return rmember, tonumber(s) end
   local all = redis.call('ZRANGE', recent, 0, -1, 'WITHSCORES')
   for k = 1, #all, 2 do
@@ -350,6 +376,17 @@ local function rfind()
     end
   end
   return nil
+end
+
+-- lcall runs a command on the log. The log's first one finds a log of
+-- the wrong type before anything of the exact section is written (the
+-- series' sums, which step 1 may have changed, are saved first): the log
+-- is deleted and the run starts again, with no log.
+local function lcall(cmd, ...)
+  return tcall(log, function()
+    if nsers > 0 then bsave() end
+    error(RESTART)
+  end, cmd, ...)
 end
 
 -- Refund: remove the entry and its cost from every window that counts it,
@@ -403,25 +440,25 @@ if op == 'refund' then
     end
     bsave()
   end
-  local s = redis.call('ZSCORE', log, id)
+  local s = lcall('ZSCORE', id)
   if not s then return flag({changed, now}) end
   s = tonumber(s)
   if xlog and xlog % 2 == 0 then
     -- A plain log: the entry is all there is.
-    redis.call('ZREM', log, id)
+    lcall('ZREM', id)
     return flag({1, now})
   end
   -- damaged: the entry's cost, or a window's cut or sum, is not what the
   -- script writes; then every sum is deleted, and rebuilt from the log
   -- when next used.
-  local c, damaged = redis.call('HGET', costs, id), false
+  local c, damaged = tcall(costs, nil, 'HGET', id), false
   if c then
     c = whole(c)
     if not c or c < 1 then damaged = true end
   else
     c = 1
   end
-  local raw = redis.call('HGETALL', state)
+  local raw = tcall(state, nil, 'HGETALL')
   local args = {}
   if xlog then
     -- A state hash of another life of the log is not adjusted.
@@ -458,8 +495,8 @@ if op == 'refund' then
   elseif #args > 0 then
     redis.call('HSET', state, unpack(args))
   end
-  redis.call('ZREM', log, id)
-  redis.call('HDEL', costs, id)
+  lcall('ZREM', id)
+  tcall(costs, nil, 'HDEL', id)
   return flag({1, now})
 end
 
@@ -496,17 +533,17 @@ end
 -- running sums counted another cost for it.
 local recount = false
 local function units(lo, hi)
-  if not weighted or nocosts then return redis.call('ZCOUNT', log, '(' .. lo, hi) end
-  local members = redis.call('ZRANGEBYSCORE', log, '(' .. lo, hi)
+  if not weighted or nocosts then return lcall('ZCOUNT', '(' .. lo, hi) end
+  local members = lcall('ZRANGEBYSCORE', '(' .. lo, hi)
   local total = #members
   for i = 1, #members, 500 do
-    local cs = redis.call('HMGET', costs, unpack(members, i, math.min(i + 499, #members)))
+    local cs = tcall(costs, nil, 'HMGET', unpack(members, i, math.min(i + 499, #members)))
     for j = 1, #cs do
       if cs[j] then
         local c = whole(cs[j])
         if not c or c < 1 then
           c, recount, repaired = big, true, true
-          redis.call('HSET', costs, members[i + j - 1], fmt(big))
+          tcall(costs, nil, 'HSET', members[i + j - 1], fmt(big))
         end
         total = total + c - 1
       end
@@ -518,7 +555,7 @@ end
 if nexact > 0 then
   st = {}
   if special then
-    local raw = redis.call('HGETALL', state)
+    local raw = tcall(state, nil, 'HGETALL')
     for i = 1, #raw, 2 do st[raw[i]] = raw[i + 1] end
     if next(st) and xlog and tonumber(st['x']) ~= xlog and (tonumber(st['x']) or 0) > 1e14 then
       -- The state of a script that kept one for every log (its x in µs):
@@ -625,7 +662,7 @@ if nexact > 0 then
           -- the log by hand, which no sum ever held, once the cut passed
           -- it. Checked on every read of the sum (one ZCOUNT, O(log n)),
           -- so that no decision trusts such a sum.
-          if s < 0 or s < redis.call('ZCOUNT', log, '(' .. fmt(c), '+inf') then
+          if s < 0 or s < lcall('ZCOUNT', '(' .. fmt(c), '+inf') then
             recount, repaired = true, true
           end
           sums[w], cuts[w], wins[w] = s, c, W
@@ -658,12 +695,12 @@ if nexact > 0 then
   if hold == 0 and not nolog and (special or at_(xlog) < now + longest) then
     local horizon = fmt(now - retention)
     if weighted and not nocosts then
-      local old = redis.call('ZRANGEBYSCORE', log, '-inf', horizon)
+      local old = lcall('ZRANGEBYSCORE', '-inf', horizon)
       for i = 1, #old, 500 do
-        redis.call('HDEL', costs, unpack(old, i, math.min(i + 499, #old)))
+        tcall(costs, nil, 'HDEL', unpack(old, i, math.min(i + 499, #old)))
       end
     end
-    evicted = redis.call('ZREMRANGEBYSCORE', log, '-inf', horizon) > 0
+    evicted = lcall('ZREMRANGEBYSCORE', '-inf', horizon) > 0
   end
 
   -- 4. Count every exact policy's window: its sum, or without costs its
@@ -678,7 +715,7 @@ if nexact > 0 then
     else
       if not byw[w] then
         byw[w] = 0
-        if not nolog then byw[w] = redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf') end
+        if not nolog then byw[w] = lcall('ZCOUNT', '(' .. fmt(now - windows[i]), '+inf') end
       end
       counts[i] = byw[w]
     end
@@ -694,7 +731,7 @@ end
 -- The first entry of a cost other than 1 makes the log special and
 -- starts the running sums, from the counts of entries so far.
 local function add(t)
-  if redis.call('ZADD', log, 'NX', fmt(t), id) == 0 then return false end
+  if lcall('ZADD', 'NX', fmt(t), id) == 0 then return false end
   wrote = true
   if cost ~= 1 and not weighted then
     convert()
@@ -702,7 +739,7 @@ local function add(t)
       local w = wkeys[i]
       if w then
         -- The count already holds this entry when t is in the window.
-        local n = redis.call('ZCOUNT', log, '(' .. fmt(now - windows[i]), '+inf')
+        local n = lcall('ZCOUNT', '(' .. fmt(now - windows[i]), '+inf')
         if t > now - windows[i] then n = n - 1 end
         cuts[w], sums[w] = now - windows[i], n
       end
@@ -711,7 +748,7 @@ local function add(t)
     out[#out + 1], out[#out + 2] = 'k', '1'
   end
   if cost ~= 1 then
-    redis.call('HSET', costs, id, fmt(cost))
+    tcall(costs, nil, 'HSET', id, fmt(cost))
     nocosts = false
   end
   for w, c in pairs(cuts) do
@@ -726,8 +763,8 @@ end
 -- replayed reports whether this call's ID was already recorded: a retry
 -- of a call that ran (go-redis resends a command after a timeout or EOF).
 local function replayed()
-  if nexact > 0 then return redis.call('ZSCORE', log, id) ~= false end
-  return redis.call('ZSCORE', recent, rmember) ~= false
+  if nexact > 0 then return lcall('ZSCORE', id) ~= false end
+  return tcall(recent, nil, 'ZSCORE', rmember) ~= false
 end
 
 -- 5. Decide (take) or record without a check (record). Recording is
@@ -826,7 +863,7 @@ local newest_at = nil
 if added then
   newest_at = now
 elseif nexact > 0 then
-  local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+  local newest = lcall('ZRANGE', -1, -1, 'WITHSCORES')
   newest_at = newest[2] and tonumber(newest[2]) or nil
 end
 
@@ -835,16 +872,16 @@ end
 -- same whatever the costs.
 local function unit_at(cut, k)
   if not weighted then
-    local e = redis.call('ZRANGEBYSCORE', log, '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+    local e = lcall('ZRANGEBYSCORE', '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
     return tonumber(e[2])
   end
   local offset, acc = 0, 0
   while true do
-    local batch = redis.call('ZRANGEBYSCORE', log, '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', offset, 200)
+    local batch = lcall('ZRANGEBYSCORE', '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', offset, 200)
     if #batch == 0 then return nil end
     local members = {}
     for j = 1, #batch, 2 do members[#members + 1] = batch[j] end
-    local cs = redis.call('HMGET', costs, unpack(members))
+    local cs = tcall(costs, nil, 'HMGET', unpack(members))
     for j = 1, #members do
       local c = 1
       if cs[j] then c = whole(cs[j]) or 0 end
@@ -882,7 +919,7 @@ for i = 1, npolicies do
   else
     if allowed == 0 then
       local cut = fmt(cuts[wkeys[i]] or now - window)
-      local first = redis.call('ZRANGEBYSCORE', log, '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      local first = lcall('ZRANGEBYSCORE', '(' .. cut, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
       if first[2] then
         local leave = tonumber(first[2]) + window - now
         if steady == 0 or leave < steady then steady = leave end
@@ -905,10 +942,23 @@ reply[3] = steady
 return flag(reply)
 end
 
+-- go runs run, and once more when it stopped at a log of the wrong type,
+-- which it deleted (see lcall).
+local function go(op, id, cost, at)
+  local ok, r = pcall(run, op, id, cost, at)
+  if ok then return r end
+  if r ~= RESTART then error(r, 0) end
+  return run(op, id, cost, at)
+end
+
 if op ~= 'takew' then
-  local reply = run(op, id, cost, at)
+  local reply = go(op, id, cost, at)
   -- A take admitted without a write is a retry that found its admission.
-  if not wrote and (op == 'record' or (op == 'take' and reply[1] % 2 == 1)) then mark() end
+  if not wrote and (op == 'record' or (op == 'take' and reply[1] % 2 == 1)) then
+    local was = repaired
+    mark()
+    if repaired and not was then reply[1] = reply[1] + 2 end
+  end
   return reply
 end
 
@@ -927,9 +977,13 @@ for e = 0, nkept - 1 do
   if not ecost or ecost < 1 or not eat or eat < 1 or not eserver then
     return redis.error_reply('ERR slidelog: bad arguments')
   end
-  if ident == 0 or eserver ~= ident then run('record', eid, ecost, eat) end
+  if ident == 0 or eserver ~= ident then go('record', eid, ecost, eat) end
 end
-local reply = run('take', id, cost, at)
-if not wrote then mark() end
+local reply = go('take', id, cost, at)
+if not wrote then
+  local was = repaired
+  mark()
+  if repaired and not was then reply[1] = reply[1] + 2 end
+end
 reply[#reply + 1] = ident
 return reply
