@@ -216,7 +216,7 @@ local function rebuild(sr, f)
     for k = 1, #bad do args[#args + 1], args[#args + 2] = bad[k], fmt(sr.big) end
     redis.call('HSET', bkt, unpack(args))
   end
-  sr.n, sr.f, sr.h, sr.dirty = n, f, h, true
+  sr.n, sr.f, sr.h, sr.dirty, sr.built = n, f, h, true, true
   return n > 0 or #drop > 0 or #bad > 0
 end
 
@@ -227,18 +227,33 @@ end
 -- read instead of the passed range. Sums and bounds that are missing beside
 -- buckets, or are not whole numbers, or out of order, are rebuilt from
 -- the buckets (rebuild), and so is a sum that a damaged bucket leaves.
-local bx, bxold
+--
+-- A sum can also hold a number the script might have written, but
+-- smaller than its buckets' (a stray write): it would admit what it does
+-- not count for as long as the window stays full. The same HMGET reads
+-- the bucket of now: a sum below its units is rebuilt at once. Nothing
+-- cheap tells the rest from the truth: when the hash's expiry is due to
+-- move (bkeep, what an admission now would keep, is past it: at least
+-- once per quarter of the longest window, as bsave then moves it), every
+-- series is recounted from its buckets, which bounds that.
+local bx, bxold, bdue, bkeep
 if nsers > 0 then
   local fields = {}
   for j = 1, nsers do
-    local n = sers[j].name
+    local sr = sers[j]
+    local n = sr.name
     fields[3 * j - 2], fields[3 * j - 1], fields[3 * j] = n .. 'n', n .. 'f', n .. 'h'
+    fields[3 * nsers + 1 + j] = n .. ':' .. fmt(bucket(now, sr.p))
+    local k = (bucket(now, sr.p) + 1) * sr.p + sr.w
+    if not bkeep or k > bkeep then bkeep = k end
   end
-  fields[#fields + 1] = 'x'
+  fields[3 * nsers + 1] = 'x'
   local meta = tcall(bkt, nil, 'HMGET', unpack(fields))
-  bxold = whole(meta[#meta])
+  local rx = meta[3 * nsers + 1]
+  bxold = whole(rx)
   bx = bxold
-  if meta[#meta] and not bxold then
+  bdue = not bxold or bxold < bkeep
+  if rx and not bxold then
     -- An expiry the script never writes ("inf", "nan"): bsave writes it anew.
     sers[1].dirty, repaired = true, true
   end
@@ -249,7 +264,7 @@ if nsers > 0 then
     sr.n, sr.f, sr.h = whole(rn), whole(rf), whole(rh)
     if not rn and not rf and not rh and not bxold and redis.call('EXISTS', bkt) == 0 then
       -- A new series: no buckets.
-      sr.n, sr.f, sr.h = 0, f, f - 1
+      sr.n, sr.f, sr.h, sr.built = 0, f, f - 1, true
     elseif not sr.n or not sr.f or not sr.h or sr.f > sr.h + 1 or sr.h > top(now, sr.w, sr.p) then
       -- No sum and bounds, or damaged ones, beside buckets: rebuild them
       -- from the buckets. (A series with none is new, and gets them.)
@@ -300,6 +315,16 @@ if nsers > 0 then
       sr.f, sr.dirty = f, true
       if sr.h < f - 1 then sr.h = f - 1 end
     end
+    local cur = whole(meta[3 * nsers + 1 + j])
+    if not sr.built and cur and sr.n < cur then
+      -- The sum holds less than the bucket of now: a stray write.
+      rebuild(sr, f)
+      repaired = true
+    elseif bdue and not sr.built then
+      local n = sr.n
+      rebuild(sr, f)
+      if n ~= sr.n then repaired = true end
+    end
   end
 end
 
@@ -345,6 +370,7 @@ local function bsave()
     if sr.w > span then span = sr.w end
   end
   if #out == 0 then return end
+  if bdue and keep < bkeep then keep = bkeep end
   if not bx or keep > bx then
     bx = keep + math.floor(span / 4)
     out[#out + 1], out[#out + 2] = 'x', fmt(bx)

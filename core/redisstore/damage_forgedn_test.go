@@ -1,0 +1,91 @@
+package redisstore_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// A bucketed series' sum n overwritten with 0 (a number the script might
+// have written, below its buckets' sum by d, the window's units) while a
+// client keeps the window full, on the server's clock (the due recount
+// follows it): the window holds at most L + d, and only until the series
+// is recounted, when the bucket hash's expiry is due to move (at most a
+// quarter of the window and a bucket after its last move); every window
+// whose newest admission is decided after that holds at most L. Before,
+// the sum was trusted with no end: L + d in every window to the end.
+func TestForgedBucketSumBelowBuckets(t *testing.T) {
+	const limit = 10
+	const window, prec = 2 * time.Second, 200 * time.Millisecond
+	p := slidelog.Policy{Name: "b", Limit: limit, Window: window, Precision: prec}
+	field := strconv.FormatInt(window.Microseconds(), 10) + "/" + strconv.FormatInt(prec.Microseconds(), 10) + "n"
+	for _, topo := range []struct {
+		name   string
+		client redis.UniversalClient
+	}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+		t.Run(topo.name, func(t *testing.T) {
+			client := topo.client
+			s := newRedisStore(t, client)
+			key := keysOf(s, "forgedn", "k")[3]
+			var as []slidelogtest.Admission
+			id := uint64(100)
+			var damaged time.Time
+			deficit := 0
+			start := time.Now()
+			for time.Since(start) < 6*time.Second {
+				if damaged.IsZero() && time.Since(start) > 2500*time.Millisecond {
+					n, err := client.HGet(t.Context(), key, field).Int()
+					require.NoError(t, err)
+					require.NoError(t, client.HSet(t.Context(), key, field, "0").Err())
+					now, err := client.Time(t.Context()).Result()
+					require.NoError(t, err)
+					damaged, deficit = now, n
+				}
+				id++
+				res, err := s.Take(t.Context(), slidelog.Request{Namespace: "forgedn", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: id})
+				require.NoError(t, err)
+				require.Equal(t, redisstore.Source, res.Source)
+				if res.Allowed {
+					as = append(as, slidelogtest.Admission{Key: "k", Start: res.DecidedAt, Cost: 1})
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			require.False(t, damaged.IsZero())
+			require.Equal(t, limit, deficit, "the window was full when n was forged")
+			// Every window ending at an admission: its units, and the
+			// last admission of a window over the limit.
+			most, lastOver := 0, time.Time{}
+			for i, a := range as {
+				units := 0
+				for _, b := range as[:i+1] {
+					if b.Start.After(a.Start.Add(-window)) {
+						units += b.Cost
+					}
+				}
+				most = max(most, units)
+				if units > limit {
+					lastOver = a.Start
+				}
+			}
+			healed := "never over"
+			if !lastOver.IsZero() {
+				healed = lastOver.Sub(damaged).String()
+			}
+			t.Logf("%d admissions; fullest window %d of %d (deficit %d); the last window over the limit ends %s after the damage", len(as), most, limit, deficit, healed)
+			assert.LessOrEqual(t, most, limit+deficit, "a window over the limit by more than the deficit")
+			bound := window/4 + prec
+			if !lastOver.IsZero() {
+				assert.LessOrEqual(t, lastOver.Sub(damaged), bound, "a window over the limit after the due recount")
+			}
+		})
+	}
+}
