@@ -36,19 +36,37 @@ for i = 1, npolicies do
   if limit and limit > big then big = limit end
 end
 
+-- A key of the wrong type (an operator's SET over it) is read as lost,
+-- as script.lua's next decision deletes it (docs/algorithm.md, "Damaged
+-- keys"), but costs of the wrong type count the limit for each entry (its
+-- cost is not known): never more room. rcall runs a command on key and
+-- returns nil for a key of the wrong type, which it then notes in lost.
+local lost = {}
+local function rcall(cmd, key, ...)
+  if lost[key] then return nil end
+  local r = redis.pcall(cmd, key, ...)
+  if type(r) == 'table' and r.err then
+    if not string.find(r.err, 'WRONGTYPE', 1, true) then return redis.call(cmd, key, ...) end
+    lost[key], damaged = true, true
+    return nil
+  end
+  return r
+end
+
 -- entries returns the members and times of the log's entries stamped
 -- after cut, oldest first, with their costs (1 when costs has none).
 local function entries(cut)
-  local raw = redis.call('ZRANGEBYSCORE', log, '(' .. fmt(cut), '+inf', 'WITHSCORES')
+  local raw = rcall('ZRANGEBYSCORE', log, '(' .. fmt(cut), '+inf', 'WITHSCORES') or {}
   local members, ats, cs = {}, {}, {}
   for j = 1, #raw, 2 do
     members[#members + 1], ats[#ats + 1] = raw[j], tonumber(raw[j + 1])
   end
   for i = 1, #members, 500 do
-    local got = redis.call('HMGET', costs, unpack(members, i, math.min(i + 499, #members)))
-    for j = 1, #got do
+    local last = math.min(i + 499, #members)
+    local got = rcall('HMGET', costs, unpack(members, i, last))
+    for j = 1, last - i + 1 do
       local c = 1
-      if got[j] then c = whole(got[j]) or 0 end
+      if not got then c = 0 elseif got[j] then c = whole(got[j]) or 0 end
       if c < 1 then c, damaged = big, true end
       cs[i + j - 1] = c
     end
@@ -62,9 +80,10 @@ end
 -- damaged bucket counts.
 local function series(wtext, ptext, w, p, limit)
   local name = wtext .. '/' .. ptext
-  local meta = redis.call('HMGET', bkt, name .. 'n', name .. 'f', name .. 'h')
-  local n, f, h = whole(meta[1]), whole(meta[2]), whole(meta[3])
+  local meta = rcall('HMGET', bkt, name .. 'n', name .. 'f', name .. 'h')
   local lo, last = bucket(now - w, p), top(now, w, p)
+  if not meta then return 0, lo, lo - 1, name end
+  local n, f, h = whole(meta[1]), whole(meta[2]), whole(meta[3])
   -- recount reads every bucket of the series, as script.lua rebuilds a
   -- series whose sum or bounds are missing or damaged.
   local function recount()
@@ -112,7 +131,7 @@ local function series(wtext, ptext, w, p, limit)
   return n, f, h, name
 end
 
-local newest = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+local newest = rcall('ZRANGE', log, -1, -1, 'WITHSCORES') or {}
 local newest_at = newest[2] and tonumber(newest[2]) or nil
 
 local allowed, steady = 1, 0
@@ -141,7 +160,8 @@ for i = 1, npolicies do
     count = n
     local need = 0
     if count + cost > limit then need = count + cost - limit end
-    local first, last = walk(bkt, name, f, h, need, limit)
+    local first, last = nil, nil
+    if not lost[bkt] then first, last = walk(bkt, name, f, h, need, limit) end
     if first then leave = (first + 1) * p + w - now end
     if last then
       retry = (last + 1) * p + w - now
