@@ -223,10 +223,13 @@ func dial(ctx context.Context, dialer func(context.Context, string, string) (net
 	return err
 }
 
-// dialRemote is dial, and returns the address the connection reached:
-// the master's for a failover client, whose dialer asks the Sentinels and
-// ignores addr.
-func dialRemote(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) (string, error) {
+// dialConn opens a connection to addr with dialer (net.Dialer's when
+// nil; network "tcp" when empty), ending when ctx does. go-redis's TLS
+// dial (tls.DialWithDialer) ignores ctx and waits up to the client's dial
+// timeout, 5 s by default, for the server's hello, which a server that
+// does not speak TLS never sends: the dial runs on a goroutine of its
+// own, which closes what it got if ctx ended first.
+func dialConn(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) (net.Conn, error) {
 	if dialer == nil {
 		var d net.Dialer
 		dialer = d.DialContext
@@ -234,10 +237,6 @@ func dialRemote(ctx context.Context, dialer func(context.Context, string, string
 	if network == "" {
 		network = "tcp"
 	}
-	// go-redis's TLS dial (tls.DialWithDialer) ignores ctx and waits up to
-	// the client's dial timeout, 5 s by default, for the server's hello: a
-	// server that does not speak TLS never sends one. The dial runs on a
-	// goroutine of its own, and ends when ctx does.
 	type dialed struct {
 		conn net.Conn
 		err  error
@@ -247,18 +246,24 @@ func dialRemote(ctx context.Context, dialer func(context.Context, string, string
 		conn, err := dialer(ctx, network, addr)
 		done <- dialed{conn, err}
 	}()
-	var d dialed
 	select {
-	case d = <-done:
+	case d := <-done:
+		return d.conn, d.err
 	case <-ctx.Done():
 		go func() {
 			if d := <-done; d.err == nil && d.conn != nil {
 				_ = d.conn.Close()
 			}
 		}()
-		return "", context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
-	conn, err := d.conn, d.err
+}
+
+// dialRemote is dial, and returns the address the connection reached:
+// the master's for a failover client, whose dialer asks the Sentinels and
+// ignores addr.
+func dialRemote(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) (string, error) {
+	conn, err := dialConn(ctx, dialer, network, addr)
 	if err != nil {
 		return "", err
 	}
@@ -712,44 +717,17 @@ func (e *refusedError) Unwrap() error { return e.err }
 func serverGreeting(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) string {
 	ctx, cancel := context.WithTimeout(ctx, refusalWait)
 	defer cancel()
-	if dialer == nil {
-		var d net.Dialer
-		dialer = d.DialContext
-	}
-	if network == "" {
-		network = "tcp"
-	}
-	// go-redis's TLS dial ignores ctx: it runs on a goroutine of its own.
-	type dialed struct {
-		conn net.Conn
-		err  error
-	}
-	done := make(chan dialed, 1)
-	go func() {
-		conn, err := dialer(ctx, network, addr)
-		done <- dialed{conn, err}
-	}()
-	var d dialed
-	select {
-	case d = <-done:
-	case <-ctx.Done():
-		go func() {
-			if d := <-done; d.err == nil && d.conn != nil {
-				_ = d.conn.Close()
-			}
-		}()
+	conn, err := dialConn(ctx, dialer, network, addr)
+	if err != nil {
 		return ""
 	}
-	if d.err != nil {
-		return ""
-	}
-	defer d.conn.Close()
+	defer conn.Close()
 	deadline, _ := ctx.Deadline()
-	_ = d.conn.SetReadDeadline(deadline)
+	_ = conn.SetReadDeadline(deadline)
 	var buf []byte
 	chunk := make([]byte, 512)
 	for len(buf) < 4096 && !bytes.Contains(buf, []byte("\n")) {
-		n, err := d.conn.Read(chunk)
+		n, err := conn.Read(chunk)
 		buf = append(buf, chunk[:n]...)
 		if err != nil {
 			break
