@@ -317,9 +317,10 @@ func rawGet(t *testing.T, srv *httptest.Server, method, path string) int {
 
 // Behind a rewrite at the root router (StripSlashes, CleanPath, GetHead,
 // or middleware of its own setting RoutePath), a limiter in a mounted
-// router (its r.Use, r.Group's r.Use or r.With inside it, or r.Group's
-// r.Use in front of r.Route) keys each request by the route chi serves
-// it from. Before, once routed it looked up the path as received first,
+// router (its r.Use, r.Group's r.Use or r.With inside it, r.Group's
+// r.Use in front of r.Route or r.Mount, or r.With in front of a router
+// mounted with a trailing slash, Mount("/api/", ...)) keys each request
+// by the route chi serves it from. Before, once routed it looked up the path as received first,
 // which the router's catch-all "/*" (or the root's) matched: GET
 // /api/users/2/ was served by /users/{id} and spent r:/api/* (and
 // //api/users/2 spent r:/*), a budget of the client's choosing.
@@ -358,6 +359,22 @@ func TestKeyByRouteSubRouterBehindRewrite(t *testing.T) {
 		}},
 		{"GroupRoute", func(root chi.Router, limit mw) {
 			root.Group(func(g chi.Router) { g.Use(limit); g.Route("/api", routes) })
+		}},
+		{"MountSlash", func(root chi.Router, limit mw) {
+			s := chi.NewRouter()
+			s.Use(limit)
+			routes(s)
+			root.Mount("/api/", s)
+		}},
+		{"WithMountSlash", func(root chi.Router, limit mw) {
+			s := chi.NewRouter()
+			routes(s)
+			root.With(limit).Mount("/api/", s)
+		}},
+		{"GroupMount", func(root chi.Router, limit mw) {
+			s := chi.NewRouter()
+			routes(s)
+			root.Group(func(g chi.Router) { g.Use(limit); g.Mount("/api", s) })
 		}},
 		{"Nested", func(root chi.Router, limit mw) {
 			root.Route("/api", func(s chi.Router) {
