@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -95,9 +96,81 @@ var probes = []probe{
 // waitProbe checks WAIT, which WithReplicaAck needs.
 var waitProbe = probe{"WAIT", func(z, h string) []any { return []any{"wait", 0, 0} }}
 
+// checkTag is the hash tag of the check's keys (see probe); on a Cluster,
+// a master that does not serve its slot gets the first of checkTag-1,
+// checkTag-2, ... that it serves.
+const checkTag = "slidelog-start-check"
+
+// commandCheck is what checkCommands found on one server.
+type commandCheck struct {
+	addr    string   // the server's, or a Cluster's seeds
+	refused []string // optional commands refused
+	legacy  bool     // no PEXPIRETIME: Redis 6.2
+	err     error
+}
+
+// checkMasters runs checkCommands on the server of a single-server client
+// and, on a Cluster, on every master but those in down (which do not
+// answer, and were logged as such), together, so that one master whose
+// ACL or configuration differs from the others' is found. The results
+// are sorted by address.
+func (s *Store) checkMasters(ctx context.Context, ack bool, down []string) []commandCheck {
+	c, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		r := commandCheck{addr: s.checkedAddr()}
+		r.refused, r.legacy, r.err = s.checkCommands(ctx, s.client, r.addr, checkTag, ack)
+		return []commandCheck{r}
+	}
+	var mu sync.Mutex
+	var out []commandCheck
+	err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		r := commandCheck{addr: n.Options().Addr}
+		if slices.Contains(down, r.addr) {
+			return nil
+		}
+		if tag, err := masterTag(ctx, c, r.addr); err != nil {
+			r.err = err
+		} else {
+			r.refused, r.legacy, r.err = s.checkCommands(ctx, n, r.addr, tag, ack)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		out = append(out, commandCheck{addr: s.checkedAddr(), err: fmt.Errorf("the masters of the Cluster seeded by %s: %w", s.checkedAddr(), err)})
+	}
+	slices.SortFunc(out, func(a, b commandCheck) int { return strings.Compare(a.addr, b.addr) })
+	return out
+}
+
+// masterTag returns the first of checkTag, checkTag-1, checkTag-2, ...
+// whose hash slot the master at addr serves, by the client's slot map. A
+// master serves at least one of the Cluster's 16384 slots, and so, almost
+// surely, one of the first 1<<16 tags.
+func masterTag(ctx context.Context, c *redis.ClusterClient, addr string) (string, error) {
+	for i := range 1 << 16 {
+		tag := checkTag
+		if i > 0 {
+			tag = fmt.Sprintf("%s-%d", checkTag, i)
+		}
+		m, err := c.MasterForKey(ctx, "{"+tag+"}")
+		if err != nil {
+			return "", fmt.Errorf("the master of the check's keys on %s: %w", addr, err)
+		}
+		if m.Options().Addr == addr {
+			return tag, nil
+		}
+	}
+	return "", fmt.Errorf("no key of the check's is on %s by the slot map", addr)
+}
+
 // checkCommands runs every command the store needs on the server client
-// reaches (on a Cluster, the master of the check's keys; each master runs
-// the same ACL in practice) and fails with one error naming every command
+// reaches (for a ClusterClient, the master of the check's keys: New runs
+// it on each master's own client, with a tag of that master's slots) on
+// the check's keys, with hash tag tag, and fails with one error naming
+// every command
 // the user may not run (ErrPermission) and every one the server does not
 // know (ErrUnsupportedVersion), wrapping both when both occur, or, where
 // the server's answers show that it cannot decide at all, with what it is
@@ -107,19 +180,20 @@ var waitProbe = probe{"WAIT", func(z, h string) []any { return []any{"wait", 0, 
 // server lacks PEXPIRETIME: of the servers New accepts, only Redis 6.2,
 // which runs the legacy script (a user not allowed INFO leaves New no
 // other way to tell).
-func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refused []string, legacy bool, err error) {
-	zset := s.prefix + "{slidelog-start-check}:z"
-	hash := s.prefix + "{slidelog-start-check}:h"
+func (s *Store) checkCommands(ctx context.Context, client redis.Cmdable, addr, tag string, ack bool) (refused []string, legacy bool, err error) {
+	zset := s.prefix + "{" + tag + "}:z"
+	hash := s.prefix + "{" + tag + "}:h"
 	ps := probes
 	if ack {
 		ps = append(slices.Clip(ps), waitProbe)
 	}
-	pipe := s.client.Pipeline()
+	pipe := client.Pipeline()
 	cmds := make([]*redis.Cmd, len(ps))
 	for i, p := range ps {
 		cmds[i] = pipe.Do(ctx, p.args(zset, hash)...)
 	}
 	_, _ = pipe.Exec(ctx)
+	_, cluster := s.client.(*redis.ClusterClient)
 	// A Sentinel knows neither DEL nor EXISTS (the first probes); a server
 	// that knows one of them and not the other had it renamed away.
 	sentinel := unknownCommand(cmds[0].Err()) && unknownCommand(cmds[1].Err())
@@ -139,6 +213,12 @@ func (s *Store) checkCommands(ctx context.Context, addr string, ack bool) (refus
 			refused = append(refused, name)
 		case redis.HasErrorPrefix(err, "READONLY"):
 			return nil, false, replicaError(addr)
+		case redis.HasErrorPrefix(err, "MOVED") && cluster:
+			// A Cluster master's own client, whose slot moved away since the
+			// slot map was read.
+			if other == nil {
+				other = fmt.Errorf("%s on %s: %w", name, addr, err)
+			}
 		case redis.HasErrorPrefix(err, "MOVED"):
 			return nil, false, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
 		case unknownCommand(err) && name == "PEXPIRETIME":

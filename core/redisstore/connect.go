@@ -379,9 +379,9 @@ func failoverError(err error) error {
 // matches the server: it fails with ErrTopology for a ClusterClient on a
 // standalone server or a plain Client on a Cluster node, and with
 // ErrUnreachable when no master answers. On a Cluster whose slot map loads
-// but some of whose masters do not answer, it returns those masters'
-// errors in down.
-func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int32) (down []error, err error) {
+// but some of whose masters do not answer, it returns those masters in
+// down.
+func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int32) (down []silentMaster, err error) {
 	dialRemote := func(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) (string, error) {
 		probes.Add(1)
 		defer probes.Add(-1)
@@ -454,7 +454,7 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 			case refuses(perr):
 				refused = append(refused, unreachableError(no.Addr, perr))
 			default:
-				down = append(down, unreachableError(no.Addr, perr))
+				down = append(down, silentMaster{no.Addr, unreachableError(no.Addr, perr)})
 			}
 			return nil
 		})
@@ -488,7 +488,11 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 			return nil, fmt.Errorf("%w: masters of the Cluster seeded by %s refuse the client (%d of %d), and decisions on their slots would go to the failure mode: %w",
 				ErrUnreachable, seeds, len(refused), len(refused)+answered+len(down), errors.Join(refused...))
 		case answered == 0 && len(down) > 0:
-			return nil, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(down...))
+			errs := make([]error, len(down))
+			for i, d := range down {
+				errs[i] = d.err
+			}
+			return nil, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(errs...))
 		case answered == 0:
 			return nil, fmt.Errorf("%w: the Cluster seeded by %s has no master", ErrUnreachable, seeds)
 		}
@@ -502,6 +506,12 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		}
 		return nil, nil
 	}
+}
+
+// silentMaster is a Cluster master that did not answer New's check.
+type silentMaster struct {
+	addr string
+	err  error // wraps ErrUnreachable
 }
 
 // clusterSlots is the number of hash slots of a Redis Cluster.

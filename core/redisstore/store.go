@@ -29,7 +29,8 @@
 // New checks the servers once: that a master answers and the client's
 // kind matches the server, and that the server is no replica or Sentinel
 // (ErrUnreachable, ErrTopology), that the user may run every command the
-// store runs (ErrPermission names the one refused), their version (Redis
+// store runs, on every master that answers (ErrPermission names the
+// master and the commands refused), their version (Redis
 // 6.2 or later, Valkey 7.2 or later), their maxmemory-policy (an evicting
 // policy drops logs under memory pressure and lets clients through: New
 // logs a warning, or fails with WithStrictConfig), and it loads the script
@@ -366,18 +367,36 @@ func (s *Store) check(cfg config) error {
 			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
 			"node", nodeName(addr))
 	}
-	for _, d := range down {
-		cfg.logger.Error("redisstore: a cluster master does not answer: decisions on its slots go to the limiter's failure mode until it does", "error", d)
+	silent := make([]string, len(down))
+	for i, d := range down {
+		silent[i] = d.addr
+		cfg.logger.Error("redisstore: a cluster master does not answer: decisions on its slots go to the limiter's failure mode until it does", "error", d.err)
 	}
-	refused, legacy, err := s.checkCommands(ctx, s.checkedAddr(), cfg.ack != nil)
-	switch {
-	case errors.Is(err, ErrPermission), errors.Is(err, ErrTopology), errors.Is(err, ErrUnsupportedVersion):
-		return err
-	case err != nil:
-		cfg.logger.Warn("redisstore: could not check the commands the redis user may run", "error", err)
-	case len(refused) > 0:
-		cfg.logger.Warn("redisstore: the redis user may not run these commands (or the server renamed them away), which make decisions cheaper: without PEXPIRETIME each decision runs the whole script; without INFO kept admissions are sent again with each decision of their key",
-			"node", s.checkedAddr(), "commands", refused)
+	checks := s.checkMasters(ctx, cfg.ack != nil, silent)
+	var unusable []error
+	for _, c := range checks {
+		if errors.Is(c.err, ErrPermission) || errors.Is(c.err, ErrTopology) || errors.Is(c.err, ErrUnsupportedVersion) {
+			unusable = append(unusable, c.err)
+		}
+	}
+	switch len(unusable) {
+	case 0:
+	case 1:
+		return unusable[0]
+	default:
+		return fmt.Errorf("redisstore: the Cluster seeded by %s: %d of its %d masters cannot run commands the store needs, one master each:\n%w",
+			s.checkedAddr(), len(unusable), len(checks), errors.Join(unusable...))
+	}
+	legacy := false
+	for _, c := range checks {
+		legacy = legacy || c.legacy
+		switch {
+		case c.err != nil:
+			cfg.logger.Warn("redisstore: could not check the commands the redis user may run", "error", c.err)
+		case len(c.refused) > 0:
+			cfg.logger.Warn("redisstore: the redis user may not run these commands (or the server renamed them away), which make decisions cheaper: without PEXPIRETIME each decision runs the whole script; without INFO kept admissions are sent again with each decision of their key",
+				"node", c.addr, "commands", c.refused)
+		}
 	}
 	switch err := s.checkVersion(ctx); {
 	case err == nil:
