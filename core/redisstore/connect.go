@@ -380,41 +380,38 @@ func failoverError(err error) error {
 // standalone server or a plain Client on a Cluster node, and with
 // ErrUnreachable when no master answers. On a Cluster whose slot map loads
 // but some of whose masters do not answer, it returns those masters in
-// down.
-func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int32) (down []silentMaster, err error) {
+// down, and in mute the seeds that accepted a connection but did not
+// answer it (see seedAnswer).
+func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int32) (down []silentMaster, mute []string, err error) {
 	dialRemote := func(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) (string, error) {
 		probes.Add(1)
 		defer probes.Add(-1)
 		return dialRemote(ctx, dialer, network, addr)
-	}
-	dial := func(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) error {
-		_, err := dialRemote(ctx, dialer, network, addr)
-		return err
 	}
 	switch c := client.(type) {
 	case *redis.Client:
 		o := c.Options()
 		addr, err := dialRemote(ctx, o.Dialer, o.Network, o.Addr)
 		if err != nil && o.Addr == failoverAddr {
-			return nil, failoverError(err)
+			return nil, nil, failoverError(err)
 		}
 		if err != nil {
-			return nil, unreachableError(nodeName(o.Addr), fmt.Errorf("%w%s", err, tlsHint(o.TLSConfig, err)))
+			return nil, nil, unreachableError(nodeName(o.Addr), fmt.Errorf("%w%s", err, tlsHint(o.TLSConfig, err)))
 		}
 		r, err := serverRole(ctx, c)
 		if err != nil {
-			return nil, unreachableError(addr, refusal(ctx, o.Dialer, o.Network, addr, err))
+			return nil, nil, unreachableError(addr, refusal(ctx, o.Dialer, o.Network, addr, err))
 		}
 		switch {
 		case r.sentinel:
-			return nil, sentinelError(addr)
+			return nil, nil, sentinelError(addr)
 		case r.replica && !r.cluster:
-			return nil, replicaError(addr)
+			return nil, nil, replicaError(addr)
 		}
 		if r.cluster {
-			return nil, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
+			return nil, nil, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
 		}
-		return nil, nil
+		return nil, nil, nil
 	case *redis.ClusterClient:
 		o := c.Options()
 		seeds := strings.Join(o.Addrs, ",")
@@ -422,20 +419,39 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		// TLS when it says so): one that does not answer takes no time
 		// from the others, and a TLS client on a Cluster that does not
 		// speak TLS fails here, not in go-redis's reading of the slot map,
-		// which tries the seeds in turn.
+		// which tries the seeds in turn. Each connection then asks its
+		// seed for an answer, while the checks go on; the answers are
+		// collected once the slot map is read.
 		dialErrs := make([]error, len(o.Addrs))
+		answers := make([]chan error, len(o.Addrs))
+		actx, stopAsking := context.WithCancel(ctx)
+		defer stopAsking()
+		wait := checkTimeout
+		if o.ReadTimeout > 0 && o.ReadTimeout < wait {
+			wait = o.ReadTimeout
+		}
 		var wg sync.WaitGroup
 		for i, a := range o.Addrs {
-			wg.Go(func() {
-				if err := dial(ctx, seedDialer(o), "tcp", a); err != nil {
+			answers[i] = make(chan error, 1)
+			wg.Add(1)
+			go func() {
+				probes.Add(1)
+				conn, err := dialConn(ctx, seedDialer(o), "tcp", a)
+				probes.Add(-1)
+				if err != nil {
 					dialErrs[i] = fmt.Errorf("%s: %w%s", a, err, tlsHint(o.TLSConfig, err))
+					wg.Done()
+					answers[i] <- nil
+					return
 				}
-			})
+				wg.Done()
+				answers[i] <- seedAnswer(actx, conn, wait)
+			}()
 		}
 		wg.Wait()
 		dialErrs = slices.DeleteFunc(dialErrs, func(err error) bool { return err == nil })
 		if len(o.Addrs) > 0 && len(dialErrs) == len(o.Addrs) {
-			return nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(dialErrs...))
+			return nil, nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(dialErrs...))
 		}
 		var mu sync.Mutex
 		answered := 0
@@ -460,7 +476,7 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		})
 		switch {
 		case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
-			return nil, fmt.Errorf("%w: %s is a standalone Redis, not a Cluster node (%w); use redis.NewClient(redisstore.ClientOptions(...)) or redisstore.Connect", ErrTopology, seeds, err)
+			return nil, nil, fmt.Errorf("%w: %s is a standalone Redis, not a Cluster node (%w); use redis.NewClient(redisstore.ClientOptions(...)) or redisstore.Connect", ErrTopology, seeds, err)
 		case err != nil && strings.Contains(err.Error(), "unknown command"):
 			// No CLUSTER command: a Sentinel's port, most likely.
 			for _, a := range o.Addrs {
@@ -469,43 +485,72 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 				r, _ := serverRole(ctx, seed)
 				_ = seed.Close()
 				if r.sentinel {
-					return nil, sentinelError(a)
+					return nil, nil, sentinelError(a)
 				}
 			}
-			return nil, unreachableError(seeds, err)
+			return nil, nil, unreachableError(seeds, err)
 		case err != nil && closedByServer(err):
 			if errs := seedRefusals(ctx, o); len(errs) > 0 {
-				return nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(errs...))
+				return nil, nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(errs...))
 			}
-			return nil, unreachableError(seeds, err)
+			return nil, nil, unreachableError(seeds, err)
 		case err != nil && ctx.Err() != nil:
-			return nil, unreachableError(seeds, context.Cause(ctx))
+			return nil, nil, unreachableError(seeds, context.Cause(ctx))
 		case err != nil:
-			return nil, unreachableError(seeds, err)
+			return nil, nil, unreachableError(seeds, err)
 		case len(refused) > 0:
 			// A master that refuses the client (a wrong password, protected
 			// mode) is a misconfiguration, which no failover mends.
-			return nil, fmt.Errorf("%w: masters of the Cluster seeded by %s refuse the client (%d of %d), and decisions on their slots would go to the failure mode: %w",
+			return nil, nil, fmt.Errorf("%w: masters of the Cluster seeded by %s refuse the client (%d of %d), and decisions on their slots would go to the failure mode: %w",
 				ErrUnreachable, seeds, len(refused), len(refused)+answered+len(down), errors.Join(refused...))
 		case answered == 0 && len(down) > 0:
 			errs := make([]error, len(down))
 			for i, d := range down {
 				errs[i] = d.err
 			}
-			return nil, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(errs...))
+			return nil, nil, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(errs...))
 		case answered == 0:
-			return nil, fmt.Errorf("%w: the Cluster seeded by %s has no master", ErrUnreachable, seeds)
+			return nil, nil, fmt.Errorf("%w: the Cluster seeded by %s has no master", ErrUnreachable, seeds)
 		}
 		if err := slotCoverage(ctx, c, seeds); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return down, nil
+		for i, ch := range answers {
+			if err := <-ch; errors.Is(err, os.ErrDeadlineExceeded) {
+				mute = append(mute, o.Addrs[i])
+			}
+		}
+		return down, mute, nil
 	default:
 		if err := client.Ping(ctx).Err(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
+}
+
+// seedAnswer sends PING on conn, a new connection to a Cluster seed,
+// and waits for wait, or until ctx ends, for the first byte of the
+// seed's answer (a refusal, such as NOAUTH, is one), closing conn. It
+// fails with os.ErrDeadlineExceeded when the seed sent nothing within
+// wait: go-redis, which reads the slot map from the seeds in turn, waits
+// its ReadTimeout for such a seed each time it tries it first.
+func seedAnswer(ctx context.Context, conn net.Conn, wait time.Duration) error {
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(pastDeadline) })
+	defer stop()
+	if err := conn.SetDeadline(time.Now().Add(wait)); err != nil {
+		return err
+	}
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	var b [1]byte
+	_, err := conn.Read(b[:])
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // silentMaster is a Cluster master that did not answer New's check.

@@ -34,7 +34,9 @@
 // 6.2 or later, Valkey 7.2 or later), their maxmemory-policy (an evicting
 // policy drops logs under memory pressure and lets clients through: New
 // logs a warning, or fails with WithStrictConfig), and it loads the script
-// on every master. A single server's node, in routes, logs and errors, is
+// on every master. A Cluster seed that accepts connections but does not
+// answer, which each reading of the slot map may wait for, is logged as a
+// warning. A single server's node, in routes, logs and errors, is
 // its address; through a failover client, the current master's.
 //
 // # Node health
@@ -351,7 +353,7 @@ func (s *Store) check(cfg config) error {
 	var probes atomic.Int32
 	ctx, stop := s.pipes.checkContext(checkTimeout, &probes)
 	defer stop()
-	down, err := reach(ctx, s.client, &probes)
+	down, mute, err := reach(ctx, s.client, &probes)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnreachable) && cfg.startUnreachable:
@@ -366,6 +368,10 @@ func (s *Store) check(cfg config) error {
 		cfg.logger.Warn("redisstore: the client had connections to this node before New, which the store cannot break off when the node stalls: "+
 			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
 			"node", nodeName(addr))
+	}
+	for _, seed := range mute {
+		cfg.logger.Warn("redisstore: a cluster seed accepted the connection but did not answer PING within the client's read timeout (1s at most): each reading of the slot map that tries it first (New's, and the client's after a MOVED or a failover) waits that long; mend it, or leave it out of the seeds",
+			"seed", seed)
 	}
 	silent := make([]string, len(down))
 	for i, d := range down {

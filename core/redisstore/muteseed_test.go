@@ -1,0 +1,69 @@
+package redisstore_test
+
+import (
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A Cluster seed that accepts connections but never answers, listed with
+// live seeds, is logged at WARN naming its address: go-redis, which tries
+// the seeds in its own order to read the slot map, waits its ReadTimeout
+// for it whenever it tries it first, and New starts either way.
+func TestClusterMuteSeedIsLogged(t *testing.T) {
+	live := redistest.ClusterClient(t).Options().Addrs
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never written to
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	mute := ln.Addr().String()
+
+	logs := &captured{}
+	c := redis.NewClusterClient(redisstore.ClusterOptions(append([]string{mute}, live...)...))
+	t.Cleanup(func() { _ = c.Close() })
+	start := time.Now()
+	s, err := redisstore.New(c, redisstore.WithLogger(slog.New(logs)))
+	took := time.Since(start)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	t.Logf("New took %v", took)
+	var warned []string
+	for _, r := range logs.all() {
+		if strings.Contains(r, "seed="+mute) {
+			warned = append(warned, r)
+		}
+	}
+	require.Len(t, warned, 1, "one record names the seed that did not answer; logged:\n%s", strings.Join(logs.all(), "\n"))
+	assert.Contains(t, warned[0], "did not answer")
+	for _, a := range live {
+		assert.NotContains(t, strings.Join(logs.all(), "\n"), "seed="+a, "a live seed is named")
+	}
+}
