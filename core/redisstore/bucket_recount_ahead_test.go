@@ -1,0 +1,107 @@
+package redisstore_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// The due recount (7d4d729) heals a series' n forged below its buckets
+// within a quarter of the window and a bucket of the hash's expiry's last
+// move. A Record stamped ahead moves the expiry (its bucket is the
+// series' newest) without a recount, and the next one is due only when
+// the bucket of now catches up: measured with and without a Record
+// stamped 1.5 s ahead (10 per 2 s, precision 200 ms, test clock, n forged
+// to its fullest bucket's units in a full window, a take every 150 ms,
+// so that the admissions spread over the buckets).
+func TestForgedSumHealsDespiteRecordAhead(t *testing.T) {
+	const limit = 10
+	const window, prec = 2 * time.Second, 200 * time.Millisecond
+	p := slidelog.Policy{Name: "b", Limit: limit, Window: window, Precision: prec}
+	for _, ahead := range []time.Duration{0, 1500 * time.Millisecond} {
+		for _, topo := range []struct {
+			name   string
+			client redis.UniversalClient
+		}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+			t.Run(ahead.String()+"/"+topo.name, func(t *testing.T) {
+				client := topo.client
+				var mu sync.Mutex
+				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+				step := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+				s := newRedisStore(t, client, redisstore.WithClock(clock))
+				key := keysOf(s, "forgedahead", "k")[3]
+				field := seriesName(p) + "n"
+				req := func(id uint64) slidelog.Request {
+					return slidelog.Request{Namespace: "forgedahead", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: id}
+				}
+				var as []slidelogtest.Admission
+				id := uint64(100)
+				var damaged time.Time
+				deficit := 0
+				for i := 0; i < 120; i++ {
+					if i == 60 {
+						if ahead > 0 {
+							at := clock().Add(ahead)
+							require.NoError(t, s.Record(t.Context(), req(99), at))
+							as = append(as, slidelogtest.Admission{Start: at, Cost: 1})
+						}
+						// n forged to the fullest bucket's units: below the
+						// sum, but not below the bucket of now (which is
+						// rebuilt at once).
+						snap, err := readBuckets(t.Context(), client, key)
+						require.NoError(t, err)
+						forged := int64(0)
+						for _, u := range snap.buckets[seriesName(p)] {
+							forged = max(forged, u)
+						}
+						deficit = int(snap.n[seriesName(p)] - forged)
+						require.NoError(t, client.HSet(t.Context(), key, field, forged).Err())
+						damaged = clock()
+					}
+					id++
+					res, err := s.Take(t.Context(), req(id))
+					require.NoError(t, err)
+					if res.Allowed {
+						as = append(as, slidelogtest.Admission{Start: res.DecidedAt, Cost: 1})
+					}
+					step(150 * time.Millisecond)
+				}
+				// Every window ending at an admission: the last one over
+				// the limit.
+				slices.SortFunc(as, func(a, b slidelogtest.Admission) int { return a.Start.Compare(b.Start) })
+				most, lastOver := 0, time.Time{}
+				for i, a := range as {
+					units := 0
+					for _, b := range as[:i+1] {
+						if b.Start.After(a.Start.Add(-window)) {
+							units += b.Cost
+						}
+					}
+					most = max(most, units)
+					if units > limit {
+						lastOver = a.Start
+					}
+				}
+				healed := time.Duration(0)
+				if !lastOver.IsZero() {
+					healed = lastOver.Sub(damaged)
+				}
+				bound := window/4 + prec
+				t.Logf("record %v ahead, deficit %d: fullest window %d of %d, the last window over the limit ends %v after the damage (bound W/4 + P = %v)", ahead, deficit, most, limit, healed, bound)
+				if healed > bound {
+					t.Errorf("a window over the limit %v after the damage, past W/4 + P = %v", healed, bound)
+				}
+			})
+		}
+	}
+}
