@@ -15,12 +15,12 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
-// The due recount (7d4d729) heals a series' n forged below its buckets
-// within a quarter of the window and a bucket of the hash's expiry's last
-// move. A Record stamped ahead moves the expiry (its bucket is the
-// series' newest) without a recount, and the next one is due only when
-// the bucket of now catches up: measured with and without a Record
-// stamped 1.5 s ahead (10 per 2 s, precision 200 ms, test clock, n forged
+// The due recount heals a series' n forged below its buckets within a
+// quarter of the longest window (and a bucket) of the last one. It was
+// due when the hash's expiry moved, and a Record stamped ahead moves the
+// expiry (its bucket is the series' newest) without a recount: the next
+// one waited until the bucket of now caught up. Measured with and
+// without a Record stamped 1.5 s ahead (10 per 2 s, precision 200 ms, test clock, n forged
 // to its fullest bucket's units in a full window, a take every 150 ms,
 // so that the admissions spread over the buckets).
 func TestForgedSumHealsDespiteRecordAhead(t *testing.T) {
@@ -92,12 +92,13 @@ func TestForgedSumHealsDespiteRecordAhead(t *testing.T) {
 						lastOver = a.Start
 					}
 				}
-				healed := time.Duration(0)
+				healed, ends := time.Duration(0), "none over the limit"
 				if !lastOver.IsZero() {
 					healed = lastOver.Sub(damaged)
+					ends = "the last window over the limit ends " + healed.String() + " after the damage"
 				}
 				bound := window/4 + prec
-				t.Logf("record %v ahead, deficit %d: fullest window %d of %d, the last window over the limit ends %v after the damage (bound W/4 + P = %v)", ahead, deficit, most, limit, healed, bound)
+				t.Logf("record %v ahead, deficit %d: fullest window %d of %d; %s (bound W/4 + P = %v)", ahead, deficit, most, limit, ends, bound)
 				if healed > bound {
 					t.Errorf("a window over the limit %v after the damage, past W/4 + P = %v", healed, bound)
 				}

@@ -103,9 +103,9 @@ type bucketStress struct {
 }
 
 // Many goroutines decide on one identity with bucketed policies, on the
-// server's clock, for long enough to cross the points where the bucket
-// hash's expiry is due to move (every quarter of the longest window) and
-// every series is recounted from its buckets (7d4d729); beside them,
+// server's clock, for long enough to cross the points where every series
+// is recounted from its buckets (7d4d729: every quarter of the longest
+// window); beside them,
 // Records of admissions made elsewhere arrive late (stamped in older
 // buckets, some too old to count) and ahead, and Refunds come in. An
 // independent checker asserts (1) no rolling window of any policy holds
@@ -240,7 +240,7 @@ func bucketStressRun(t *testing.T, client redis.UniversalClient, sc bucketStress
 					continue
 				}
 				add(&stressAdm{id: id, cost: cost, at: at, done: time.Now(), record: true})
-				time.Sleep(every + time.Duration(rng.Int64N(int64(every))))
+				time.Sleep(min(every+time.Duration(rng.Int64N(int64(every))), time.Until(stop)))
 			}
 		}()
 	}
@@ -252,7 +252,7 @@ func bucketStressRun(t *testing.T, client redis.UniversalClient, sc bucketStress
 			// About one admitted take in five is refunded.
 			every := time.Duration(5 * float64(1+sc.maxCost) / 2 / rate * float64(time.Second))
 			for time.Now().Before(stop) {
-				time.Sleep(every/2 + time.Duration(rng.Int64N(int64(every))))
+				time.Sleep(min(every/2+time.Duration(rng.Int64N(int64(every))), time.Until(stop)))
 				mu.Lock()
 				var a *stressAdm
 				if len(adms) > 0 {

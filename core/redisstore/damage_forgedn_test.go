@@ -19,8 +19,8 @@ import (
 // have written, below its buckets' sum by d, the window's units) while a
 // client keeps the window full, on the server's clock (the due recount
 // follows it): the window holds at most L + d, and only until the series
-// is recounted, when the bucket hash's expiry is due to move (at most a
-// quarter of the window and a bucket after its last move); every window
+// is recounted, when the hash's recount mark d is due (at most a quarter
+// of the window and a bucket after the last recount); every window
 // whose newest admission is decided after that holds at most L. Before,
 // the sum was trusted with no end: L + d in every window to the end.
 func TestForgedBucketSumBelowBuckets(t *testing.T) {

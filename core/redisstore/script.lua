@@ -17,7 +17,8 @@
 --          microseconds) 'S:b' is the units admitted in bucket b, the
 --          interval [b*P, (b+1)*P); 'Sn' the sum of the buckets from 'Sf'
 --          on (every bucket before Sf was deleted), 'Sh' the newest bucket
---          written; 'x' when the hash expires.
+--          written; 'x' when the hash expires, 'd' when every series is
+--          next recounted from its buckets.
 -- KEYS[5]  recent, a sorted set of the latest admissions into buckets:
 --          member = request ID followed by its cost when not 1, score =
 --          time of the admission; at most RECENT members, none older than
@@ -232,27 +233,31 @@ end
 -- smaller than its buckets' (a stray write): it would admit what it does
 -- not count for as long as the window stays full. The same HMGET reads
 -- the bucket of now: a sum below its units is rebuilt at once. Nothing
--- cheap tells the rest from the truth: when the hash's expiry is due to
--- move (bkeep, what an admission now would keep, is past it: at least
--- once per quarter of the longest window, as bsave then moves it), every
--- series is recounted from its buckets, which bounds that.
-local bx, bxold, bdue, bkeep
+-- cheap tells the rest from the truth: when the recount is due (the
+-- hash's 'd', read in the same HMGET, is not after now), every series is
+-- recounted from its buckets, and bsave sets 'd' a quarter of the
+-- longest window later, which bounds that. ('d' is not the expiry 'x':
+-- a Record stamped ahead moves 'x' as far ahead as its bucket, and the
+-- recount would wait as long.) A 'd' more than a quarter of the longest
+-- window ahead (a clock that went back, a stray write) is due as well.
+local bx, bxold, bdue
 if nsers > 0 then
-  local fields = {}
+  local fields, span = {}, 0
   for j = 1, nsers do
     local sr = sers[j]
     local n = sr.name
     fields[3 * j - 2], fields[3 * j - 1], fields[3 * j] = n .. 'n', n .. 'f', n .. 'h'
     fields[3 * nsers + 1 + j] = n .. ':' .. fmt(bucket(now, sr.p))
-    local k = (bucket(now, sr.p) + 1) * sr.p + sr.w
-    if not bkeep or k > bkeep then bkeep = k end
+    if sr.w > span then span = sr.w end
   end
   fields[3 * nsers + 1] = 'x'
+  fields[4 * nsers + 2] = 'd'
   local meta = tcall(bkt, nil, 'HMGET', unpack(fields))
   local rx = meta[3 * nsers + 1]
   bxold = whole(rx)
   bx = bxold
-  bdue = not bxold or bxold < bkeep
+  local due = whole(meta[4 * nsers + 2])
+  bdue = not due or due <= now or due > now + math.floor(span / 4)
   if rx and not bxold then
     -- An expiry the script never writes ("inf", "nan"): bsave writes it anew.
     sers[1].dirty, repaired = true, true
@@ -370,7 +375,9 @@ local function bsave()
     if sr.w > span then span = sr.w end
   end
   if #out == 0 then return end
-  if bdue and keep < bkeep then keep = bkeep end
+  -- Every series was recounted (or is new): the next recount is due a
+  -- quarter of the longest window from now.
+  if bdue then out[#out + 1], out[#out + 2] = 'd', fmt(now + math.floor(span / 4)) end
   if not bx or keep > bx then
     bx = keep + math.floor(span / 4)
     out[#out + 1], out[#out + 2] = 'x', fmt(bx)
