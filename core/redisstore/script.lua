@@ -817,8 +817,19 @@ if op == 'record' then
       fresh = not replayed()
     end
   end
-  if fresh and nsers > 0 and radd(at) then
-    if brecord(at) then added = true end
+  if fresh and nsers > 0 then
+    -- Stamped more than the shortest bucketed window ahead (a recorder
+    -- whose clock runs ahead of the server's), it counts in the buckets
+    -- as if stamped that window ahead, as the memory store counts it: a
+    -- bucket any distance ahead would be read as damaged (past top) by
+    -- the next call and dropped. It then counts from now until a window
+    -- after that bucket, over every window holding the server's time of
+    -- the call.
+    local bt = at
+    for j = 1, nsers do
+      if bt > now + sers[j].w then bt = now + sers[j].w end
+    end
+    if radd(bt) and brecord(bt) then added = true end
   end
   if added then allowed = 1 end
 else
