@@ -2,8 +2,8 @@
 -- slidelog: one atomic operation on a strict sliding-window log, and on
 -- bucketed windows for policies with a precision.
 -- See docs/algorithm.md for the guarantee and each step.
--- scripts.go joins lib.lua (clock, fmt, tag, plain, plainx, bucket, walk)
--- in after the #!lua line.
+-- scripts.go joins lib.lua (clock, fmt, tag, plain, plainx, bucket, walk,
+-- scan, heads, rdue, recheck) in after the #!lua line.
 --
 -- KEYS[1]  the log, a sorted set: member = request ID, score = time in microseconds
 -- KEYS[2]  costs, a hash: request ID -> cost, only for entries whose cost is not 1
@@ -240,24 +240,15 @@ end
 -- a Record stamped ahead moves 'x' as far ahead as its bucket, and the
 -- recount would wait as long.) A 'd' more than a quarter of the longest
 -- window ahead (a clock that went back, a stray write) is due as well.
-local bx, bxold, bdue
+local bx, bxold, bdue, bspan
 if nsers > 0 then
-  local fields, span = {}, 0
-  for j = 1, nsers do
-    local sr = sers[j]
-    local n = sr.name
-    fields[3 * j - 2], fields[3 * j - 1], fields[3 * j] = n .. 'n', n .. 'f', n .. 'h'
-    fields[3 * nsers + 1 + j] = n .. ':' .. fmt(bucket(now, sr.p))
-    if sr.w > span then span = sr.w end
-  end
-  fields[3 * nsers + 1] = 'x'
-  fields[4 * nsers + 2] = 'd'
+  local fields
+  fields, bspan = heads(sers, nsers, now)
   local meta = tcall(bkt, nil, 'HMGET', unpack(fields))
   local rx = meta[3 * nsers + 1]
   bxold = whole(rx)
   bx = bxold
-  local due = whole(meta[4 * nsers + 2])
-  bdue = not due or due <= now or due > now + math.floor(span / 4)
+  bdue = rdue(meta, nsers, now, bspan)
   if rx and not bxold then
     -- An expiry the script never writes ("inf", "nan"): bsave writes it anew.
     sers[1].dirty, repaired = true, true
@@ -320,12 +311,9 @@ if nsers > 0 then
       sr.f, sr.dirty = f, true
       if sr.h < f - 1 then sr.h = f - 1 end
     end
-    local cur = whole(meta[3 * nsers + 1 + j])
-    if not sr.built and cur and sr.n < cur then
-      -- The sum holds less than the bucket of now: a stray write.
-      rebuild(sr, f)
-      repaired = true
-    elseif bdue and not sr.built then
+    if not sr.built and recheck(meta, nsers, j, now, bspan, sr.n) then
+      -- Due, or the sum holds less than the bucket of now (a stray write,
+      -- which the rebuild then always finds).
       local n = sr.n
       rebuild(sr, f)
       if n ~= sr.n then repaired = true end
