@@ -2,14 +2,17 @@
 -- slidelog: read a key's usage per policy without recording anything
 -- (Store.Peek). It reads the data script.lua keeps (see its header for
 -- the layout) and writes nothing, so it runs on a server out of memory.
--- scripts.go joins lib.lua (bucket, top, whole, walk, scan, fmt, clock) in
--- after the first line.
+-- scripts.go joins lib.lua (bucket, top, whole, walk, scan, heads, recheck,
+-- fmt, clock) in after the first line.
 --
 -- A field the decision script never writes (a stray write, see
 -- docs/algorithm.md, "Damaged keys") is read as that script repairs it,
 -- never as more room: a damaged sum or bound is recounted from the
--- buckets, a damaged cost or bucket counts as the limit. The reply's
--- first value then has 2 added; nothing is written.
+-- buckets, a damaged cost or bucket counts as the limit. So is a sum
+-- the decision script recounts though its form passed (recheck: one
+-- below the bucket of now, or any when the buckets' expiry is due to
+-- move), whose recount is not stored. The reply's first value then has 2
+-- added; nothing is written.
 --
 -- KEYS     as script.lua: the log, costs, state, buckets, recent
 -- ARGV[1]  now in microseconds, or 0 to read the server's clock (TIME)
@@ -29,11 +32,27 @@ if not now or not cost or cost < 1 or npolicies < 1 or npolicies % 1 ~= 0 then
   return redis.error_reply('ERR slidelog: bad arguments')
 end
 if now == 0 then now = clock(0) end
--- big: the largest limit, what a damaged cost counts.
+-- big: the largest limit, what a damaged cost counts. sers: the series
+-- of the bucketed policies, once each, as script.lua reads them; sof[i]
+-- the index in sers of policy i's.
 local big, damaged = 1, false
+local sers, sof = {}, {}
 for i = 1, npolicies do
-  local limit = tonumber(ARGV[3 * i])
-  if limit and limit > big then big = limit end
+  local limit, w, p = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  if not limit or not w or not p or limit < 1 or w < 1 or p < 0 or p > w then
+    return redis.error_reply('ERR slidelog: bad policy')
+  end
+  if limit > big then big = limit end
+  if p > 0 then
+    local name = ARGV[3 * i + 1] .. '/' .. ARGV[3 * i + 2]
+    for j = 1, #sers do
+      if sers[j].name == name then sof[i] = j end
+    end
+    if not sof[i] then
+      sers[#sers + 1] = {name = name, w = w, p = p}
+      sof[i] = #sers
+    end
+  end
 end
 
 -- A key of the wrong type (an operator's SET over it) is read as lost,
@@ -74,24 +93,33 @@ local function entries(cut)
   return ats, cs
 end
 
--- series reads the buckets of window w and precision p (their names as
--- script.lua gives them): the units counting at now, the first bucket
--- that counts, the newest bucket, and the series' name. limit is what a
--- damaged bucket counts.
-local function series(wtext, ptext, w, p, limit)
-  local name = wtext .. '/' .. ptext
-  local meta = rcall('HMGET', bkt, name .. 'n', name .. 'f', name .. 'h')
+-- The sums, bounds and buckets of now of every series, and the buckets'
+-- expiry, in one HMGET (heads), as script.lua reads them; nil for
+-- buckets of the wrong type.
+local meta, span = nil, nil
+if #sers > 0 then
+  local fields
+  fields, span = heads(sers, #sers, now)
+  meta = rcall('HMGET', bkt, unpack(fields))
+end
+
+-- series reads the buckets of series j of sers: the units counting at
+-- now, the first bucket that counts, the newest bucket, and the series'
+-- name. limit is what a damaged bucket counts.
+local function series(j, limit)
+  local name, w, p = sers[j].name, sers[j].w, sers[j].p
   local lo, last = bucket(now - w, p), top(now, w, p)
   if not meta then return 0, lo, lo - 1, name end
-  local n, f, h = whole(meta[1]), whole(meta[2]), whole(meta[3])
+  local rn, rf, rh = meta[3 * j - 2], meta[3 * j - 1], meta[3 * j]
+  local n, f, h = whole(rn), whole(rf), whole(rh)
   -- recount reads every bucket of the series, as script.lua rebuilds a
   -- series whose sum or bounds are missing or damaged.
   local function recount()
     local sn, sh, drop, bad = scan(bkt, name, lo, last, limit)
-    if meta[1] or meta[2] or meta[3] or sn > 0 or #drop > 0 then damaged = true end
+    if rn or rf or rh or sn > 0 or #drop > 0 then damaged = true end
     return sn, lo, sh, name
   end
-  if not meta[1] and not meta[2] and not meta[3] and redis.call('EXISTS', bkt) == 0 then return 0, lo, lo - 1, name end
+  if not rn and not rf and not rh and redis.call('EXISTS', bkt) == 0 then return 0, lo, lo - 1, name end
   if not n or not f or not h or f > h + 1 or h > last then return recount() end
   if lo > f then
     -- Buckets from f to lo-1 stopped counting (script.lua drops them on
@@ -128,6 +156,13 @@ local function series(wtext, ptext, w, p, limit)
     f = lo
   end
   if h < f - 1 then h = f - 1 end
+  if recheck(meta, #sers, j, now, span, n) then
+    -- script.lua's next decision recounts this sum (and writes the
+    -- recount): so does peek, which only reads it.
+    local sn, sh = scan(bkt, name, lo, last, limit)
+    if sn ~= n then damaged = true end
+    return sn, lo, sh, name
+  end
   return n, f, h, name
 end
 
@@ -138,9 +173,6 @@ local allowed, steady = 1, 0
 local reply = {0, now, 0}
 for i = 1, npolicies do
   local limit, w, p = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
-  if not limit or not w or not p or limit < 1 or w < 1 or p < 0 or p > w then
-    return redis.error_reply('ERR slidelog: bad policy')
-  end
   local count, retry, reset, leave = 0, 0, 0, nil
   if p == 0 then
     local ats, cs = entries(now - w)
@@ -156,7 +188,7 @@ for i = 1, npolicies do
     end
     if newest_at and newest_at + w > now then reset = newest_at + w - now end
   else
-    local n, f, h, name = series(ARGV[3 * i + 1], ARGV[3 * i + 2], w, p, limit)
+    local n, f, h, name = series(sof[i], limit)
     count = n
     local need = 0
     if count + cost > limit then need = count + cost - limit end

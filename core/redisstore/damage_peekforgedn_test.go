@@ -1,0 +1,81 @@
+package redisstore_test
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+)
+
+// Peek after a bucketed series' sum n was forged to 0 in a full window
+// (10 per 10 s, precision 1 s, a test clock): Peek never shows more room
+// than the decisions then give (takes of cost 1 until one is denied), and
+// shows just that room. The decision script rebuilds a sum below the
+// units of the bucket of now at once ("now"), and recounts every series
+// when the bucket hash's expiry is due to move ("due", 4 s later, the
+// bucket of now empty); otherwise it trusts the sum ("trusted", 1 s
+// later: not due, the bucket of now empty), the bounded over-admission
+// docs/algorithm.md states. Before, Peek trusted the forged sum in all
+// three: 10 free in "now" and "due", where the decisions admit none.
+func TestPeekForgedBucketSum(t *testing.T) {
+	const limit = 10
+	const window, prec = 10 * time.Second, time.Second
+	p := slidelog.Policy{Name: "b", Limit: limit, Window: window, Precision: prec}
+	field := strconv.FormatInt(window.Microseconds(), 10) + "/" + strconv.FormatInt(prec.Microseconds(), 10) + "n"
+	for _, c := range []struct {
+		name  string
+		after time.Duration // from the admissions to the damage
+		room  int           // what the decisions give after it
+	}{{"now", 0, 0}, {"due", 4 * time.Second, 0}, {"trusted", time.Second, limit}} {
+		for topo, client := range map[string]redis.UniversalClient{
+			"Standalone": redistest.RedisClient(t),
+			"Cluster":    redistest.ClusterClient(t),
+		} {
+			t.Run(c.name+"/"+topo, func(t *testing.T) {
+				var mu sync.Mutex
+				now := time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC)
+				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+				s := newRedisStore(t, client, redisstore.WithClock(clock))
+				id := uint64(0)
+				req := func() slidelog.Request {
+					id++
+					return slidelog.Request{Namespace: "peekforgedn", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: id}
+				}
+				for range limit {
+					res, err := s.Take(t.Context(), req())
+					require.NoError(t, err)
+					require.True(t, res.Allowed)
+				}
+				mu.Lock()
+				now = now.Add(c.after)
+				mu.Unlock()
+				key := keysOf(s, "peekforgedn", "k")[3]
+				require.NoError(t, client.HSet(t.Context(), key, field, "0").Err())
+				peeked, err := s.Peek(t.Context(), req())
+				require.NoError(t, err)
+				admitted := 0
+				for admitted <= 2*limit {
+					res, err := s.Take(t.Context(), req())
+					require.NoError(t, err)
+					require.Equal(t, redisstore.Source, res.Source)
+					if !res.Allowed {
+						break
+					}
+					admitted++
+				}
+				t.Logf("peek: %d free; the decisions admitted %d", peeked.Remaining, admitted)
+				assert.LessOrEqual(t, peeked.Remaining, admitted, "peek shows more room than the decisions give")
+				assert.Equal(t, c.room, admitted, "what the decisions give")
+				assert.Equal(t, admitted, peeked.Remaining, "peek shows other room than the decisions give")
+			})
+		}
+	}
+}
