@@ -414,6 +414,11 @@ end
 -- and from the bucket it was counted in.
 if op == 'refund' then
   local changed = 0
+  -- The log is read first: one of the wrong type restarts the run (lcall)
+  -- before the buckets' refund writes anything, so that the run that
+  -- follows finds the admission among the recent ones, refunds it and
+  -- reports it (the log, lost, holds nothing to refund).
+  local s = lcall('ZSCORE', id)
   if nsers > 0 then
     local m, t = rfind()
     if m then
@@ -461,7 +466,6 @@ if op == 'refund' then
     end
     bsave()
   end
-  local s = lcall('ZSCORE', id)
   if not s then return flag({changed, now}) end
   s = tonumber(s)
   if xlog and xlog % 2 == 0 then
