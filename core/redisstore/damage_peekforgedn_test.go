@@ -1,7 +1,9 @@
 package redisstore_test
 
 import (
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,5 +79,55 @@ func TestPeekForgedBucketSum(t *testing.T) {
 				assert.Equal(t, admitted, peeked.Remaining, "peek shows other room than the decisions give")
 			})
 		}
+	}
+}
+
+// Peek of an honest bucketed key when the buckets' expiry is due to move
+// and buckets stopped counting since the last decision (10 per 10 s,
+// precision 1 s, one admission a second for 5 s, Peek 12 s after the
+// first; the buckets of three still count): peek recounts the series as
+// the next decision will, finds the sum it holds less the buckets that
+// left, so flags nothing (no warning), and shows the room the next take
+// finds (its Remaining + 1).
+func TestPeekDueRecountHonest(t *testing.T) {
+	p := slidelog.Policy{Name: "b", Limit: 10, Window: 10 * time.Second, Precision: time.Second}
+	for topo, client := range map[string]redis.UniversalClient{
+		"Standalone": redistest.RedisClient(t),
+		"Cluster":    redistest.ClusterClient(t),
+	} {
+		t.Run(topo, func(t *testing.T) {
+			var mu sync.Mutex
+			start := time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC)
+			now := start
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			var logs strings.Builder
+			var logMu sync.Mutex
+			logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+			s := newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithLogger(logger))
+			req := func(id uint64) slidelog.Request {
+				return slidelog.Request{Namespace: "peekdue", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: id}
+			}
+			for i := range 5 {
+				mu.Lock()
+				now = start.Add(time.Duration(i) * time.Second)
+				mu.Unlock()
+				res, err := s.Take(t.Context(), req(uint64(i+1)))
+				require.NoError(t, err)
+				require.True(t, res.Allowed)
+			}
+			mu.Lock()
+			now = start.Add(12 * time.Second)
+			mu.Unlock()
+			peeked, err := s.Peek(t.Context(), req(100))
+			require.NoError(t, err)
+			took, err := s.Take(t.Context(), req(101))
+			require.NoError(t, err)
+			require.True(t, took.Allowed)
+			assert.Equal(t, 7, peeked.Remaining, "the buckets of the first two admissions left the window (bucket b counts while (b+1)P > now - W)")
+			assert.Equal(t, took.Remaining+1, peeked.Remaining, "peek against the next take")
+			logMu.Lock()
+			defer logMu.Unlock()
+			assert.NotContains(t, logs.String(), "damaged", "an honest key read as damaged")
+		})
 	}
 }

@@ -98,11 +98,14 @@ end
 -- counting big (never fewer than it may stand for), and the newest of
 -- them (lo - 1 when there is none); then the fields that do not count
 -- (buckets before lo or after last, names of no bucket) and the buckets
--- whose units are not a whole number, for a script that repairs them.
-local function scan(bkt, name, lo, last, big)
+-- whose units are not a whole number, for a script that repairs them;
+-- and, given from, the units of the buckets from `from` to lo - 1, which
+-- a sum of the buckets from `from` on holds but no longer counts (nil
+-- when one of them is not a whole number).
+local function scan(bkt, name, lo, last, big, from)
   local all = redis.call('HGETALL', bkt)
   local prefix = name .. ':'
-  local n, h, drop, bad = 0, lo - 1, {}, {}
+  local n, h, drop, bad, gone = 0, lo - 1, {}, {}, 0
   for k = 1, #all, 2 do
     local field = all[k]
     if string.sub(field, 1, #prefix) == prefix then
@@ -110,6 +113,10 @@ local function scan(bkt, name, lo, last, big)
       local b = whole(suffix)
       if not b or fmt(b) ~= suffix or b < lo or b > last then
         drop[#drop + 1] = field
+        if from and gone and b and b >= from and b < lo and fmt(b) == suffix then
+          local v = whole(all[k + 1])
+          if v then gone = gone + v else gone = nil end
+        end
       else
         local v = whole(all[k + 1])
         if not v then v, bad[#bad + 1] = big, field end
@@ -118,7 +125,7 @@ local function scan(bkt, name, lo, last, big)
       end
     end
   end
-  return n, h, drop, bad
+  return n, h, drop, bad, gone
 end
 
 -- A series' sum n may also hold a number the script might have written but

@@ -2,7 +2,7 @@
 -- slidelog: read a key's usage per policy without recording anything
 -- (Store.Peek). It reads the data script.lua keeps (see its header for
 -- the layout) and writes nothing, so it runs on a server out of memory.
--- scripts.go joins lib.lua (bucket, top, whole, walk, scan, heads, recheck,
+-- scripts.go joins lib.lua (bucket, top, whole, walk, scan, heads, xdue, recheck,
 -- fmt, clock) in after the first line.
 --
 -- A field the decision script never writes (a stray write, see
@@ -121,6 +121,15 @@ local function series(j, limit)
   end
   if not rn and not rf and not rh and redis.call('EXISTS', bkt) == 0 then return 0, lo, lo - 1, name end
   if not n or not f or not h or f > h + 1 or h > last then return recount() end
+  if xdue(meta, #sers, keep) then
+    -- script.lua's next decision recounts every series (and writes the
+    -- recount), the expiry being due to move: so does peek, which only
+    -- reads it, once. What the decision compares the recount with, the
+    -- sum less the buckets that stopped counting, flags it.
+    local sn, sh, _, _, gone = scan(bkt, name, lo, last, limit, f)
+    if not gone or sn ~= n - gone then damaged = true end
+    return sn, lo, sh, name
+  end
   if lo > f then
     -- Buckets from f to lo-1 stopped counting (script.lua drops them on
     -- its next call): subtract them, or add up what counts when that is
