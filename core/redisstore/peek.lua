@@ -2,8 +2,8 @@
 -- slidelog: read a key's usage per policy without recording anything
 -- (Store.Peek). It reads the data script.lua keeps (see its header for
 -- the layout) and writes nothing, so it runs on a server out of memory.
--- scripts.go joins lib.lua (bucket, top, whole, walk, scan, heads, xdue, recheck,
--- fmt, clock) in after the first line.
+-- scripts.go joins lib.lua (bucket, top, whole, walk, scan, heads, xdue,
+-- recheck, fmt, clock) in after the first line.
 --
 -- A field the decision script never writes (a stray write, see
 -- docs/algorithm.md, "Damaged keys") is read as that script repairs it,
