@@ -2,7 +2,7 @@
 -- slidelog: read a key's usage per policy without recording anything
 -- (Store.Peek). It reads the data script.lua keeps (see its header for
 -- the layout) and writes nothing, so it runs on a server out of memory.
--- scripts.go joins lib.lua (bucket, top, whole, walk, scan, heads, xdue,
+-- scripts.go joins lib.lua (bucket, top, whole, walk, scan, heads, rdue,
 -- recheck, fmt, clock) in after the first line.
 --
 -- A field the decision script never writes (a stray write, see
@@ -10,8 +10,8 @@
 -- never as more room: a damaged sum or bound is recounted from the
 -- buckets, a damaged cost or bucket counts as the limit. So is a sum
 -- the decision script recounts though its form passed (recheck: one
--- below the bucket of now, or any when the buckets' expiry is due to
--- move), whose recount is not stored. The reply's first value then has 2
+-- below the bucket of now, or any when the recount is due, rdue), whose
+-- recount is not stored. The reply's first value then has 2
 -- added; nothing is written.
 --
 -- KEYS     as script.lua: the log, costs, state, buckets, recent
@@ -121,9 +121,9 @@ local function series(j, limit)
   end
   if not rn and not rf and not rh and redis.call('EXISTS', bkt) == 0 then return 0, lo, lo - 1, name end
   if not n or not f or not h or f > h + 1 or h > last then return recount() end
-  if xdue(meta, #sers, keep) then
+  if rdue(meta, #sers, now, span) then
     -- script.lua's next decision recounts every series (and writes the
-    -- recount), the expiry being due to move: so does peek, which only
+    -- recount), the recount being due: so does peek, which only
     -- reads it, once. What the decision compares the recount with, the
     -- sum less the buckets that stopped counting, flags it.
     local sn, sh, _, _, gone = scan(bkt, name, lo, last, limit, f)
