@@ -435,13 +435,23 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 			answers[i] = make(chan error, 1)
 			wg.Add(1)
 			go func() {
+				dialer, tlsConfig := seedTCPDialer(o)
 				probes.Add(1)
-				conn, err := dialConn(ctx, seedDialer(o), "tcp", a)
+				conn, err := dialConn(ctx, dialer, "tcp", a)
 				probes.Add(-1)
+				if err == nil && tlsConfig != nil {
+					// The kernel connected; the seed's TLS answer is
+					// waited for as its answer to PING is, for wait.
+					conn, err = seedHandshake(ctx, conn, tlsConfig, a, wait)
+				}
 				if err != nil {
 					dialErrs[i] = fmt.Errorf("%s: %w%s", a, err, tlsHint(o.TLSConfig, err))
 					wg.Done()
-					answers[i] <- nil
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						answers[i] <- err // accepted, and no TLS answer
+					} else {
+						answers[i] <- nil
+					}
 					return
 				}
 				wg.Done()
@@ -838,6 +848,52 @@ func seedDialer(o *redis.ClusterOptions) func(context.Context, string, string) (
 	}
 	td := &tls.Dialer{NetDialer: nd, Config: o.TLSConfig}
 	return td.DialContext
+}
+
+// seedTCPDialer returns seedDialer(o) and no TLS configuration, unless
+// the client dials over TLS with go-redis's own dialer: then a net.Dialer
+// of o's DialTimeout and the TLS configuration for seedHandshake, so that
+// a seed whose kernel accepts the connection but which never answers the
+// TLS hello is told from one that cannot be reached, and its handshake
+// is bounded as its answer to PING is (see seedAnswer).
+func seedTCPDialer(o *redis.ClusterOptions) (func(context.Context, string, string) (net.Conn, error), *tls.Config) {
+	if o.Dialer != nil || o.TLSConfig == nil {
+		return seedDialer(o), nil
+	}
+	nd := &net.Dialer{Timeout: o.DialTimeout}
+	if nd.Timeout == 0 {
+		nd.Timeout = 5 * time.Second // go-redis's default
+	}
+	return nd.DialContext, o.TLSConfig
+}
+
+// seedHandshake runs the TLS handshake on conn, a connection to the seed
+// at addr, as tls.Dialer would (the server's name from addr unless
+// config names one), waiting at most wait for the seed's answer, or
+// until ctx ends. It closes conn when it fails, with
+// os.ErrDeadlineExceeded when the seed sent nothing within wait.
+func seedHandshake(ctx context.Context, conn net.Conn, config *tls.Config, addr string, wait time.Duration) (net.Conn, error) {
+	if config.ServerName == "" {
+		config = config.Clone()
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		config.ServerName = host
+	}
+	if err := conn.SetDeadline(time.Now().Add(wait)); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	tc := tls.Client(conn, config)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, err
+	}
+	return tc, nil
 }
 
 // tlsHint is what an error of a dial over TLS (tlsConfig not nil) adds
