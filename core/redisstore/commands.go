@@ -211,6 +211,11 @@ func (s *Store) checkCommands(ctx context.Context, client redis.Cmdable, addr, t
 		case (noPermission(err) || unknownCommand(err) && name != "PEXPIRETIME") && slices.Contains(optionalCommands, name):
 			// Refused by the user's ACL, or renamed away (rename-command).
 			refused = append(refused, name)
+		case redis.HasErrorPrefix(err, "ASK") && cluster:
+			// A Cluster master's own client on a slot migrating away (a
+			// live reshard), whose absent keys it sends elsewhere: the
+			// server redirects only a command the user may run and it
+			// knows (the ACL and the command table are checked first).
 		case redis.HasErrorPrefix(err, "READONLY"):
 			return nil, false, replicaError(addr)
 		case redis.HasErrorPrefix(err, "MOVED") && cluster:
