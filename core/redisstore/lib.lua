@@ -132,35 +132,39 @@ end
 -- smaller than its buckets' (a stray write), which no check of its form
 -- finds: a decision (script.lua, "Buckets, step 1") recounts a sum that
 -- passed those checks from its buckets (scan) when it holds less than the
--- bucket of now, and every series when the recount is due (rdue).
+-- bucket of now, and any series whose recount is due (rdue).
 -- peek.lua reads the sums as that decision does, without writing.
 
 -- heads returns the fields of the bucket hash that one HMGET reads for
 -- the series sr[1] to sr[k] (tables with name, w and p) at now: 3j-2 to 3j
 -- series j's sum, first and newest bucket, 3k+1 the hash's expiry 'x',
--- 3k+1+j series j's bucket of now, 4k+2 the recount mark 'd'; and span,
--- the longest window of the series.
+-- 3k+1+j series j's bucket of now, 4k+1+j series j's recount mark 'Sd';
+-- and span, the longest window of the series.
 local function heads(sr, k, now)
   local fields, span = {}, 0
   for j = 1, k do
     local s = sr[j]
     fields[3 * j - 2], fields[3 * j - 1], fields[3 * j] = s.name .. 'n', s.name .. 'f', s.name .. 'h'
     fields[3 * k + 1 + j] = s.name .. ':' .. fmt(bucket(now, s.p))
+    fields[4 * k + 1 + j] = s.name .. 'd'
     if s.w > span then span = s.w end
   end
   fields[3 * k + 1] = 'x'
-  fields[4 * k + 2] = 'd'
   return fields, span
 end
 
--- rdue reports whether every series is recounted from its buckets at now:
--- when the recount mark 'd', read by heads into meta, is missing, not
+-- rdue reports whether series j is recounted from its buckets at now:
+-- when its recount mark 'Sd', read by heads into meta, is missing, not
 -- after now, or more than a quarter of span ahead (a clock that went
--- back, a stray write). A decision that recounts sets 'd' a quarter of
--- span later. ('d' is not the expiry 'x': a Record stamped ahead moves
--- 'x' as far ahead as its bucket, and the recount would wait as long.)
-local function rdue(meta, k, now, span)
-  local d = whole(meta[4 * k + 2])
+-- back, a stray write, a limiter of a longer span). A decision that
+-- recounts a series sets its mark a quarter of span later. (The mark is
+-- not the expiry 'x': a Record stamped ahead moves 'x' as far ahead as
+-- its bucket, and the recount would wait as long. It is one per series,
+-- not one per hash: a decision recounts only its own series, and a
+-- mark one limiter kept moving would leave another limiter's series,
+-- sharing the hash, never recounted.)
+local function rdue(meta, k, j, now, span)
+  local d = whole(meta[4 * k + 1 + j])
   return not d or d <= now or d > now + math.floor(span / 4)
 end
 
@@ -169,5 +173,5 @@ end
 -- is due (rdue), or n holds less than the bucket of now.
 local function recheck(meta, k, j, now, span, n)
   local cur = whole(meta[3 * k + 1 + j])
-  return rdue(meta, k, now, span) or (cur ~= nil and n < cur)
+  return rdue(meta, k, j, now, span) or (cur ~= nil and n < cur)
 end

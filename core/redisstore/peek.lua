@@ -121,7 +121,7 @@ local function series(j, limit)
   end
   if not rn and not rf and not rh and redis.call('EXISTS', bkt) == 0 then return 0, lo, lo - 1, name end
   if not n or not f or not h or f > h + 1 or h > last then return recount() end
-  if rdue(meta, #sers, now, span) then
+  if rdue(meta, #sers, j, now, span) then
     -- script.lua's next decision recounts every series (and writes the
     -- recount), the recount being due: so does peek, which only
     -- reads it, once. What the decision compares the recount with, the

@@ -17,8 +17,8 @@
 --          microseconds) 'S:b' is the units admitted in bucket b, the
 --          interval [b*P, (b+1)*P); 'Sn' the sum of the buckets from 'Sf'
 --          on (every bucket before Sf was deleted), 'Sh' the newest bucket
---          written; 'x' when the hash expires, 'd' when every series is
---          next recounted from its buckets.
+--          written, 'Sd' when it is next recounted from its buckets;
+--          'x' when the hash expires.
 -- KEYS[5]  recent, a sorted set of the latest admissions into buckets:
 --          member = request ID followed by its cost when not 1, score =
 --          time of the admission; at most RECENT members, none older than
@@ -233,14 +233,12 @@ end
 -- smaller than its buckets' (a stray write): it would admit what it does
 -- not count for as long as the window stays full. The same HMGET reads
 -- the bucket of now: a sum below its units is rebuilt at once. Nothing
--- cheap tells the rest from the truth: when the recount is due (the
--- hash's 'd', read in the same HMGET, is not after now), every series is
--- recounted from its buckets, and bsave sets 'd' a quarter of the
--- longest window later, which bounds that. ('d' is not the expiry 'x':
--- a Record stamped ahead moves 'x' as far ahead as its bucket, and the
--- recount would wait as long.) A 'd' more than a quarter of the longest
--- window ahead (a clock that went back, a stray write) is due as well.
-local bx, bxold, bdue, bspan
+-- cheap tells the rest from the truth: when a series' recount is due
+-- (its mark 'Sd', read in the same HMGET, is not after now), it is
+-- recounted from its buckets, and bsave sets 'Sd' a quarter of the
+-- longest window later, which bounds that (rdue in lib.lua: a mark more
+-- than that ahead is due as well).
+local bx, bxold, bspan
 if nsers > 0 then
   local fields
   fields, bspan = heads(sers, nsers, now)
@@ -248,7 +246,6 @@ if nsers > 0 then
   local rx = meta[3 * nsers + 1]
   bxold = whole(rx)
   bx = bxold
-  bdue = rdue(meta, nsers, now, bspan)
   if rx and not bxold then
     -- An expiry the script never writes ("inf", "nan"): bsave writes it anew.
     sers[1].dirty, repaired = true, true
@@ -357,15 +354,15 @@ local function bsave()
       out[#out + 1], out[#out + 2] = sr.name .. 'n', fmt(sr.n)
       out[#out + 1], out[#out + 2] = sr.name .. 'f', fmt(sr.f)
       out[#out + 1], out[#out + 2] = sr.name .. 'h', fmt(sr.h)
+      -- Recounted from its buckets (or new): its next recount is due a
+      -- quarter of the longest window from now.
+      if sr.built then out[#out + 1], out[#out + 2] = sr.name .. 'd', fmt(now + math.floor(bspan / 4)) end
     end
     local k = (sr.h + 1) * sr.p + sr.w
     if k > keep then keep = k end
     if sr.w > span then span = sr.w end
   end
   if #out == 0 then return end
-  -- Every series was recounted (or is new): the next recount is due a
-  -- quarter of the longest window from now.
-  if bdue then out[#out + 1], out[#out + 2] = 'd', fmt(now + math.floor(span / 4)) end
   if not bx or keep > bx then
     bx = keep + math.floor(span / 4)
     out[#out + 1], out[#out + 2] = 'x', fmt(bx)
