@@ -122,8 +122,8 @@ local function series(j, limit)
   if not rn and not rf and not rh and redis.call('EXISTS', bkt) == 0 then return 0, lo, lo - 1, name end
   if not n or not f or not h or f > h + 1 or h > last then return recount() end
   if rdue(meta, #sers, j, now, span) then
-    -- script.lua's next decision recounts every series (and writes the
-    -- recount), the recount being due: so does peek, which only
+    -- script.lua's next decision recounts this series (and writes the
+    -- recount), its recount being due: so does peek, which only
     -- reads it, once. What the decision compares the recount with, the
     -- sum less the buckets that stopped counting, flags it.
     local sn, sh, _, _, gone = scan(bkt, name, lo, last, limit, f)
@@ -131,37 +131,23 @@ local function series(j, limit)
     return sn, lo, sh, name
   end
   if lo > f then
-    -- Buckets from f to lo-1 stopped counting (script.lua drops them on
-    -- its next call): subtract them, or add up what counts when that is
-    -- the shorter read.
+    -- Buckets from f to lo-1 stopped counting: subtract them, as
+    -- script.lua drops them on its next call. (Adding up what counts
+    -- instead, when that was the shorter read, showed the buckets' room
+    -- where a sum forged above them leaves the decision none.)
     local upto = math.min(lo - 1, h)
-    if upto - f < h - lo then
-      for b = f, upto, 100 do
-        local names = {}
-        for j = b, math.min(b + 99, upto) do names[#names + 1] = name .. ':' .. fmt(j) end
-        for _, v in ipairs(redis.call('HMGET', bkt, unpack(names))) do
-          if v then
-            local u = whole(v)
-            if not u then return recount() end
-            n = n - u
-          end
-        end
-      end
-      if n < 0 then return recount() end
-    else
-      n = 0
-      for b = lo, h, 100 do
-        local names = {}
-        for j = b, math.min(b + 99, h) do names[#names + 1] = name .. ':' .. fmt(j) end
-        for _, v in pairs(redis.call('HMGET', bkt, unpack(names))) do
-          if v then
-            local u = whole(v)
-            if not u then u, damaged = limit, true end
-            n = n + u
-          end
+    for b = f, upto, 100 do
+      local names = {}
+      for j = b, math.min(b + 99, upto) do names[#names + 1] = name .. ':' .. fmt(j) end
+      for _, v in ipairs(redis.call('HMGET', bkt, unpack(names))) do
+        if v then
+          local u = whole(v)
+          if not u then return recount() end
+          n = n - u
         end
       end
     end
+    if n < 0 then return recount() end
     f = lo
   end
   if h < f - 1 then h = f - 1 end
