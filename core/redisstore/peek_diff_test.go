@@ -16,17 +16,19 @@ import (
 
 // Peek never shows more room than the next Take gives, on undamaged
 // keys: two limiters sharing an identity (series of different windows,
-// one shared), costs 1 to 3, Records stamped up to 3 s ahead or behind,
-// Refunds of earlier admissions and records, idle gaps, a test clock.
-// Every Take is preceded by a Peek of the same request.
+// one shared, their longest windows apart; one has an exact policy too),
+// costs 1 to 3, Records stamped up to 3 s ahead or behind, Refunds of
+// earlier admissions and records, idle gaps, a test clock. Every Take is
+// preceded by a Peek of the same request.
 func TestPeekNeverMoreThanTake(t *testing.T) {
 	a := []slidelog.Policy{
 		{Name: "s", Limit: 6, Window: time.Second, Precision: 100 * time.Millisecond},
-		{Name: "l", Limit: 15, Window: 4 * time.Second, Precision: 500 * time.Millisecond},
+		{Name: "m", Limit: 9, Window: 2 * time.Second, Precision: 200 * time.Millisecond},
 	}
 	b := []slidelog.Policy{
 		{Name: "l", Limit: 15, Window: 4 * time.Second, Precision: 500 * time.Millisecond},
 		{Name: "m", Limit: 9, Window: 2 * time.Second, Precision: 200 * time.Millisecond},
+		{Name: "e", Limit: 20, Window: 3 * time.Second},
 	}
 	for _, topo := range []struct {
 		name   string
