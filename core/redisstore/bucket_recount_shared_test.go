@@ -34,13 +34,17 @@ func TestForgedSumHealsBesideAnotherLimiter(t *testing.T) {
 	for _, topo := range []struct {
 		name   string
 		client redis.UniversalClient
-	}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+		legacy bool // the script variant for Redis 6.2
+	}{{"Standalone", redistest.RedisClient(t), false}, {"Cluster", redistest.ClusterClient(t), false}, {"Legacy", redistest.RedisClient(t), true}} {
 		t.Run(topo.name, func(t *testing.T) {
 			var mu sync.Mutex
 			now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 			step := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 			s := newRedisStore(t, topo.client, redisstore.WithClock(clock))
+			if topo.legacy {
+				redisstore.UseLegacyScript(s)
+			}
 			id := uint64(0)
 			take := func(p slidelog.Policy) bool {
 				id++

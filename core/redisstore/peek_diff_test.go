@@ -33,7 +33,8 @@ func TestPeekNeverMoreThanTake(t *testing.T) {
 	for _, topo := range []struct {
 		name   string
 		client redis.UniversalClient
-	}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+		legacy bool // the script variant for Redis 6.2
+	}{{"Standalone", redistest.RedisClient(t), false}, {"Cluster", redistest.ClusterClient(t), false}, {"Legacy", redistest.RedisClient(t), true}} {
 		t.Run(topo.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 6; seed++ {
 				rng := rand.New(rand.NewPCG(seed, 7))
@@ -41,6 +42,9 @@ func TestPeekNeverMoreThanTake(t *testing.T) {
 				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 				s := newRedisStore(t, topo.client, redisstore.WithClock(clock))
+				if topo.legacy {
+					redisstore.UseLegacyScript(s)
+				}
 				id := uint64(0)
 				var ids []slidelog.Request
 				for step := 0; step < 300; step++ {
