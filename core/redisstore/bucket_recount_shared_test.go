@@ -18,14 +18,15 @@ import (
 // (10 per 2 s at precision 100 ms, and 1000 per 2 s at precision 200 ms;
 // a test clock). The first one's n is forged to 0 in its full window,
 // its bucket of now empty (so only the due recount finds it); then, every
-// 50 ms, the second limiter takes, then the first. The recount mark 'd'
-// is one per hash, but a decision recounts only its own series: the
-// second limiter always finds the recount due first, recounts its own
-// series and moves 'd', so the first series is never recounted and its
-// window holds twice its limit for as long as the calls go on. The
-// recount is due at most a quarter of the longest window after the last
+// 50 ms, the second limiter takes, then the first. The recount is due at
+// most a quarter of the longest window after the last
 // (docs/algorithm.md): 4 s after the damage, the window ending then
-// holds at most the limit.
+// holds at most the limit. Before, the recount mark 'd' was one per hash
+// while a decision recounts only its own series: the second limiter
+// always found the recount due first, recounted its own series and moved
+// 'd', so the first series was never recounted and its window held 20 of
+// 10 for as long as the calls went on (the same with the expiry 'x'
+// before 'd').
 func TestForgedSumHealsBesideAnotherLimiter(t *testing.T) {
 	const limit = 10
 	const window = 2 * time.Second
