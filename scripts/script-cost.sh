@@ -9,9 +9,9 @@
 #   eval "$(scripts/redis-rig.sh env)"
 #   scripts/script-cost.sh [rounds] [rev...]
 #
-# Each rev (a git revision) adds its core/redisstore/common.lua (with its
-# lib.lua joined in, when it has one) as a row, to compare a change with
-# what it replaced. The contenders take turns in every round; the table
+# Each rev (a git revision) adds its core/redisstore/common.lua, as the
+# store of that revision sends it (see sent), as a row, to compare a
+# change with what it replaced. The contenders take turns in every round; the table
 # shows each one's median over the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,16 +30,29 @@ done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-# withlib FILE LIB: the text Redis runs, FILE with LIB (lib.lua) joined in
-# after its first line, as core/redisstore/scripts.go joins them; LIB is
-# empty at revisions before the library.
-withlib() { head -n 1 "$1"; cat "$2"; tail -n +2 "$1"; }
-withlib core/redisstore/common.lua core/redisstore/lib.lua >"$dir/common"
+# sent TREE OUT: common.lua's text as the store of the checkout TREE sends
+# it (the functions of lib.lua it calls joined in), written by its
+# TestScriptTexts (SLIDELOG_SCRIPT_DUMP); at revisions before that, the
+# file with all of lib.lua joined in after its first line, as scripts.go
+# joined them then (no lib.lua before the library).
+sent() {
+  local tree=$1 out=$2 dump
+  dump=$(mktemp -d)
+  (cd "$tree/core" && SLIDELOG_SCRIPT_DUMP=$dump go test -count=1 -run '^TestScriptTexts$' ./redisstore >/dev/null 2>&1) || true
+  if [ -s "$dump/common.lua" ]; then
+    cp "$dump/common.lua" "$out"
+  else
+    local file=$tree/core/redisstore/common.lua lib=$tree/core/redisstore/lib.lua
+    { head -n 1 "$file"; [ -f "$lib" ] && cat "$lib"; tail -n +2 "$file"; } >"$out"
+  fi
+  rm -rf "$dump"
+}
+sent . "$dir/common"
 names=(common)
 for rev in "$@"; do
-  git show "$rev:core/redisstore/common.lua" >"$dir/file"
-  git show "$rev:core/redisstore/lib.lua" >"$dir/lib" 2>/dev/null || : >"$dir/lib"
-  withlib "$dir/file" "$dir/lib" >"$dir/common@$rev"
+  git worktree add -q --detach "$dir/tree" "$rev"
+  sent "$dir/tree" "$dir/common@$rev"
+  git worktree remove --force "$dir/tree"
   names+=("common@$rev")
 done
 cp bench/contender/article.lua "$dir/article"

@@ -1,10 +1,12 @@
--- slidelog: what the scripts share, written once. scripts.go joins this
--- text into script.lua, common.lua and peek.lua right after their first
--- line (#!lua), at package init, so each script's text, and so its SHA1,
--- is one constant per build; their Redis 6.2 variants drop that line
--- (legacy.lua takes its place in script.lua's). Only functions, no
--- command: a script that calls none pays only for defining them (about
--- 0.3 µs of Redis CPU per run, measured in the commit that made this).
+-- slidelog: what the scripts share, written once. scripts.go joins the
+-- functions each of script.lua, common.lua and peek.lua calls (and those
+-- they call) into it right after its first line (#!lua), at package
+-- init, so each script's text, and so its SHA1, is one constant per
+-- build; their Redis 6.2 variants drop that line (legacy.lua takes its
+-- place in script.lua's). Only functions, no command, one per paragraph
+-- (paragraphs are separated by blank lines; one that defines no function
+-- is not joined in). A script run defines every function joined into it,
+-- whether it calls it or not, so each script gets only those it names.
 
 -- clock returns now (µs) and off, the server's clock minus now: now is
 -- the server's time (TIME) when the caller sent 0 (off 0), otherwise the

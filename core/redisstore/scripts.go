@@ -30,18 +30,99 @@ var (
 	resetSource string
 )
 
-// The texts the servers run: each file with lib.lua joined in.
+// The texts the servers run: each file with the functions of lib.lua it
+// calls joined in.
 var (
 	scriptSource = withLib(scriptFile)
 	commonSource = withLib(commonFile)
 	peekSource   = withLib(peekFile)
 )
 
-// withLib returns the text of a script file with lib.lua joined in
-// after its first line.
+// libFunc is one function of lib.lua: its name and its paragraph (the
+// comment before it and its definition).
+type libFunc struct{ name, text string }
+
+// libFuncs are lib.lua's functions in their order. lib.lua is
+// paragraphs separated by blank lines; a paragraph that defines a
+// function (a line "local function NAME(") is that function's, and one
+// that defines none (the file's header, a comment on several functions)
+// is not joined in.
+var libFuncs = parseLib(libSource)
+
+func parseLib(lib string) []libFunc {
+	var fs []libFunc
+	for _, para := range strings.Split(lib, "\n\n") {
+		for _, line := range strings.Split(para, "\n") {
+			if rest, ok := strings.CutPrefix(line, "local function "); ok {
+				name, _, _ := strings.Cut(rest, "(")
+				fs = append(fs, libFunc{name: name, text: strings.TrimSpace(para) + "\n"})
+				break
+			}
+		}
+	}
+	return fs
+}
+
+// withLib returns the text of a script file with the functions of
+// lib.lua it calls, and those they call, joined in after its first line,
+// in lib.lua's order. A script run defines every function joined into it,
+// about 0.1 µs of Redis CPU each, so a script gets only those it names.
+// A name is found as a word in the text but its comment lines (a comment
+// at the end of a line of code naming a function joins it in too, which
+// costs only its definition).
 func withLib(file string) string {
 	first, rest, _ := strings.Cut(file, "\n")
-	return first + "\n" + libSource + rest
+	need := make([]bool, len(libFuncs))
+	code := codeOf(rest)
+	// Later functions only call earlier ones, so one pass from the last
+	// finds every function a needed one calls.
+	for i := len(libFuncs) - 1; i >= 0; i-- {
+		need[i] = namesWord(code, libFuncs[i].name)
+		for j := i + 1; j < len(libFuncs) && !need[i]; j++ {
+			need[i] = need[j] && namesWord(codeOf(libFuncs[j].text), libFuncs[i].name)
+		}
+	}
+	var b strings.Builder
+	b.WriteString(first + "\n")
+	for i, f := range libFuncs {
+		if need[i] {
+			b.WriteString(f.text + "\n")
+		}
+	}
+	b.WriteString(rest)
+	return b.String()
+}
+
+// codeOf returns text without its comment lines (those that start with
+// "--" after blanks), which hold no code.
+func codeOf(text string) string {
+	lines := strings.Split(text, "\n")
+	code := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimLeft(l, " \t"), "--") {
+			code = append(code, l)
+		}
+	}
+	return strings.Join(code, "\n")
+}
+
+// namesWord reports whether text holds name as a word of Lua: not
+// within a longer identifier.
+func namesWord(text, name string) bool {
+	ident := func(c byte) bool {
+		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	for i := 0; ; {
+		k := strings.Index(text[i:], name)
+		if k < 0 {
+			return false
+		}
+		at, end := i+k, i+k+len(name)
+		if (at == 0 || !ident(text[at-1])) && (end == len(text) || !ident(text[end])) {
+			return true
+		}
+		i = at + 1
+	}
 }
 
 // withoutFirstLine returns text without its first line (a #!lua line,

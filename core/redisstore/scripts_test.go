@@ -5,6 +5,8 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,12 +21,38 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
-// Each script the store sends is its file with lib.lua joined in after
-// the first line (the Redis 6.2 variants: without that line), the same
-// text every time, sent by the SHA1 of that text. No script file defines
-// again what lib.lua defines.
+// Each script the store sends is its file with the functions of lib.lua
+// it calls (and those they call) joined in after the first line (the
+// Redis 6.2 variants: without that line), each function's paragraph of
+// lib.lua as it is, in lib.lua's order, and no other: a script run
+// defines every function joined in. The same text every time, sent by the
+// SHA1 of that text. No script file defines again what lib.lua defines.
+// libParagraphs returns lib.lua's paragraphs (separated by blank lines)
+// by the function each defines, and fails t when one defines two.
+func libParagraphs(t *testing.T, lib string) map[string]string {
+	t.Helper()
+	def := regexp.MustCompile(`(?m)^local function (\w+)\(`)
+	paras := map[string]string{}
+	for _, p := range strings.Split(lib, "\n\n") {
+		ms := def.FindAllStringSubmatch(p, -1)
+		require.LessOrEqual(t, len(ms), 1, "a paragraph of lib.lua defines %d functions; the join takes one per paragraph", len(ms))
+		if len(ms) == 1 {
+			paras[ms[0][1]] = strings.TrimSpace(p)
+		}
+	}
+	return paras
+}
+
+// With SLIDELOG_SCRIPT_DUMP set to a directory, it also writes each
+// script's text there as <name>.lua, the text the store sends
+// (scripts/script-cost.sh measures common.lua's that way).
 func TestScriptTexts(t *testing.T) {
 	lib, scripts := redisstore.Scripts()
+	if dir := os.Getenv("SLIDELOG_SCRIPT_DUMP"); dir != "" {
+		for _, sc := range scripts {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, sc.Name+".lua"), []byte(sc.Text), 0o644))
+		}
+	}
 	libNames := regexp.MustCompile(`(?m)^local function (\w+)`).FindAllStringSubmatch(lib, -1)
 	require.NotEmpty(t, libNames)
 	for _, sc := range scripts {
@@ -41,13 +69,49 @@ func TestScriptTexts(t *testing.T) {
 				return // repair.lua and reset.lua need nothing of the library
 			}
 			first, body, _ := strings.Cut(sc.File, "\n")
-			assert.Equal(t, 1, strings.Count(sc.Text, lib), "got the library %d times, want once", strings.Count(sc.Text, lib))
-			assert.True(t, strings.HasSuffix(sc.Text, lib+body), "want the library, then the file after its first line")
+			assert.True(t, strings.HasSuffix(sc.Text, body), "want the file after its first line last")
 			if strings.HasPrefix(sc.Name, "legacy") {
 				assert.False(t, strings.HasPrefix(sc.Text, "#!"), "a Redis 6.2 variant starts with a #! line, which 6.2 cannot parse")
 			} else {
-				assert.True(t, strings.HasPrefix(sc.Text, first+"\n"+lib), "want the file's first line, then the library")
+				assert.True(t, strings.HasPrefix(sc.Text, first+"\n"), "want the file's first line first")
 				assert.True(t, strings.HasPrefix(first, "#!lua"), "got first line %q, want #!lua", first)
+			}
+			// The functions the body names, then those they name, to the end.
+			paras := libParagraphs(t, lib)
+			comment := regexp.MustCompile(`(?m)^[ \t]*--.*$`)
+			need := map[string]bool{}
+			for changed := true; changed; {
+				changed = false
+				for _, m := range libNames {
+					name := m[1]
+					if need[name] {
+						continue
+					}
+					word := regexp.MustCompile(`\b` + name + `\b`)
+					used := word.MatchString(comment.ReplaceAllString(body, ""))
+					for other := range need {
+						used = used || word.MatchString(comment.ReplaceAllString(paras[other], ""))
+					}
+					if used {
+						need[name], changed = true, true
+					}
+				}
+			}
+			last := -1
+			for _, m := range libNames {
+				name := m[1]
+				defs := regexp.MustCompile(`(?m)^local function `+name+`\(`).FindAllStringIndex(sc.Text, -1)
+				if !need[name] {
+					assert.Empty(t, defs, "%s is joined in, but the script does not call it", name)
+					continue
+				}
+				if assert.Len(t, defs, 1, "%s: want it joined in once", name) {
+					at := strings.Index(sc.Text, paras[name])
+					assert.GreaterOrEqual(t, at, 0, "%s: want its paragraph of lib.lua as it is", name)
+					assert.Greater(t, at, last, "%s: want lib.lua's order", name)
+					assert.Less(t, at, len(sc.Text)-len(body), "%s: want it before the file's body", name)
+					last = at
+				}
 			}
 			for _, m := range libNames {
 				redefined := regexp.MustCompile(`local (function )?` + m[1] + `\b\s*[(=]`)
