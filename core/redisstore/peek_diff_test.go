@@ -49,10 +49,9 @@ func TestPeekNeverMoreThanTake(t *testing.T) {
 				var ids []slidelog.Request
 				for step := 0; step < 300; step++ {
 					mu.Lock()
-					switch r := rng.IntN(20); {
-					case r == 0:
+					if rng.IntN(20) == 0 {
 						now = now.Add(time.Duration(rng.IntN(6000)) * time.Millisecond)
-					default:
+					} else {
 						now = now.Add(time.Duration(rng.IntN(120)) * time.Millisecond)
 					}
 					mu.Unlock()
