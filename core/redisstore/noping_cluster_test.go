@@ -25,7 +25,7 @@ func TestClusterMasterWithoutPingIsChecked(t *testing.T) {
 	admin := redistest.ClusterClient(t)
 	m := masters(t, admin)[0]
 	t.Run("one master, without evalsha", func(t *testing.T) {
-		logged, err := newWithoutPing(t, admin, func(addr string) []any {
+		logged, err := newAsClusterUser(t, admin, func(addr string) []any {
 			if addr == m {
 				return []any{"-ping", "-evalsha"}
 			}
@@ -36,21 +36,21 @@ func TestClusterMasterWithoutPingIsChecked(t *testing.T) {
 		assert.NotContains(t, logged, "does not answer")
 	})
 	t.Run("every node", func(t *testing.T) {
-		logged, err := newWithoutPing(t, admin, func(string) []any { return []any{"-ping"} })
+		logged, err := newAsClusterUser(t, admin, func(string) []any { return []any{"-ping"} })
 		require.NoError(t, err, "a user who may not run PING anywhere")
 		assert.NotContains(t, logged, "does not answer")
 	})
 }
 
-// newWithoutPing runs New as a user of its own, allowed everything on
+// newAsClusterUser runs New as a user of its own, allowed everything on
 // each node of admin's Cluster but the rules rules(node) adds, and
 // returns what New logged and its error.
-func newWithoutPing(t *testing.T, admin *redis.ClusterClient, rules func(addr string) []any) (string, error) {
+func newAsClusterUser(t *testing.T, admin *redis.ClusterClient, rules func(addr string) []any) (string, error) {
 	t.Helper()
 	ctx := t.Context()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	user, pass := "slidelog-noping-"+hex.EncodeToString(b[:]), "pw"
+	user, pass := "slidelog-user-"+hex.EncodeToString(b[:]), "pw"
 	for _, addr := range admin.Options().Addrs {
 		n := redis.NewClient(&redis.Options{Addr: addr})
 		r := append([]any{"acl", "setuser", user, "reset", "on", ">" + pass, "~*", "&*", "+@all"}, rules(addr)...)
