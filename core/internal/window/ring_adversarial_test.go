@@ -186,18 +186,7 @@ func TestAgainstModelLateRecords(t *testing.T) {
 		l := new(Log)
 		out := make([]State, 3)
 		now := int64(1_700_000_000_000_000) + r.Int64N(1_000_000)
-		var ids []uint64
-		newID := func() uint64 {
-			id := r.Uint64() | 1
-			ids = append(ids, id)
-			return id
-		}
-		oldID := func() uint64 {
-			if len(ids) == 0 {
-				return r.Uint64() | 1
-			}
-			return ids[max(0, len(ids)-1-r.IntN(min(len(ids), 24)))]
-		}
+		ids := &idSource{r: r}
 		for step := range 400 {
 			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
 			switch r.IntN(10) {
@@ -209,31 +198,17 @@ func TestAgainstModelLateRecords(t *testing.T) {
 			switch op := r.IntN(20); {
 			case op < 9:
 				cost := 1 + r.Int64N(minLimit)
-				id := newID()
-				wantD, want := m.take(now, id, cost)
-				gotD := l.Take(now, id, cost, policies, out)
-				require.Equal(t, wantD, gotD, where)
-				require.Equal(t, want, out[:len(policies)], where)
+				checkTake(t, m, l, now, ids.fresh(), cost, policies, out, where)
 			case op < 14:
-				id := newID()
+				id := ids.fresh()
 				if r.IntN(4) == 0 {
-					id = oldID()
+					id = ids.recent()
 				}
 				at := now - r.Int64N(maxW+maxW/8)
 				cost := 1 + r.Int64N(minLimit)
 				require.Equal(t, m.record(now, at, id, cost), l.Record(now, at, id, cost, policies), where)
 			case op < 18:
-				id := oldID()
-				active := 0
-				for _, a := range m.adms {
-					if a.id == id && a.active {
-						active++
-					}
-				}
-				if active > 1 {
-					continue
-				}
-				require.Equal(t, m.refund(id), l.Refund(id), where)
+				checkRefund(t, m, l, ids.recent(), where)
 			case op == 18:
 				c := new(Log)
 				c.CopyFrom(l)

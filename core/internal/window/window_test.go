@@ -169,6 +169,57 @@ func (m *model) refund(id uint64) bool {
 	return true
 }
 
+// idSource hands out random odd admission IDs and remembers them, so that
+// a step can reuse one of the last few (a Record or Refund of an ID the
+// log may know).
+type idSource struct {
+	r   *rand.Rand
+	ids []uint64
+}
+
+// fresh returns a new random ID and remembers it.
+func (s *idSource) fresh() uint64 {
+	id := s.r.Uint64() | 1
+	s.ids = append(s.ids, id)
+	return id
+}
+
+// recent returns one of the last 24 IDs handed out, or a random one if
+// none was.
+func (s *idSource) recent() uint64 {
+	if len(s.ids) == 0 {
+		return s.r.Uint64() | 1
+	}
+	return s.ids[max(0, len(s.ids)-1-s.r.IntN(min(len(s.ids), 24)))]
+}
+
+// checkTake takes cost units for id at now on l and on the model m, and
+// requires the same decision and the same state of every policy.
+func checkTake(t *testing.T, m *model, l *Log, now int64, id uint64, cost int64, policies []Policy, out []State, where string) {
+	t.Helper()
+	wantD, want := m.take(now, id, cost)
+	gotD := l.Take(now, id, cost, policies, out)
+	require.Equal(t, wantD, gotD, where)
+	require.Equal(t, want, out[:len(policies)], where)
+}
+
+// checkRefund refunds id on l and on the model m and requires the same
+// result. It skips an id with more than one active admission in m:
+// model.refund mirrors Log.Refund only for IDs with at most one.
+func checkRefund(t *testing.T, m *model, l *Log, id uint64, where string) {
+	t.Helper()
+	active := 0
+	for _, a := range m.adms {
+		if a.id == id && a.active {
+			active++
+		}
+	}
+	if active > 1 {
+		return
+	}
+	require.Equal(t, m.refund(id), l.Refund(id), where)
+}
+
 var precisions = []int64{0, 0, 1_000, 7_000, 50_000}
 
 func randomPolicies(r *rand.Rand) []Policy {
@@ -200,18 +251,7 @@ func TestAgainstModel(t *testing.T) {
 		var l Log
 		out := make([]State, 3)
 		now := int64(1_700_000_000_000_000) + r.Int64N(1_000_000)
-		var ids []uint64
-		newID := func() uint64 {
-			id := r.Uint64() | 1
-			ids = append(ids, id)
-			return id
-		}
-		oldID := func() uint64 {
-			if len(ids) == 0 {
-				return r.Uint64() | 1
-			}
-			return ids[max(0, len(ids)-1-r.IntN(min(len(ids), 24)))]
-		}
+		ids := &idSource{r: r}
 		for step := range 300 {
 			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
 			switch r.IntN(10) {
@@ -223,31 +263,17 @@ func TestAgainstModel(t *testing.T) {
 			switch op := r.IntN(10); {
 			case op < 7:
 				cost := 1 + r.Int64N(minLimit)
-				id := newID()
-				wantD, want := m.take(now, id, cost)
-				gotD := l.Take(now, id, cost, policies, out)
-				require.Equal(t, wantD, gotD, where)
-				require.Equal(t, want, out[:len(policies)], where)
+				checkTake(t, m, &l, now, ids.fresh(), cost, policies, out, where)
 			case op < 9:
-				id := newID()
+				id := ids.fresh()
 				if r.IntN(3) == 0 {
-					id = oldID()
+					id = ids.recent()
 				}
 				at := now - r.Int64N(500_000)
 				cost := 1 + r.Int64N(minLimit)
 				require.Equal(t, m.record(now, at, id, cost), l.Record(now, at, id, cost, policies), where)
 			default:
-				id := oldID()
-				active := 0
-				for _, a := range m.adms {
-					if a.id == id && a.active {
-						active++
-					}
-				}
-				if active > 1 {
-					continue
-				}
-				require.Equal(t, m.refund(id), l.Refund(id), where)
+				checkRefund(t, m, &l, ids.recent(), where)
 			}
 		}
 	}
