@@ -31,19 +31,11 @@ import (
 //	eval "$(scripts/redis-rig.sh env)"
 //	cd core && go test -run '^$' -bench MultiPolicyDecision -benchtime 3s -count 3 ./redisstore
 func BenchmarkMultiPolicyDecision(b *testing.B) {
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "client-" + strconv.Itoa(i)
-	}
+	keys := benchKeys(10_000)
 	for _, c := range redistest.PlainClients() {
 		b.Run(c.Name, func(b *testing.B) {
 			client := c.New(b)
-			prefix := redistest.KeyPrefix(b, client)
-			store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = store.Close() })
+			store := newBenchStore(b, client)
 			limiters := map[string]*slidelog.Limiter{}
 			for name, opts := range map[string][]slidelog.Option{
 				"1": {slidelog.WithName("one")},
@@ -68,8 +60,43 @@ func BenchmarkMultiPolicyDecision(b *testing.B) {
 }
 
 // decide runs b's decisions on l from callers goroutines and reports
-// the CPU they cost Redis and this process.
+// the CPU they cost Redis and this process, and the share denied.
 func decide(b *testing.B, l *slidelog.Limiter, client redis.UniversalClient, keys []string, callers int) {
+	denied := decideFrom(b, client, keys, callers, func(ctx context.Context, key string) (bool, error) {
+		res, err := l.Allow(ctx, key)
+		return res.Allowed, err
+	})
+	b.ReportMetric(float64(denied)/float64(b.N), "denied/op")
+}
+
+// benchKeys returns n keys, "client-0" to "client-<n-1>", for a
+// benchmark's decisions to pick from at random.
+func benchKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// newBenchStore returns a Store on client under a key prefix of its own,
+// closed when b ends. It stops b if New fails.
+func newBenchStore(b *testing.B, client redis.UniversalClient) *redisstore.Store {
+	prefix := redistest.KeyPrefix(b, client)
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	return store
+}
+
+// decideFrom runs b's decisions from callers goroutines, each decision a
+// call of allow on one of keys at random, and reports the CPU they cost
+// this process (cpu-µs/op) and Redis's masters (redis-cpu-µs/op). It
+// returns how many decisions allow reported denied; an error of allow
+// fails b and counts as neither.
+func decideFrom(b *testing.B, client redis.UniversalClient, keys []string, callers int, allow func(ctx context.Context, key string) (bool, error)) int {
 	b.ReportAllocs()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -81,10 +108,10 @@ func decide(b *testing.B, l *slidelog.Limiter, client redis.UniversalClient, key
 	for range callers {
 		wg.Go(func() {
 			for range work {
-				res, err := l.Allow(context.Background(), keys[rand.IntN(len(keys))])
+				allowed, err := allow(context.Background(), keys[rand.IntN(len(keys))])
 				if err != nil {
 					b.Error(err)
-				} else if !res.Allowed {
+				} else if !allowed {
 					mu.Lock()
 					denied++
 					mu.Unlock()
@@ -101,7 +128,7 @@ func decide(b *testing.B, l *slidelog.Limiter, client redis.UniversalClient, key
 	n := float64(b.N)
 	b.ReportMetric(float64((processCPU()-cpu).Microseconds())/n, "cpu-µs/op")
 	b.ReportMetric(float64((mastersCPU(b, client)-redisCPU).Microseconds())/n, "redis-cpu-µs/op")
-	b.ReportMetric(float64(denied)/n, "denied/op")
+	return denied
 }
 
 // mastersCPU is used_cpu_user + used_cpu_sys summed over the masters.

@@ -2,14 +2,10 @@ package redisstore_test
 
 import (
 	"context"
-	"math/rand/v2"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
@@ -25,19 +21,11 @@ import (
 //	eval "$(scripts/redis-rig.sh env)"
 //	cd core && go test -run '^$' -bench ScriptPathDecision -benchtime 3s -count 3 ./redisstore
 func BenchmarkScriptPathDecision(b *testing.B) {
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "client-" + strconv.Itoa(i)
-	}
+	keys := benchKeys(10_000)
 	for _, c := range redistest.PlainClients() {
 		b.Run(c.Name, func(b *testing.B) {
 			client := c.New(b)
-			prefix := redistest.KeyPrefix(b, client)
-			store, err := redisstore.New(client, redisstore.WithKeyPrefix(prefix))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = store.Close() })
+			store := newBenchStore(b, client)
 			for _, path := range []struct {
 				name   string
 				policy slidelog.Policy
@@ -52,31 +40,12 @@ func BenchmarkScriptPathDecision(b *testing.B) {
 				}
 				b.Cleanup(func() { _ = l.Close() })
 				b.Run(path.name, func(b *testing.B) {
-					b.ReportAllocs()
-					const callers = 16
-					var wg sync.WaitGroup
-					work := make(chan struct{}, callers)
-					redisCPU := mastersCPU(b, client)
-					cpu := processCPU()
-					b.ResetTimer()
-					for range callers {
-						wg.Go(func() {
-							for range work {
-								if _, err := l.AllowN(context.Background(), keys[rand.IntN(len(keys))], path.cost); err != nil {
-									b.Error(err)
-								}
-							}
-						})
-					}
-					for b.Loop() {
-						work <- struct{}{}
-					}
-					close(work)
-					wg.Wait()
-					b.StopTimer()
-					n := float64(b.N)
-					b.ReportMetric(float64((processCPU()-cpu).Microseconds())/n, "cpu-µs/op")
-					b.ReportMetric(float64((mastersCPU(b, client)-redisCPU).Microseconds())/n, "redis-cpu-µs/op")
+					// Denials are not reported: only the paths' cost is
+					// compared.
+					decideFrom(b, client, keys, 16, func(ctx context.Context, key string) (bool, error) {
+						_, err := l.AllowN(ctx, key, path.cost)
+						return true, err
+					})
 				})
 			}
 		})
