@@ -354,6 +354,31 @@ func proxyLimiter(t *testing.T) (*slidelog.Limiter, *CountingStore) {
 	return newLimiter(t, store, slidelog.Policy{Name: "ip", Limit: 2, Window: time.Minute}), store
 }
 
+// limitedApp serves factory's proxyApp of a fresh proxyLimiter with opts
+// over TCP on a free loopback port, and returns the app's address and the
+// limiter's store.
+func limitedApp(t *testing.T, factory HTTPFactory, opts ...httplimit.Option) (string, *CountingStore) {
+	t.Helper()
+	l, store := proxyLimiter(t)
+	return backend(t, factory, proxyApp(l, opts...), "tcp", "127.0.0.1:0"), store
+}
+
+// helloURL is the URL of /hello through a proxy on loopback port port.
+func helloURL(port int) string {
+	return fmt.Sprintf("http://127.0.0.1:%d/hello", port)
+}
+
+// startNginxProxy runs nginx passing every request to upstream (host:port,
+// or unix:path: for a Unix socket) with the directive
+// "proxy_set_header setHeader;", and returns nginx's port.
+func startNginxProxy(t *testing.T, upstream, setHeader string) int {
+	t.Helper()
+	return startNginx(t, fmt.Sprintf(`		location / {
+			proxy_pass http://%s;
+			proxy_set_header %s;
+		}`, upstream, setHeader))
+}
+
 // wantOneKey checks that 5 spoofed requests were 2 admissions and 3
 // denials, all under the one identity want.
 func wantOneKey(t *testing.T, got map[int]int, store *CountingStore, want string) {
@@ -370,13 +395,9 @@ func wantOneKey(t *testing.T, got map[int]int, store *CountingStore, want string
 // $proxy_add_x_forwarded_for: 5 spoofed X-Forwarded-For values are one
 // identity, the attacker's address nginx appended.
 func testNginxTrustAllXFF(t *testing.T, factory HTTPFactory) {
-	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: "X-Forwarded-For"})), "tcp", "127.0.0.1:0")
-	port := startNginx(t, fmt.Sprintf(`		location / {
-			proxy_pass http://%s;
-			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-		}`, app))
-	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Forwarded-For", "X-Forwarded-For")
+	app, store := limitedApp(t, factory, httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: "X-Forwarded-For"}))
+	port := startNginxProxy(t, app, "X-Forwarded-For $proxy_add_x_forwarded_for")
+	got := spoofRun(t, helloURL(port), 5, "X-Forwarded-For", "X-Forwarded-For")
 	wantOneKey(t, got, store, "ip:"+AttackerAddr)
 }
 
@@ -384,17 +405,12 @@ func testNginxTrustAllXFF(t *testing.T, factory HTTPFactory) {
 // address trusted, X-Forwarded-For appended): spoofing through nginx is
 // one identity, and so is spoofing the app directly from another host.
 func testNginxTrustedXFF(t *testing.T, factory HTTPFactory) {
-	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})), "tcp", "127.0.0.1:0")
-	port := startNginx(t, fmt.Sprintf(`		location / {
-			proxy_pass http://%s;
-			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-		}`, app))
-	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Forwarded-For", "X-Real-IP", "Forwarded")
+	app, store := limitedApp(t, factory, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"}))
+	port := startNginxProxy(t, app, "X-Forwarded-For $proxy_add_x_forwarded_for")
+	got := spoofRun(t, helloURL(port), 5, "X-Forwarded-For", "X-Real-IP", "Forwarded")
 	wantOneKey(t, got, store, "ip:"+AttackerAddr)
 
-	l2, direct := proxyLimiter(t)
-	app2 := backend(t, factory, proxyApp(l2, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})), "tcp", "127.0.0.1:0")
+	app2, direct := limitedApp(t, factory, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"}))
 	got = spoofRun(t, "http://"+app2+"/hello", 5, "X-Forwarded-For", "X-Real-IP", "Forwarded")
 	wantOneKey(t, got, direct, "ip:"+AttackerAddr)
 }
@@ -402,13 +418,9 @@ func testNginxTrustedXFF(t *testing.T, factory HTTPFactory) {
 // testNginxRealIP: the X-Real-IP row (proxy_set_header X-Real-IP
 // $remote_addr): nginx replaces the client's own X-Real-IP.
 func testNginxRealIP(t *testing.T, factory HTTPFactory) {
-	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Real-IP"})), "tcp", "127.0.0.1:0")
-	port := startNginx(t, fmt.Sprintf(`		location / {
-			proxy_pass http://%s;
-			proxy_set_header X-Real-IP $remote_addr;
-		}`, app))
-	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Real-IP", "X-Forwarded-For")
+	app, store := limitedApp(t, factory, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Real-IP"}))
+	port := startNginxProxy(t, app, "X-Real-IP $remote_addr")
+	got := spoofRun(t, helloURL(port), 5, "X-Real-IP", "X-Forwarded-For")
 	wantOneKey(t, got, store, "ip:"+AttackerAddr)
 }
 
@@ -416,13 +428,9 @@ func testNginxRealIP(t *testing.T, factory HTTPFactory) {
 // trusted, "Forwarded" named) starts, and a proxy appending for= to the
 // client's own Forwarded makes 5 spoofed values one identity.
 func testNginxForwarded(t *testing.T, factory HTTPFactory) {
-	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "Forwarded"})), "tcp", "127.0.0.1:0")
-	port := startNginx(t, fmt.Sprintf(`		location / {
-			proxy_pass http://%s;
-			proxy_set_header Forwarded "$http_forwarded, for=$remote_addr";
-		}`, app))
-	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "Forwarded", "X-Forwarded-For")
+	app, store := limitedApp(t, factory, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "Forwarded"}))
+	port := startNginxProxy(t, app, `Forwarded "$http_forwarded, for=$remote_addr"`)
+	got := spoofRun(t, helloURL(port), 5, "Forwarded", "X-Forwarded-For")
 	wantOneKey(t, got, store, "ip:"+AttackerAddr)
 }
 
@@ -438,21 +446,18 @@ func testNginxUnixSocket(t *testing.T, factory HTTPFactory) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	_ = os.Chmod(dir, 0o755)
 	nginx := func(sock string) int {
-		return startNginx(t, fmt.Sprintf(`		location / {
-			proxy_pass http://unix:%s:;
-			proxy_set_header X-Real-IP $remote_addr;
-		}`, sock))
+		return startNginxProxy(t, "unix:"+sock+":", "X-Real-IP $remote_addr")
 	}
 
 	l0, _ := proxyLimiter(t)
 	plain := backend(t, factory, proxyApp(l0), "unix", filepath.Join(dir, "plain.sock"))
-	if got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", nginx(plain)), 1, "X-Real-IP"); got[http.StatusBadRequest] != 1 {
+	if got := spoofRun(t, helloURL(nginx(plain)), 1, "X-Real-IP"); got[http.StatusBadRequest] != 1 {
 		t.Errorf("without UnixSocketProxy: got %v, want 400 (no client address)", got)
 	}
 
 	l, store := proxyLimiter(t)
 	sock := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"})), "unix", filepath.Join(dir, "app.sock"))
-	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", nginx(sock)), 5, "X-Real-IP", "X-Forwarded-For")
+	got := spoofRun(t, helloURL(nginx(sock)), 5, "X-Real-IP", "X-Forwarded-For")
 	wantOneKey(t, got, store, "ip:"+AttackerAddr)
 }
 
@@ -463,14 +468,13 @@ func testNginxUnixSocket(t *testing.T, factory HTTPFactory) {
 // the outer hop's value is the identity.
 func testNginxOuterHop(t *testing.T, factory HTTPFactory) {
 	const cdn = "127.0.0.3" // the outer hop's address
-	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "CF-Connecting-IP"})), "tcp", "127.0.0.1:0")
+	app, store := limitedApp(t, factory, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "CF-Connecting-IP"}))
 	port := startNginx(t, fmt.Sprintf(`		allow %s;
 		deny all;
 		location / {
 			proxy_pass http://%s;
 		}`, cdn, app))
-	url := fmt.Sprintf("http://127.0.0.1:%d/hello", port)
+	url := helloURL(port)
 	if got := spoofRun(t, url, 5, "CF-Connecting-IP"); got[http.StatusForbidden] != 5 {
 		t.Errorf("attacker reaching nginx directly: got %v, want 5x403", got)
 	}
@@ -491,10 +495,9 @@ func testNginxOuterHop(t *testing.T, factory HTTPFactory) {
 // duplicate (400), so the client's value never becomes the key; without
 // a client value, HAProxy's is.
 func testHAProxyAddHeader(t *testing.T, factory HTTPFactory) {
-	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithKeyFunc(httplimit.ByHeader("X-User-Id"))), "tcp", "127.0.0.1:0")
+	app, store := limitedApp(t, factory, httplimit.WithKeyFunc(httplimit.ByHeader("X-User-Id")))
 	port := startHAProxy(t, "\thttp-request add-header X-User-Id gateway-user", "\tserver app "+app)
-	url := fmt.Sprintf("http://127.0.0.1:%d/hello", port)
+	url := helloURL(port)
 	c := attacker(t)
 	got := make(map[int]int)
 	for i := range 4 {
@@ -527,10 +530,9 @@ func testHAProxyForwardFor(t *testing.T, factory HTTPFactory) {
 		{"trust-all", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{AllPeersTrusted: true, Header: "X-Forwarded-For"})}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			l, store := proxyLimiter(t)
-			app := backend(t, factory, proxyApp(l, tt.opts...), "tcp", "127.0.0.1:0")
+			app, store := limitedApp(t, factory, tt.opts...)
 			port := startHAProxy(t, "\toption forwardfor", "\tserver app "+app)
-			got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Forwarded-For", "X-Real-IP", "Forwarded")
+			got := spoofRun(t, helloURL(port), 5, "X-Forwarded-For", "X-Real-IP", "Forwarded")
 			wantOneKey(t, got, store, "ip:"+AttackerAddr)
 		})
 	}
@@ -541,10 +543,9 @@ func testHAProxyForwardFor(t *testing.T, factory HTTPFactory) {
 // client's own X-Forwarded-For on untouched, and behind it each spoofed
 // value is an identity of its own (5 values, 5 identities, none denied).
 func testHAProxyForwardForIfNone(t *testing.T, factory HTTPFactory) {
-	l, store := proxyLimiter(t)
-	app := backend(t, factory, proxyApp(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})), "tcp", "127.0.0.1:0")
+	app, store := limitedApp(t, factory, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"}))
 	port := startHAProxy(t, "\toption forwardfor if-none", "\tserver app "+app)
-	got := spoofRun(t, fmt.Sprintf("http://127.0.0.1:%d/hello", port), 5, "X-Forwarded-For")
+	got := spoofRun(t, helloURL(port), 5, "X-Forwarded-For")
 	if got[http.StatusOK] != 5 || len(store.Identities()) != 5 {
 		t.Errorf("if-none: got %v and identities %v, want 5x200 under 5 spoofed identities (the hazard the pages warn of)", got, store.Identities())
 	}
