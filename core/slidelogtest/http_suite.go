@@ -74,6 +74,27 @@ func (e *httpEnv) serve(t *testing.T, app HTTPApp) HTTPServe {
 	return e.factory(t, app)
 }
 
+// serveSkippingHealthz serves routes behind a global middleware with
+// SkipPaths("/healthz") on a limiter "hello" of 1 a minute.
+func (e *httpEnv) serveSkippingHealthz(t *testing.T, routes ...HTTPRoute) HTTPServe {
+	t.Helper()
+	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
+	return e.serve(t, HTTPApp{
+		Global: mw(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))),
+		Routes: routes,
+	})
+}
+
+// serveNested serves /hello behind a global middleware of outer and a
+// route middleware of inner.
+func (e *httpEnv) serveNested(t *testing.T, outer, inner *slidelog.Limiter) HTTPServe {
+	t.Helper()
+	return e.serve(t, HTTPApp{
+		Global: mw(outer),
+		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: mw(inner)}},
+	})
+}
+
 // reply is a response read whole.
 type reply struct {
 	status int
@@ -117,6 +138,16 @@ func (r reply) wantStatus(t *testing.T, want int) reply {
 	t.Helper()
 	if r.status != want {
 		t.Fatalf("status: got %d, want %d (body %q)", r.status, want, r.body)
+	}
+	return r
+}
+
+// wantBody checks that r's body is want, what the handler named whose
+// (such as "denied handler's") writes.
+func (r reply) wantBody(t *testing.T, want, whose string) reply {
+	t.Helper()
+	if r.body != want {
+		t.Errorf("body: got %q, want the %s %q", r.body, whose, want)
 	}
 	return r
 }
@@ -235,9 +266,7 @@ func testAllowedThenDenied(t *testing.T, e *httpEnv) {
 			e.clock.Advance(10 * time.Second)
 		}
 		r := get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK)
-		if r.body != "ok" {
-			t.Errorf("body: got %q, want the handler's %q", r.body, "ok")
-		}
+		r.wantBody(t, "ok", "handler's")
 		r.wantHeader(t, "RateLimit-Policy", policy).
 			wantHeader(t, "RateLimit", fmt.Sprintf(`"hello";r=%d;t=60`, remaining)).
 			wantHeader(t, "Retry-After", "")
@@ -359,20 +388,14 @@ func testDeniedHandler(t *testing.T, e *httpEnv) {
 		Routes: []HTTPRoute{{Pattern: "/hello"}},
 	})
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK)
-	r := get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests).
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusTooManyRequests).
 		wantHeader(t, "Retry-After", "60").
-		wantHeader(t, "RateLimit", `"hello";r=0;t=60`)
-	if r.body != "slow down" {
-		t.Errorf("body: got %q, want the denied handler's %q", r.body, "slow down")
-	}
+		wantHeader(t, "RateLimit", `"hello";r=0;t=60`).
+		wantBody(t, "slow down", "denied handler's")
 }
 
 func testSkip(t *testing.T, e *httpEnv) {
-	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
-	serve := e.serve(t, HTTPApp{
-		Global: mw(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))),
-		Routes: []HTTPRoute{{Pattern: "/hello"}, {Pattern: "/healthz"}},
-	})
+	serve := e.serveSkippingHealthz(t, HTTPRoute{Pattern: "/hello"}, HTTPRoute{Pattern: "/healthz"})
 	for range 5 {
 		get(t, serve, "/healthz", clientA).wantStatus(t, http.StatusOK).wantNoRateLimitHeaders(t)
 	}
@@ -436,10 +459,7 @@ func testPerRoutePolicies(t *testing.T, e *httpEnv) {
 func testNestedMiddlewares(t *testing.T, e *httpEnv) {
 	outer := e.limiter(t, slidelog.Policy{Name: "outer", Limit: 10, Window: time.Minute})
 	inner := e.limiter(t, slidelog.Policy{Name: "inner", Limit: 1, Window: time.Second})
-	serve := e.serve(t, HTTPApp{
-		Global: mw(outer),
-		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: mw(inner)}},
-	})
+	serve := e.serveNested(t, outer, inner)
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
 		wantHeader(t, "RateLimit-Policy", `"outer";q=10;w=60, "inner";q=1;w=1`).
 		wantHeader(t, "RateLimit", `"outer";r=9;t=60, "inner";r=0;t=1`)
@@ -456,10 +476,7 @@ func testNestedMiddlewares(t *testing.T, e *httpEnv) {
 func testNestedSamePolicyNames(t *testing.T, e *httpEnv) {
 	outer := e.limiter(t, slidelog.PerMinute(10), slidelog.WithName("outer"))
 	inner := e.limiter(t, slidelog.PerMinute(2), slidelog.WithName("inner"))
-	serve := e.serve(t, HTTPApp{
-		Global: mw(outer),
-		Routes: []HTTPRoute{{Pattern: "/hello", Middleware: mw(inner)}},
-	})
+	serve := e.serveNested(t, outer, inner)
 	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusOK).
 		wantHeader(t, "RateLimit-Policy", `"per-minute";q=10;w=60, "per-minute-2";q=2;w=60`).
 		wantHeader(t, "RateLimit", `"per-minute";r=9;t=60, "per-minute-2";r=1;t=60`)
@@ -852,10 +869,8 @@ func testLimiterError(t *testing.T, e *httpEnv) {
 	}
 
 	serve = e.serve(t, HTTPApp{Global: &HTTPMiddleware{Limiter: failing, ErrorBody: "limiter down"}, Routes: []HTTPRoute{{Pattern: "/hello"}}})
-	r = get(t, serve, "/hello", clientA).wantStatus(t, http.StatusServiceUnavailable)
-	if r.body != "limiter down" {
-		t.Errorf("body: got %q, want the error handler's %q", r.body, "limiter down")
-	}
+	get(t, serve, "/hello", clientA).wantStatus(t, http.StatusServiceUnavailable).
+		wantBody(t, "limiter down", "error handler's")
 }
 
 // testSkipBypass: SkipPaths("/healthz") must skip only what the router
@@ -864,11 +879,7 @@ func testLimiterError(t *testing.T, e *httpEnv) {
 // serves from another route (/users/:id, /:page) are limited: at most one
 // of five requests of a fresh client reaches such a handler at limit 1.
 func testSkipBypass(t *testing.T, e *httpEnv) {
-	l := e.limiter(t, slidelog.Policy{Name: "hello", Limit: 1, Window: time.Minute})
-	serve := e.serve(t, HTTPApp{
-		Global: mw(l, httplimit.WithSkipFunc(httplimit.SkipPaths("/healthz"))),
-		Routes: []HTTPRoute{{Pattern: "/healthz"}, {Pattern: "/users/:id"}, {Pattern: "/:page"}},
-	})
+	serve := e.serveSkippingHealthz(t, HTTPRoute{Pattern: "/healthz"}, HTTPRoute{Pattern: "/users/:id"}, HTTPRoute{Pattern: "/:page"})
 	attacks := []string{
 		"/users/..%2f..%2fhealthz", "/users/..%2Fhealthz", "/users/%2e%2e%2fhealthz", "/users/../healthz",
 		"/users/./../healthz", "/./healthz", "/%68ealthz", "/%2568ealthz", "/healthz%2f", "/healthz/",
