@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
@@ -38,11 +37,7 @@ func TestLogsSayWhy(t *testing.T) {
 			var buf logbuf.Buffer
 			store := &fakeStore{take: func(context.Context, slidelog.Request) (slidelog.Result, error) { return slidelog.Result{}, tt.give }}
 			l := newResilientLimiter(t, store, slidelog.PerMinute(1000), slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
-			for range 100 {
-				res, err := l.Allow(t.Context(), "k")
-				require.NoError(t, err)
-				require.Equal(t, slidelog.SourceFallback, res.Source)
-			}
+			allowFromFallback(t, l, 100)
 			opened := buf.Lines("to=open")
 			require.Len(t, opened, 1, "got %d breaker openings logged, want 1:\n%s", len(opened), opened)
 			assert.Contains(t, opened[0], "cause="+tt.wantCause)
@@ -108,17 +103,9 @@ const writebackMax = 100_000
 // A Redis that is not there: the records say the connection was refused.
 func TestLogsSayWhyRedisDown(t *testing.T) {
 	var buf logbuf.Buffer
-	client := redis.NewClient(redisstore.ClientOptions("127.0.0.1:1")) // nothing listens on port 1
-	t.Cleanup(func() { _ = client.Close() })
-	store, err := redisstore.New(client, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := newUnreachableStore(t, redisstore.ClientOptions("127.0.0.1:1")) // nothing listens on port 1
 	l := newResilientLimiter(t, store, slidelog.PerMinute(1000), slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
-	for range 20 {
-		res, err := l.Allow(t.Context(), "k")
-		require.NoError(t, err)
-		require.Equal(t, slidelog.SourceFallback, res.Source)
-	}
+	allowFromFallback(t, l, 20)
 	episodes := buf.Lines("failure mode")
 	require.Len(t, episodes, 1, "got %d failure-mode records, want 1:\n%s", len(episodes), episodes)
 	assert.Contains(t, episodes[0], "cause=dial")
@@ -129,18 +116,10 @@ func TestLogsSayWhyRedisDown(t *testing.T) {
 func TestLogsSayWhyWrongPassword(t *testing.T) {
 	opts := redisstore.ClientOptions(redistest.RedisClient(t).Options().Addr)
 	opts.Username, opts.Password = "slidelog-no-such-user", "wrong" // WRONGPASS from any Redis 6+
-	client := redis.NewClient(opts)
-	t.Cleanup(func() { _ = client.Close() })
-	store, err := redisstore.New(client, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := newUnreachableStore(t, opts)
 	var buf logbuf.Buffer
 	l := newResilientLimiter(t, store, slidelog.PerMinute(1000), slidelog.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
-	for range 20 {
-		res, err := l.Allow(t.Context(), "k")
-		require.NoError(t, err)
-		require.Equal(t, slidelog.SourceFallback, res.Source)
-	}
+	allowFromFallback(t, l, 20)
 	episodes := buf.Lines("failure mode")
 	require.Len(t, episodes, 1, "got %d failure-mode records, want 1:\n%s", len(episodes), episodes)
 	assert.Contains(t, episodes[0], "cause=auth")

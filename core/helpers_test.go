@@ -1,12 +1,15 @@
 package slidelog_test
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+	"github.com/stretchr/testify/require"
 )
 
 // newMemoryStore returns a MemoryStore closed when the test ends: a
@@ -29,4 +32,28 @@ func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstor
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// newUnreachableStore returns a RedisStore, logging nothing, on a client
+// of opts that may not reach Redis (WithStartUnreachable); both are closed
+// when the test ends.
+func newUnreachableStore(t *testing.T, opts *redis.Options) *redisstore.Store {
+	t.Helper()
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	store, err := redisstore.New(client, redisstore.WithStartUnreachable(), redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	return store
+}
+
+// allowFromFallback makes n decisions for key "k" on l and requires each
+// to be the fallback's, with no error.
+func allowFromFallback(t *testing.T, l *slidelog.Limiter, n int) {
+	t.Helper()
+	for range n {
+		res, err := l.Allow(t.Context(), "k")
+		require.NoError(t, err)
+		require.Equal(t, slidelog.SourceFallback, res.Source)
+	}
 }
