@@ -51,15 +51,7 @@ func BenchmarkMemoryStore(b *testing.B) {
 		}
 	})
 	b.Run("ManyKeys", func(b *testing.B) {
-		l := benchLimiter(b, memstore.New())
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := l.Allow(context.Background(), benchKeys[i%len(benchKeys)]); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
+		allowInTurn(b, benchLimiter(b, memstore.New()))
 	})
 	// A new identity per decision at a full store of live logs: before
 	// the expiry-ordered table, each evicted the least recently used log
@@ -76,50 +68,45 @@ func BenchmarkMemoryStore(b *testing.B) {
 		}
 	})
 	b.Run("ManyKeysParallel", func(b *testing.B) {
-		l := benchLimiter(b, memstore.New())
-		b.ReportAllocs()
-		var next atomic.Uint64
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := l.Allow(context.Background(), benchKeys[next.Add(1)%uint64(len(benchKeys))]); err != nil {
-					b.Error(err)
-					return
-				}
+		allowInParallel(b, benchLimiter(b, memstore.New()))
+	})
+}
+
+// allowInTurn makes b's decisions on l one after another, on benchKeys
+// in turn, and reports allocations.
+func allowInTurn(b *testing.B, l *slidelog.Limiter) {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := l.Allow(context.Background(), benchKeys[i%len(benchKeys)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// allowInParallel makes b's decisions on l from RunParallel's goroutines
+// (as many as b's parallelism says), on benchKeys in turn, and reports
+// allocations.
+func allowInParallel(b *testing.B, l *slidelog.Limiter) {
+	b.ReportAllocs()
+	var next atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := l.Allow(context.Background(), benchKeys[next.Add(1)%uint64(len(benchKeys))]); err != nil {
+				b.Error(err)
+				return
 			}
-		})
+		}
 	})
 }
 
 func benchRedis(b *testing.B, client redis.UniversalClient, opts ...redisstore.Option) {
-	prefix := redistest.KeyPrefix(b, client)
-	store, err := redisstore.New(client, append([]redisstore.Option{redisstore.WithKeyPrefix(prefix)}, opts...)...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = store.Close() })
-	l := benchLimiter(b, store)
-	b.Run("Serial", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := l.Allow(context.Background(), benchKeys[i%len(benchKeys)]); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-	})
+	l := benchLimiter(b, newRedisStore(b, client, opts...))
+	b.Run("Serial", func(b *testing.B) { allowInTurn(b, l) })
 	b.Run("Parallel64", func(b *testing.B) {
-		b.ReportAllocs()
 		b.SetParallelism(32) // 64 callers on 2 cores
-		var next atomic.Uint64
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := l.Allow(context.Background(), benchKeys[next.Add(1)%uint64(len(benchKeys))]); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		allowInParallel(b, l)
 	})
 }
 

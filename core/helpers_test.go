@@ -23,7 +23,7 @@ func newMemoryStore(t testing.TB, opts ...memstore.Option) *memstore.Store {
 
 // newRedisStore returns a RedisStore on client under a key prefix of its
 // own, whose keys are deleted when the test ends.
-func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+func newRedisStore(t testing.TB, client redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
 	t.Helper()
 	opts = append([]redisstore.Option{redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client))}, opts...)
 	s, err := redisstore.New(client, opts...)
