@@ -14,6 +14,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
 // keyStore counts the identities a limiter asks its store about, and
@@ -52,6 +53,39 @@ func (s *keyStore) Reset(ctx context.Context, req slidelog.Request) error {
 
 func (s *keyStore) Close() error { return nil }
 
+// count returns how many identities the store was asked about.
+func (s *keyStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.keys)
+}
+
+// keyStoreInners are the stores a keyStore answers from in the flood
+// tests: a memory store (closed when the test ends), and none (every call
+// fails, so the limiter's fallback decides).
+var keyStoreInners = []struct {
+	name  string
+	inner func(t *testing.T) slidelog.Store
+}{
+	{"memory store", func(t *testing.T) slidelog.Store {
+		m := memstore.New()
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}},
+	{"fallback", func(*testing.T) slidelog.Store { return nil }},
+}
+
+// newKeyStoreEngine returns a keyStore on inner and an Engine, keyed by
+// the default key, of a limiter "ip" of limit an hour on it, with no deny
+// cache and FailFallback.
+func newKeyStoreEngine(t *testing.T, inner slidelog.Store, limit int) (*keyStore, *httplimit.Engine) {
+	t.Helper()
+	store := &keyStore{inner: inner, keys: map[string]struct{}{}}
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "ip", Limit: limit, Window: time.Hour},
+		slidelog.WithDenyCache(0), slidelog.WithFailureMode(slidelog.FailFallback))
+	return store, newEngine(t, l)
+}
+
 // TestMintedIPv6PrefixesLockOut: an attacker rotating 150,000 /64s from
 // three /48s (a /48 holds 65,536 /64s), with the default key, the default memory store (its default
 // table of 100,000 identities) and the limiter's fallback (its default
@@ -62,29 +96,9 @@ func (s *keyStore) Close() error { return nil }
 // log.)
 func TestMintedIPv6PrefixesLockOut(t *testing.T) {
 	const minted = 150_000
-	for _, tt := range []struct {
-		name  string
-		inner func(t *testing.T) slidelog.Store
-	}{
-		{"memory store", func(t *testing.T) slidelog.Store {
-			m := memstore.New()
-			t.Cleanup(func() { _ = m.Close() })
-			return m
-		}},
-		{"fallback", func(*testing.T) slidelog.Store { return nil }},
-	} {
+	for _, tt := range keyStoreInners {
 		t.Run(tt.name, func(t *testing.T) {
-			store := &keyStore{inner: tt.inner(t), keys: map[string]struct{}{}}
-			l, err := slidelog.New(store, slidelog.Policy{Name: "ip", Limit: 1, Window: time.Hour},
-				slidelog.WithDenyCache(0), slidelog.WithFailureMode(slidelog.FailFallback))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = l.Close() })
-			e, err := httplimit.New(l)
-			if err != nil {
-				t.Fatal(err)
-			}
+			store, e := newKeyStoreEngine(t, tt.inner(t), 1)
 			for i := range minted {
 				d := e.Check(newSource(fmt.Sprintf("[2001:db8:%x:%x::1]:443", 0x10+i%3, i/3)))
 				if d.Outcome == httplimit.OutcomeError {
@@ -101,10 +115,7 @@ func TestMintedIPv6PrefixesLockOut(t *testing.T) {
 				t.Errorf("first minted /64 again: got %v, want denied (its window is kept)", d.Outcome)
 			}
 			want := 3*(httplimit.DefaultIPv6PrefixesPerNetwork+1) + 3
-			store.mu.Lock()
-			n := len(store.keys)
-			store.mu.Unlock()
-			if n > want {
+			if n := store.count(); n > want {
 				t.Errorf("identities: got %d, want at most %d", n, want)
 			}
 		})
@@ -192,34 +203,13 @@ func TestMintedIPv6NetworksBound(t *testing.T) {
 			}
 		}},
 	}
-	stores := []struct {
-		name  string
-		inner func(t *testing.T) slidelog.Store
-	}{
-		{"memory store", func(t *testing.T) slidelog.Store {
-			m := memstore.New()
-			t.Cleanup(func() { _ = m.Close() })
-			return m
-		}},
-		{"fallback", func(*testing.T) slidelog.Store { return nil }},
-	}
 	for _, flood := range floods {
-		for _, st := range stores {
+		for _, st := range keyStoreInners {
 			if st.name == "fallback" && !flood.fallback {
 				continue // the fallback's table is the memory store's; one flood on it is enough
 			}
 			t.Run(flood.name+"/"+st.name, func(t *testing.T) {
-				store := &keyStore{inner: st.inner(t), keys: map[string]struct{}{}}
-				l, err := slidelog.New(store, slidelog.Policy{Name: "ip", Limit: 2, Window: time.Hour},
-					slidelog.WithDenyCache(0), slidelog.WithFailureMode(slidelog.FailFallback))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = l.Close() })
-				e, err := httplimit.New(l)
-				if err != nil {
-					t.Fatal(err)
-				}
+				store, e := newKeyStoreEngine(t, st.inner(t), 2)
 				if d := e.Check(newSource(victim)); d.Outcome != httplimit.OutcomeNext {
 					t.Fatalf("victim before the flood: got %v, want admitted", d.Outcome)
 				}
@@ -228,10 +218,7 @@ func TestMintedIPv6NetworksBound(t *testing.T) {
 						t.Fatalf("minted %s: %v", addr, d.Err)
 					}
 				})
-				store.mu.Lock()
-				n := len(store.keys)
-				store.mu.Unlock()
-				if n > httplimit.MaxIPv6Identities {
+				if n := store.count(); n > httplimit.MaxIPv6Identities {
 					t.Errorf("identities after the flood: got %d, want at most %d", n, httplimit.MaxIPv6Identities)
 				}
 				for _, newcomer := range []string{"192.0.2.1:443", "198.51.100.7:443", "[2001:db9:1:1::1]:443", "[2a00:1450:4001::1]:443"} {

@@ -9,6 +9,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
 // TestPolicyHeaderPerPolicySet: an Engine renders RateLimit-Policy once
@@ -28,16 +29,9 @@ func TestPolicyHeaderPerPolicySet(t *testing.T) {
 		return []slidelog.Policy{{Name: "per-minute", Limit: 100 + i%sets, Window: time.Minute}, {Name: fmt.Sprintf("set-%d", i%sets), Limit: 1000, Window: time.Hour}}
 	}
 	store, _ := newMemory(t)
-	l, err := slidelog.New(store, slidelog.PerMinute(1000), slidelog.WithName("sets"),
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1000), slidelog.WithName("sets"),
 		slidelog.WithPolicyFunc(func(_ context.Context, key string) ([]slidelog.Policy, error) { return policies(key), nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	e, err := httplimit.New(l)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, l)
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {

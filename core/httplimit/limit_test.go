@@ -14,6 +14,17 @@ import (
 	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
+// newEngine returns httplimit.New(l, opts...); it fails the test if New
+// returns an error.
+func newEngine(t *testing.T, l *slidelog.Limiter, opts ...httplimit.Option) *httplimit.Engine {
+	t.Helper()
+	e, err := httplimit.New(l, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func newMemory(t *testing.T) (*slidelogtest.CountingStore, *slidelogtest.Clock) {
 	t.Helper()
 	clock := slidelogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -333,21 +344,14 @@ func TestHandlers(t *testing.T) {
 // applied to each request: its plan's.
 func TestPolicyFuncHeaders(t *testing.T) {
 	store, _ := newMemory(t)
-	l, err := slidelog.New(store, slidelog.PerMinute(1), slidelog.WithName("plans"),
+	l := slidelogtest.NewLimiter(t, store, slidelog.PerMinute(1), slidelog.WithName("plans"),
 		slidelog.WithPolicyFunc(func(_ context.Context, key string) ([]slidelog.Policy, error) {
 			if key == "ip:192.0.2.9" {
 				return []slidelog.Policy{slidelog.PerMinute(5), slidelog.PerDay(50)}, nil
 			}
 			return nil, nil
 		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	e, err := httplimit.New(l)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, l)
 	header := func(d *httplimit.Decision, name string) string {
 		for _, f := range d.Header {
 			if f.Name == name {

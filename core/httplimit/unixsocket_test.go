@@ -15,6 +15,7 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
 	"github.com/slidelog/slidelog/core/memstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 )
 
 // httpSource presents a net/http request, as the net/http adapters do.
@@ -58,23 +59,18 @@ func (l pipeListener) Accept() (net.Conn, error) {
 func (l pipeListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
 func (l pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "pipe"} }
 
-// TestUnixSocketProxyTrustsUnixPeersOnly: with ClientIP.UnixSocketProxy, a
-// request over a real Unix socket is keyed by the proxy's X-Real-IP; the
-// same request over an in-memory listener (net.Pipe), with no socket
-// address at all, or from an Incoming whose network is not "unix", is keyed
-// as without the option: no address, 400, no store call.
-func TestUnixSocketProxyTrustsUnixPeersOnly(t *testing.T) {
-	l, err := slidelog.New(memstore.New(), slidelog.PerMinute(10), slidelog.WithDenyCache(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	e, err := httplimit.New(l, httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := make(chan string, 1)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// unixTestLimiter returns a limiter of 10 a minute on a new memory store,
+// with no deny cache, closed when the test ends.
+func unixTestLimiter(t *testing.T) *slidelog.Limiter {
+	t.Helper()
+	return slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(10), slidelog.WithDenyCache(0))
+}
+
+// keyingHandler checks each request with e and sends to keys the identity
+// ByClientIP gives it, "error" if e could not key it (ErrInvalidKey), or
+// "error: " and the error of any other failure.
+func keyingHandler(e *httplimit.Engine, keys chan<- string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := e.Check(httpSource{r})
 		key := "error"
 		if d.Outcome != httplimit.OutcomeError {
@@ -84,12 +80,27 @@ func TestUnixSocketProxyTrustsUnixPeersOnly(t *testing.T) {
 		}
 		keys <- key
 	})
-	serve := func(ln net.Listener) {
-		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-		done := make(chan struct{})
-		go func() { defer close(done); _ = srv.Serve(ln) }()
-		t.Cleanup(func() { _ = srv.Close(); <-done })
-	}
+}
+
+// serveUntilCleanup serves handler on ln until the test ends, then closes
+// the server and waits for Serve to return.
+func serveUntilCleanup(t *testing.T, ln net.Listener, handler http.Handler) {
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+}
+
+// TestUnixSocketProxyTrustsUnixPeersOnly: with ClientIP.UnixSocketProxy, a
+// request over a real Unix socket is keyed by the proxy's X-Real-IP; the
+// same request over an in-memory listener (net.Pipe), with no socket
+// address at all, or from an Incoming whose network is not "unix", is keyed
+// as without the option: no address, 400, no store call.
+func TestUnixSocketProxyTrustsUnixPeersOnly(t *testing.T) {
+	e := newEngine(t, unixTestLimiter(t), httplimit.WithClientIP(httplimit.ClientIP{UnixSocketProxy: true, Header: "X-Real-IP"}))
+	keys := make(chan string, 1)
+	handler := keyingHandler(e, keys)
+	serve := func(ln net.Listener) { serveUntilCleanup(t, ln, handler) }
 	get := func(dial func(ctx context.Context, _, _ string) (net.Conn, error)) string {
 		c := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}, Timeout: 30 * time.Second}
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://app/", nil)
@@ -171,34 +182,14 @@ func TestUnixPeerNamedLikeAnAddress(t *testing.T) {
 		{"trusted proxy's address", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})}, "127.0.0.1", "203.0.113.5", "error"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := slidelog.New(memstore.New(), slidelog.PerMinute(10), slidelog.WithDenyCache(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = l.Close() })
-			e, err := httplimit.New(l, tt.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newEngine(t, unixTestLimiter(t), tt.opts...)
 			keys := make(chan string, 1)
 			_ = os.Remove(sock)
 			ln, err := net.Listen("unix", sock)
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				d := e.Check(httpSource{r})
-				key := "error"
-				if d.Outcome != httplimit.OutcomeError {
-					key, _ = httplimit.ByClientIP()(d.Request)
-				} else if !errors.Is(d.Err, slidelog.ErrInvalidKey) {
-					key = "error: " + d.Err.Error()
-				}
-				keys <- key
-			}), ReadHeaderTimeout: 10 * time.Second}
-			done := make(chan struct{})
-			go func() { defer close(done); _ = srv.Serve(ln) }()
-			t.Cleanup(func() { _ = srv.Close(); <-done })
+			serveUntilCleanup(t, ln, keyingHandler(e, keys))
 
 			_ = os.Remove(tt.bind)
 			d := net.Dialer{LocalAddr: &net.UnixAddr{Name: tt.bind, Net: "unix"}}
