@@ -1,17 +1,14 @@
 package redisstore_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A Record stamped ahead of the server's time (a fallback whose clock
@@ -29,24 +26,18 @@ func TestRecordAheadCountsInItsWindow(t *testing.T) {
 	bucketed := slidelog.Policy{Name: "b", Limit: limit, Window: time.Second, Precision: 100 * time.Millisecond}
 	for _, p := range []slidelog.Policy{exact, bucketed} {
 		for _, ahead := range []time.Duration{500 * time.Millisecond, 1300 * time.Millisecond, 5 * time.Second} {
-			for _, topo := range []struct {
-				name   string
-				client redis.UniversalClient
-			}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+			for _, topo := range topologies(t) {
 				t.Run(p.Name+"/"+ahead.String()+"/"+topo.name, func(t *testing.T) {
-					var mu sync.Mutex
-					now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-					clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-					set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
-					s := newRedisStore(t, topo.client, redisstore.WithClock(clock))
+					clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+					s := newRedisStore(t, topo.client, redisstore.WithClock(clock.Now))
 					req := func(id uint64, c int) slidelog.Request {
 						return slidelog.Request{Namespace: "ahead", Key: "k", Cost: c, Policies: []slidelog.Policy{p}, ID: id}
 					}
-					start := now
+					start := clock.Now()
 					at := start.Add(ahead)
 					require.NoError(t, s.Record(t.Context(), req(1, cost), at))
 					// A take now: the series is read (and, bucketed, checked) again.
-					set(start.Add(10 * time.Millisecond))
+					clock.Set(10 * time.Millisecond)
 					_, err := s.Take(t.Context(), req(2, 1))
 					require.NoError(t, err)
 					// At the stamp (bucketed and more than a window ahead:
@@ -60,7 +51,7 @@ func TestRecordAheadCountsInItsWindow(t *testing.T) {
 					if checkAt.Sub(start) < p.Window+10*time.Millisecond {
 						inWindow = 1
 					}
-					set(checkAt.Add(time.Millisecond))
+					clock.Set(checkAt.Add(time.Millisecond).Sub(start))
 					admitted := 0
 					for i := 0; i < limit; i++ {
 						res, err := s.Take(t.Context(), req(uint64(10+i), 1))

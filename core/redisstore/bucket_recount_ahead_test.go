@@ -2,17 +2,14 @@ package redisstore_test
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // The due recount heals a series' n forged below its buckets within a
@@ -28,17 +25,11 @@ func TestForgedSumHealsDespiteRecordAhead(t *testing.T) {
 	const window, prec = 2 * time.Second, 200 * time.Millisecond
 	p := slidelog.Policy{Name: "b", Limit: limit, Window: window, Precision: prec}
 	for _, ahead := range []time.Duration{0, 1500 * time.Millisecond} {
-		for _, topo := range []struct {
-			name   string
-			client redis.UniversalClient
-		}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+		for _, topo := range topologies(t) {
 			t.Run(ahead.String()+"/"+topo.name, func(t *testing.T) {
 				client := topo.client
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				step := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-				s := newRedisStore(t, client, redisstore.WithClock(clock))
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				s := newRedisStore(t, client, redisstore.WithClock(clock.Now))
 				key := keysOf(s, "forgedahead", "k")[3]
 				field := seriesName(p) + "n"
 				req := func(id uint64) slidelog.Request {
@@ -51,7 +42,7 @@ func TestForgedSumHealsDespiteRecordAhead(t *testing.T) {
 				for i := 0; i < 120; i++ {
 					if i == 60 {
 						if ahead > 0 {
-							at := clock().Add(ahead)
+							at := clock.Now().Add(ahead)
 							require.NoError(t, s.Record(t.Context(), req(99), at))
 							as = append(as, slidelogtest.Admission{Start: at, Cost: 1})
 						}
@@ -66,7 +57,7 @@ func TestForgedSumHealsDespiteRecordAhead(t *testing.T) {
 						}
 						deficit = int(snap.n[seriesName(p)] - forged)
 						require.NoError(t, client.HSet(t.Context(), key, field, forged).Err())
-						damaged = clock()
+						damaged = clock.Now()
 					}
 					id++
 					res, err := s.Take(t.Context(), req(id))
@@ -74,24 +65,12 @@ func TestForgedSumHealsDespiteRecordAhead(t *testing.T) {
 					if res.Allowed {
 						as = append(as, slidelogtest.Admission{Start: res.DecidedAt, Cost: 1})
 					}
-					step(150 * time.Millisecond)
+					clock.Advance(150 * time.Millisecond)
 				}
 				// Every window ending at an admission: the last one over
 				// the limit.
 				slices.SortFunc(as, func(a, b slidelogtest.Admission) int { return a.Start.Compare(b.Start) })
-				most, lastOver := 0, time.Time{}
-				for i, a := range as {
-					units := 0
-					for _, b := range as[:i+1] {
-						if b.Start.After(a.Start.Add(-window)) {
-							units += b.Cost
-						}
-					}
-					most = max(most, units)
-					if units > limit {
-						lastOver = a.Start
-					}
-				}
+				most, lastOver := fullestWindow(as, window, limit)
 				healed, ends := time.Duration(0), "none over the limit"
 				if !lastOver.IsZero() {
 					healed = lastOver.Sub(damaged)

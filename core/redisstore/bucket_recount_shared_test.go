@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -38,11 +37,8 @@ func TestForgedSumHealsBesideAnotherLimiter(t *testing.T) {
 		legacy bool // the script variant for Redis 6.2
 	}{{"Standalone", redistest.RedisClient(t), false}, {"Cluster", redistest.ClusterClient(t), false}, {"Legacy", redistest.RedisClient(t), true}} {
 		t.Run(topo.name, func(t *testing.T) {
-			var mu sync.Mutex
-			now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-			step := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-			s := newRedisStore(t, topo.client, redisstore.WithClock(clock))
+			clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			s := newRedisStore(t, topo.client, redisstore.WithClock(clock.Now))
 			if topo.legacy {
 				redisstore.UseLegacyScript(s)
 			}
@@ -57,20 +53,20 @@ func TestForgedSumHealsBesideAnotherLimiter(t *testing.T) {
 			var admitted []time.Time
 			for range limit {
 				require.True(t, take(forged))
-				admitted = append(admitted, clock())
+				admitted = append(admitted, clock.Now())
 			}
-			step(150 * time.Millisecond)
+			clock.Advance(150 * time.Millisecond)
 			key := keysOf(s, "sharedd", "k")[3]
 			require.NoError(t, topo.client.HSet(t.Context(), key, seriesName(forged)+"n", "0").Err())
-			damaged := clock()
-			for clock().Sub(damaged) < 6*time.Second {
+			damaged := clock.Now()
+			for clock.Now().Sub(damaged) < 6*time.Second {
 				take(other)
 				if take(forged) {
-					admitted = append(admitted, clock())
+					admitted = append(admitted, clock.Now())
 				}
-				step(50 * time.Millisecond)
+				clock.Advance(50 * time.Millisecond)
 			}
-			end := clock()
+			end := clock.Now()
 			for _, at := range []time.Duration{4 * time.Second, 5 * time.Second, 6 * time.Second} {
 				t0 := damaged.Add(at)
 				if t0.After(end) {

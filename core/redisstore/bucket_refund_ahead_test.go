@@ -1,17 +1,14 @@
 package redisstore_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A Record stamped more than the shortest window ahead counts in every
@@ -26,20 +23,13 @@ func TestRefundRecordAhead(t *testing.T) {
 	}
 	for _, ahead := range []time.Duration{1500 * time.Millisecond, 5 * time.Second} {
 		for _, later := range []time.Duration{0, 800 * time.Millisecond} {
-			for _, topo := range []struct {
-				name   string
-				client redis.UniversalClient
-			}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+			for _, topo := range topologies(t) {
 				t.Run(ahead.String()+"/"+later.String()+"/"+topo.name, func(t *testing.T) {
-					var mu sync.Mutex
-					now := time.Date(2026, 1, 2, 3, 4, 5, 30_000_000, time.UTC)
-					clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-					s := newRedisStore(t, topo.client, redisstore.WithClock(clock))
+					clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 30_000_000, time.UTC))
+					s := newRedisStore(t, topo.client, redisstore.WithClock(clock.Now))
 					req := slidelog.Request{Namespace: "refundahead", Key: "k", Cost: 4, Policies: ps, ID: 1}
-					require.NoError(t, s.Record(t.Context(), req, clock().Add(ahead)))
-					mu.Lock()
-					now = now.Add(later)
-					mu.Unlock()
+					require.NoError(t, s.Record(t.Context(), req, clock.Now().Add(ahead)))
+					clock.Advance(later)
 					require.NoError(t, s.Refund(t.Context(), req))
 					key := keysOf(s, "refundahead", "k")[3]
 					all, err := topo.client.HGetAll(t.Context(), key).Result()

@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
@@ -90,14 +90,10 @@ func TestDamagedFieldsAreRepaired(t *testing.T) {
 		client := topo.client
 		for _, c := range cases {
 			t.Run(topo.name+"/"+c.name, func(t *testing.T) {
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-				var logs strings.Builder
-				var logMu sync.Mutex
-				logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
-				s := newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithLogger(logger))
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				var logs logbuf.Buffer
+				logger := slog.New(slog.NewTextHandler(&logs, nil))
+				s := newRedisStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithLogger(logger))
 				if topo.legacy {
 					redisstore.UseLegacyScript(s)
 				}
@@ -111,12 +107,12 @@ func TestDamagedFieldsAreRepaired(t *testing.T) {
 				used, half := 0, c.p.Limit/2
 				for used+c.cost <= c.p.Limit {
 					if used < half && used+c.cost >= half {
-						advance(30 * time.Second)
+						clock.Advance(30 * time.Second)
 					}
 					res, err := l.AllowN(t.Context(), "k", c.cost)
 					require.NoError(t, err)
 					require.True(t, res.Allowed)
-					advance(time.Millisecond)
+					clock.Advance(time.Millisecond)
 					used += c.cost
 				}
 				damage(t, client, keys[c.key], c.field, c.val)
@@ -136,7 +132,7 @@ func TestDamagedFieldsAreRepaired(t *testing.T) {
 						if res.Allowed {
 							admitted++
 						}
-						advance(time.Millisecond)
+						clock.Advance(time.Millisecond)
 					}
 				}
 				decide()
@@ -144,25 +140,23 @@ func TestDamagedFieldsAreRepaired(t *testing.T) {
 
 				// The first half leaves the window: at most its units
 				// are admitted again until the second half leaves.
-				advance(31 * time.Second)
+				clock.Advance(31 * time.Second)
 				admitted = 0
 				decide()
 				assert.LessOrEqual(t, admitted, half+c.cost-1, "units admitted once the first half left the window")
 
 				// Once every unit has left, the key is limited as before.
-				advance(2 * time.Minute)
+				clock.Advance(2 * time.Minute)
 				admitted = 0
 				decide()
 				assert.Equal(t, c.p.Limit, admitted, "a new window after the damage left")
 
-				logMu.Lock()
 				warned := false
 				for _, line := range strings.Split(logs.String(), "\n") {
 					if strings.Contains(line, "level=WARN") && strings.Contains(line, "damaged") && strings.Contains(line, keys[0]) {
 						warned = true
 					}
 				}
-				logMu.Unlock()
 				if !c.quiet {
 					assert.True(t, warned, "a warning names the damaged key")
 				}
@@ -205,10 +199,7 @@ func damage(t *testing.T, client redis.UniversalClient, key, field, val string) 
 // entries (each costs at least one unit) and recounts it from the log.
 // The clock moves 0.5 s per decision, 300 s in all, across a 10 s window.
 func TestForeignMemberInWeightedLog(t *testing.T) {
-	for name, client := range map[string]redis.UniversalClient{
-		"Standalone": redistest.RedisClient(t),
-		"Cluster":    redistest.ClusterClient(t),
-	} {
+	for name, client := range topologyClients(t) {
 		t.Run(name, func(t *testing.T) {
 			const limit, window = 5, 10 * time.Second
 			var us atomic.Int64

@@ -11,7 +11,6 @@ import (
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // forgedRun fills a window of limit 10 per 10 s with requests of cost,
@@ -64,10 +63,7 @@ func forgedRun(t *testing.T, client redis.UniversalClient, p slidelog.Policy, co
 func TestForgedWeightedSumBelowCount(t *testing.T) {
 	const limit, window = 10, 10 * time.Second
 	p := slidelog.Policy{Name: "p", Limit: limit, Window: window}
-	for _, topo := range []struct {
-		name   string
-		client redis.UniversalClient
-	}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+	for _, topo := range topologies(t) {
 		for _, c := range []struct {
 			name string
 			cost int

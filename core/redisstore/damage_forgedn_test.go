@@ -5,14 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A bucketed series' sum n overwritten with 0 (a number the script might
@@ -28,10 +26,7 @@ func TestForgedBucketSumBelowBuckets(t *testing.T) {
 	const window, prec = 2 * time.Second, 200 * time.Millisecond
 	p := slidelog.Policy{Name: "b", Limit: limit, Window: window, Precision: prec}
 	field := strconv.FormatInt(window.Microseconds(), 10) + "/" + strconv.FormatInt(prec.Microseconds(), 10) + "n"
-	for _, topo := range []struct {
-		name   string
-		client redis.UniversalClient
-	}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+	for _, topo := range topologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			client := topo.client
 			s := newRedisStore(t, client)
@@ -63,19 +58,7 @@ func TestForgedBucketSumBelowBuckets(t *testing.T) {
 			require.Equal(t, limit, deficit, "the window was full when n was forged")
 			// Every window ending at an admission: its units, and the
 			// last admission of a window over the limit.
-			most, lastOver := 0, time.Time{}
-			for i, a := range as {
-				units := 0
-				for _, b := range as[:i+1] {
-					if b.Start.After(a.Start.Add(-window)) {
-						units += b.Cost
-					}
-				}
-				most = max(most, units)
-				if units > limit {
-					lastOver = a.Start
-				}
-			}
+			most, lastOver := fullestWindow(as, window, limit)
 			healed := "never over"
 			if !lastOver.IsZero() {
 				healed = lastOver.Sub(damaged).String()

@@ -2,17 +2,14 @@ package redisstore_test
 
 import (
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // Peek when more buckets stopped counting than the bucket hash holds
@@ -29,31 +26,20 @@ func TestPeekDropReadsAsDecision(t *testing.T) {
 	p := slidelog.Policy{Name: "b", Limit: 20, Window: 300 * time.Second, Precision: time.Second}
 	name := seriesName(p)
 	for _, forged := range []bool{false, true} {
-		for topo, client := range map[string]redis.UniversalClient{
-			"Standalone": redistest.RedisClient(t),
-			"Cluster":    redistest.ClusterClient(t),
-		} {
+		for topo, client := range topologyClients(t) {
 			t.Run(strconv.FormatBool(forged)+"/"+topo, func(t *testing.T) {
-				var mu sync.Mutex
-				start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-				now := start
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				set := func(d time.Duration) { mu.Lock(); now = start.Add(d); mu.Unlock() }
-				s := newRedisStore(t, client, redisstore.WithClock(clock))
-				id := uint64(0)
-				req := func() slidelog.Request {
-					id++
-					return slidelog.Request{Namespace: "peekdrop", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: id}
-				}
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				s := newRedisStore(t, client, redisstore.WithClock(clock.Now))
+				req := seqRequests("peekdrop", p)
 				for at := time.Duration(0); at <= 400*time.Second; at += 20 * time.Second {
-					set(at)
+					clock.Set(at)
 					res, err := s.Take(t.Context(), req())
 					require.NoError(t, err)
 					require.True(t, res.Allowed)
 				}
-				set(470 * time.Second)
+				clock.Set(470 * time.Second)
 				key := keysOf(s, "peekdrop", "k")[3]
-				fields := []any{name + "d", strconv.FormatInt(clock().Add(10*time.Second).UnixMicro(), 10)}
+				fields := []any{name + "d", strconv.FormatInt(clock.Now().Add(10*time.Second).UnixMicro(), 10)}
 				if forged {
 					n, err := client.HGet(t.Context(), key, name+"n").Int()
 					require.NoError(t, err)

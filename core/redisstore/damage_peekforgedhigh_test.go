@@ -2,17 +2,14 @@ package redisstore_test
 
 import (
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // Peek after a bucketed series' sum n was forged above its buckets' (10
@@ -25,34 +22,19 @@ import (
 func TestPeekForgedSumAbove(t *testing.T) {
 	p := slidelog.Policy{Name: "b", Limit: 10, Window: 10 * time.Second, Precision: time.Second}
 	field := strconv.FormatInt(p.Window.Microseconds(), 10) + "/" + strconv.FormatInt(p.Precision.Microseconds(), 10) + "n"
-	for topo, client := range map[string]redis.UniversalClient{
-		"Standalone": redistest.RedisClient(t),
-		"Cluster":    redistest.ClusterClient(t),
-	} {
+	for topo, client := range topologyClients(t) {
 		t.Run(topo, func(t *testing.T) {
-			var mu sync.Mutex
-			start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			now := start
-			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-			set := func(d time.Duration) { mu.Lock(); now = start.Add(d); mu.Unlock() }
-			s := newRedisStore(t, client, redisstore.WithClock(clock))
-			id := uint64(0)
-			req := func() slidelog.Request {
-				id++
-				return slidelog.Request{Namespace: "peekforgedhigh", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: id}
-			}
-			for range 5 {
-				res, err := s.Take(t.Context(), req())
-				require.NoError(t, err)
-				require.True(t, res.Allowed)
-			}
+			clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			s := newRedisStore(t, client, redisstore.WithClock(clock.Now))
+			req := seqRequests("peekforgedhigh", p)
+			takeAllowed(t, s, 5, req)
 			// A decision 9.5 s later (a refund of nothing): the recount is
 			// due, made, and next due 2.5 s later.
-			set(9500 * time.Millisecond)
+			clock.Set(9500 * time.Millisecond)
 			require.NoError(t, s.Refund(t.Context(), req()))
 			key := keysOf(s, "peekforgedhigh", "k")[3]
 			require.NoError(t, client.HSet(t.Context(), key, field, "10").Err())
-			set(10500 * time.Millisecond)
+			clock.Set(10500 * time.Millisecond)
 			peeked, err := s.Peek(t.Context(), req())
 			require.NoError(t, err)
 			admitted := 0

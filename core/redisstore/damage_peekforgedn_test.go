@@ -3,18 +3,15 @@ package redisstore_test
 import (
 	"log/slog"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // Peek after a bucketed series' sum n was forged to 0 in a full window
@@ -37,28 +34,13 @@ func TestPeekForgedBucketSum(t *testing.T) {
 		after time.Duration // from the admissions to the damage
 		room  int           // what the decisions give after it
 	}{{"now", 0, 0}, {"due", 4 * time.Second, 0}, {"trusted", time.Second, limit}} {
-		for topo, client := range map[string]redis.UniversalClient{
-			"Standalone": redistest.RedisClient(t),
-			"Cluster":    redistest.ClusterClient(t),
-		} {
+		for topo, client := range topologyClients(t) {
 			t.Run(c.name+"/"+topo, func(t *testing.T) {
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				s := newRedisStore(t, client, redisstore.WithClock(clock))
-				id := uint64(0)
-				req := func() slidelog.Request {
-					id++
-					return slidelog.Request{Namespace: "peekforgedn", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: id}
-				}
-				for range limit {
-					res, err := s.Take(t.Context(), req())
-					require.NoError(t, err)
-					require.True(t, res.Allowed)
-				}
-				mu.Lock()
-				now = now.Add(c.after)
-				mu.Unlock()
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC))
+				s := newRedisStore(t, client, redisstore.WithClock(clock.Now))
+				req := seqRequests("peekforgedn", p)
+				takeAllowed(t, s, limit, req)
+				clock.Advance(c.after)
 				key := keysOf(s, "peekforgedn", "k")[3]
 				require.NoError(t, client.HSet(t.Context(), key, field, "0").Err())
 				peeked, err := s.Peek(t.Context(), req())
@@ -91,33 +73,22 @@ func TestPeekForgedBucketSum(t *testing.T) {
 // finds (its Remaining + 1).
 func TestPeekDueRecountHonest(t *testing.T) {
 	p := slidelog.Policy{Name: "b", Limit: 10, Window: 10 * time.Second, Precision: time.Second}
-	for topo, client := range map[string]redis.UniversalClient{
-		"Standalone": redistest.RedisClient(t),
-		"Cluster":    redistest.ClusterClient(t),
-	} {
+	for topo, client := range topologyClients(t) {
 		t.Run(topo, func(t *testing.T) {
-			var mu sync.Mutex
-			start := time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC)
-			now := start
-			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-			var logs strings.Builder
-			var logMu sync.Mutex
-			logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
-			s := newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithLogger(logger))
+			clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC))
+			var logs logbuf.Buffer
+			logger := slog.New(slog.NewTextHandler(&logs, nil))
+			s := newRedisStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithLogger(logger))
 			req := func(id uint64) slidelog.Request {
 				return slidelog.Request{Namespace: "peekdue", Key: "k", Cost: 1, Policies: []slidelog.Policy{p}, ID: id}
 			}
 			for i := range 5 {
-				mu.Lock()
-				now = start.Add(time.Duration(i) * time.Second)
-				mu.Unlock()
+				clock.Set(time.Duration(i) * time.Second)
 				res, err := s.Take(t.Context(), req(uint64(i+1)))
 				require.NoError(t, err)
 				require.True(t, res.Allowed)
 			}
-			mu.Lock()
-			now = start.Add(12 * time.Second)
-			mu.Unlock()
+			clock.Set(12 * time.Second)
 			peeked, err := s.Peek(t.Context(), req(100))
 			require.NoError(t, err)
 			took, err := s.Take(t.Context(), req(101))
@@ -125,8 +96,6 @@ func TestPeekDueRecountHonest(t *testing.T) {
 			require.True(t, took.Allowed)
 			assert.Equal(t, 7, peeked.Remaining, "the buckets of the first two admissions left the window (bucket b counts while (b+1)P > now - W)")
 			assert.Equal(t, took.Remaining+1, peeked.Remaining, "peek against the next take")
-			logMu.Lock()
-			defer logMu.Unlock()
 			assert.NotContains(t, logs.String(), "damaged", "an honest key read as damaged")
 		})
 	}

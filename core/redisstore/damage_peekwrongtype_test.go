@@ -4,12 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // Peek on an identity one of whose keys holds another type (an operator's
@@ -24,10 +22,7 @@ func TestPeekWrongTypeKey(t *testing.T) {
 	bucketed := slidelog.Policy{Name: "b", Limit: 5, Window: 10 * time.Second, Precision: time.Second}
 	policies := []slidelog.Policy{exact, bucketed}
 	for k, kind := range []string{"log", "costs", "state", "buckets", "recent"} {
-		for topo, client := range map[string]redis.UniversalClient{
-			"Standalone": redistest.RedisClient(t),
-			"Cluster":    redistest.ClusterClient(t),
-		} {
+		for topo, client := range topologyClients(t) {
 			t.Run(kind+"/"+topo, func(t *testing.T) {
 				s := newRedisStore(t, client)
 				req := func(id uint64) slidelog.Request {

@@ -2,17 +2,14 @@ package redisstore_test
 
 import (
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A recount mark written by a hostile hand (a word, "inf", negative, a
@@ -26,16 +23,10 @@ func TestHostileRecountMark(t *testing.T) {
 	p := slidelog.Policy{Name: "b", Limit: 10, Window: 2 * time.Second, Precision: 200 * time.Millisecond}
 	name := seriesName(p)
 	for _, mark := range []string{"", "word", "inf", "-inf", "nan", "-5", "1.5", "1e400", "99999999999999999999", "far", "0"} {
-		for _, topo := range []struct {
-			name   string
-			client redis.UniversalClient
-		}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
+		for _, topo := range topologies(t) {
 			t.Run(mark+"/"+topo.name, func(t *testing.T) {
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				step := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-				s := newRedisStore(t, topo.client, redisstore.WithClock(clock))
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				s := newRedisStore(t, topo.client, redisstore.WithClock(clock.Now))
 				id := uint64(0)
 				take := func() bool {
 					id++
@@ -46,11 +37,11 @@ func TestHostileRecountMark(t *testing.T) {
 				for range 10 {
 					require.True(t, take())
 				}
-				step(250 * time.Millisecond)
+				clock.Advance(250 * time.Millisecond)
 				key := keysOf(s, "hostiled", "k")[3]
 				v := mark
 				if mark == "far" {
-					v = strconv.FormatInt(clock().Add(time.Hour).UnixMicro(), 10)
+					v = strconv.FormatInt(clock.Now().Add(time.Hour).UnixMicro(), 10)
 				}
 				fields := []any{name + "n", "0"}
 				if mark == "" {
@@ -62,9 +53,9 @@ func TestHostileRecountMark(t *testing.T) {
 				assert.False(t, take(), "the forged n was trusted: the recount was not due")
 				got, err := topo.client.HGet(t.Context(), key, name+"d").Result()
 				require.NoError(t, err)
-				want := strconv.FormatInt(clock().Add(p.Window/4).UnixMicro(), 10)
+				want := strconv.FormatInt(clock.Now().Add(p.Window/4).UnixMicro(), 10)
 				assert.Equal(t, want, got, "the mark written by the recount")
-				step(50 * time.Millisecond)
+				clock.Advance(50 * time.Millisecond)
 				take()
 				again, err := topo.client.HGet(t.Context(), key, name+"d").Result()
 				require.NoError(t, err)

@@ -1,17 +1,14 @@
 package redisstore_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A refund whose log is of the wrong type (an operator's SET over it):
@@ -36,15 +33,10 @@ func TestRefundWrongTypeLog(t *testing.T) {
 		{"bucketed", []slidelog.Policy{bucketed}, 1},
 		{"both", []slidelog.Policy{exact, bucketed}, 1},
 	} {
-		for topo, client := range map[string]redis.UniversalClient{
-			"Standalone": redistest.RedisClient(t),
-			"Cluster":    redistest.ClusterClient(t),
-		} {
+		for topo, client := range topologyClients(t) {
 			t.Run(c.name+"/"+topo, func(t *testing.T) {
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				s := newRedisStore(t, client, redisstore.WithClock(clock))
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC))
+				s := newRedisStore(t, client, redisstore.WithClock(clock.Now))
 				req := func(id uint64, cost int) slidelog.Request {
 					return slidelog.Request{Namespace: "refundwt", Key: "k", Cost: cost, Policies: c.policies, ID: id}
 				}
@@ -85,9 +77,7 @@ func TestRefundWrongTypeLog(t *testing.T) {
 					}
 					// Clean slate for the next round: the next bucket, the log gone.
 					require.NoError(t, s.Refund(t.Context(), req(id+1, 1)))
-					mu.Lock()
-					now = now.Add(11 * time.Second)
-					mu.Unlock()
+					clock.Advance(11 * time.Second)
 				}
 			})
 		}
@@ -122,10 +112,7 @@ func TestRefundWrongTypeOtherKeys(t *testing.T) {
 		{4, "recent/bucketed", []slidelog.Policy{bucketed}, 0, []int{2}},
 		{4, "recent/both", []slidelog.Policy{exact, bucketed}, 1, []int{4, 2}},
 	} {
-		for topo, client := range map[string]redis.UniversalClient{
-			"Standalone": redistest.RedisClient(t),
-			"Cluster":    redistest.ClusterClient(t),
-		} {
+		for topo, client := range topologyClients(t) {
 			t.Run(c.name+"/"+topo, func(t *testing.T) {
 				now := time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC)
 				s := newRedisStore(t, client, redisstore.WithClock(func() time.Time { return now }))

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
@@ -27,6 +27,23 @@ type decision struct {
 	cost    int
 	allowed bool
 	losses  int
+}
+
+// decisions is a stream of decisions, its admissions and denials counted.
+type decisions struct {
+	ds               []decision
+	admitted, denied int
+}
+
+// add appends res, of cost, decided after losses losses of the identity's
+// keys, and counts it admitted or denied.
+func (d *decisions) add(res slidelog.Result, cost, losses int) {
+	if res.Allowed {
+		d.admitted++
+	} else {
+		d.denied++
+	}
+	d.ds = append(d.ds, decision{at: res.DecidedAt, cost: cost, allowed: res.Allowed, losses: losses})
 }
 
 // checkWindows runs the independent window checker
@@ -79,26 +96,19 @@ func TestDamagedKeysHeal(t *testing.T) {
 		{"bucketed", []slidelog.Policy{bucketed}, 1},
 		{"bucketed and exact with costs", []slidelog.Policy{bucketed, long}, 2},
 	} {
-		for topo, client := range map[string]redis.UniversalClient{
-			"Standalone": redistest.RedisClient(t),
-			"Cluster":    redistest.ClusterClient(t),
-		} {
+		for topo, client := range topologyClients(t) {
 			t.Run(tt.name+"/"+topo, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(len(tt.name)), uint64(len(topo))))
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				s := newRedisStore(t, client, redisstore.WithClock(clock))
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				s := newRedisStore(t, client, redisstore.WithClock(clock.Now))
 				l, err := slidelog.New(s, tt.policies[0], slidelog.WithPolicy(tt.policies[1:]...), slidelog.WithName("damage"), slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
 				require.NoError(t, err)
 				defer l.Close()
 				keys := keysOf(s, l.Name(), "id")
-				var ds []decision
-				losses, admitted, denied := 0, 0, 0
+				var ds decisions
+				losses := 0
 				for i := 0; i < 800; i++ {
-					mu.Lock()
-					now = now.Add(time.Duration(5+rng.IntN(40)) * time.Millisecond)
-					mu.Unlock()
+					clock.Advance(time.Duration(5+rng.IntN(40)) * time.Millisecond)
 					if rng.IntN(25) == 0 {
 						// Lose one key of the identity, or all of them.
 						del := keys
@@ -117,18 +127,13 @@ func TestDamagedKeysHeal(t *testing.T) {
 					cost := 1 + rng.IntN(tt.maxCost)
 					res, err := l.AllowN(t.Context(), "id", cost)
 					require.NoError(t, err, "decision %d", i)
-					if res.Allowed {
-						admitted++
-					} else {
-						denied++
-					}
-					ds = append(ds, decision{at: res.DecidedAt, cost: cost, allowed: res.Allowed, losses: losses})
+					ds.add(res, cost, losses)
 				}
-				t.Logf("%d decisions: %d admitted, %d denied, %d losses", len(ds), admitted, denied, losses)
+				t.Logf("%d decisions: %d admitted, %d denied, %d losses", len(ds.ds), ds.admitted, ds.denied, losses)
 				require.Positive(t, losses)
-				assert.Positive(t, denied, "no denial: the stream never reached the limit, so the check proves nothing")
-				assert.Positive(t, admitted)
-				checkWindows(t, tt.name, ds, tt.policies)
+				assert.Positive(t, ds.denied, "no denial: the stream never reached the limit, so the check proves nothing")
+				assert.Positive(t, ds.admitted)
+				checkWindows(t, tt.name, ds.ds, tt.policies)
 			})
 		}
 	}
@@ -199,10 +204,8 @@ func TestEvictionUnderMemoryPressure(t *testing.T) {
 	require.NoError(t, err)
 	events := sub.Channel(redis.WithChannelSize(1 << 16))
 
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s, err := redisstore.New(client, redisstore.WithClock(clock), redisstore.WithKeyPrefix("lru:"))
+	clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s, err := redisstore.New(client, redisstore.WithClock(clock.Now), redisstore.WithKeyPrefix("lru:"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	p := slidelog.Policy{Name: "p", Limit: 5, Window: time.Second}
@@ -247,9 +250,7 @@ func TestEvictionUnderMemoryPressure(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 3000 {
-		mu.Lock()
-		now = now.Add(time.Duration(1+rng.IntN(6)) * time.Millisecond)
-		mu.Unlock()
+		clock.Advance(time.Duration(1+rng.IntN(6)) * time.Millisecond)
 		if i%10 == 0 {
 			fill(20)
 		}
@@ -280,33 +281,17 @@ func TestEvictionUnderMemoryPressure(t *testing.T) {
 	assert.Positive(t, denied)
 }
 
-// lockedWriter serialises writes to w.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *strings.Builder
-}
-
-func (l lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
 // A key of the wrong type is the key's own trouble: the store rebuilds it,
 // every decision of it still comes from Redis, and the node's breaker,
 // which the limiter keeps for every key of the node, never opens (issue
 // 29: 50 WRONGTYPE errors used to open it and send 22,121 decisions of
 // other keys to the failure mode).
 func TestWrongTypeKeyIsRebuilt(t *testing.T) {
-	for topo, client := range map[string]redis.UniversalClient{
-		"Standalone": redistest.RedisClient(t),
-		"Cluster":    redistest.ClusterClient(t),
-	} {
+	for topo, client := range topologyClients(t) {
 		t.Run(topo, func(t *testing.T) {
 			s := newRedisStore(t, client)
-			var logs strings.Builder
-			var logMu sync.Mutex
-			logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+			var logs logbuf.Buffer
+			logger := slog.New(slog.NewTextHandler(&logs, nil))
 			l, err := slidelog.New(s, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute}, slidelog.WithName("wrongtype"),
 				slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 2}), slidelog.WithLogger(logger))
 			require.NoError(t, err)
@@ -324,9 +309,7 @@ func TestWrongTypeKeyIsRebuilt(t *testing.T) {
 			res, err := l.Allow(t.Context(), "good")
 			require.NoError(t, err)
 			assert.Equal(t, redisstore.Source, res.Source)
-			logMu.Lock()
 			assert.NotContains(t, logs.String(), "circuit breaker", "no breaker changed state")
-			logMu.Unlock()
 			typ, err := client.Type(t.Context(), keys[0]).Result()
 			require.NoError(t, err)
 			assert.Equal(t, "zset", typ, "the log is a sorted set again")

@@ -4,17 +4,15 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A key of the identity written over with a string (a key of the wrong
@@ -32,30 +30,22 @@ func TestWrongTypeKeyFoundByScript(t *testing.T) {
 	long := slidelog.Policy{Name: "m", Limit: 25, Window: 5 * time.Second}
 	policies := []slidelog.Policy{bucketed, long}
 	for k, kind := range []string{"log", "costs", "state", "buckets", "recent"} {
-		for topo, client := range map[string]redis.UniversalClient{
-			"Standalone": redistest.RedisClient(t),
-			"Cluster":    redistest.ClusterClient(t),
-		} {
+		for topo, client := range topologyClients(t) {
 			t.Run(kind+"/"+topo, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(k), uint64(len(topo))))
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				var logs strings.Builder
-				var logMu sync.Mutex
-				logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
-				s := newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithLogger(logger))
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				var logs logbuf.Buffer
+				logger := slog.New(slog.NewTextHandler(&logs, nil))
+				s := newRedisStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithLogger(logger))
 				l, err := slidelog.New(s, policies[0], slidelog.WithPolicy(policies[1:]...), slidelog.WithName("wrongtype"),
 					slidelog.WithFailureMode(slidelog.FailError), slidelog.WithDenyCache(0))
 				require.NoError(t, err)
 				defer l.Close()
 				key := keysOf(s, l.Name(), "id")[k]
-				var ds []decision
-				losses, admitted, denied := 0, 0, 0
+				var ds decisions
+				losses := 0
 				for i := 0; i < 600; i++ {
-					mu.Lock()
-					now = now.Add(time.Duration(5+rng.IntN(40)) * time.Millisecond)
-					mu.Unlock()
+					clock.Advance(time.Duration(5+rng.IntN(40)) * time.Millisecond)
 					if i > 0 && rng.IntN(15) == 0 {
 						require.NoError(t, client.Set(t.Context(), key, "not a hash", 0).Err())
 						losses++
@@ -64,20 +54,13 @@ func TestWrongTypeKeyFoundByScript(t *testing.T) {
 					res, err := l.AllowN(t.Context(), "id", cost)
 					require.NoError(t, err, "decision %d", i)
 					require.Equal(t, redisstore.Source, res.Source, "decision %d comes from redis", i)
-					if res.Allowed {
-						admitted++
-					} else {
-						denied++
-					}
-					ds = append(ds, decision{at: res.DecidedAt, cost: cost, allowed: res.Allowed, losses: losses})
+					ds.add(res, cost, losses)
 				}
-				t.Logf("%d decisions: %d admitted, %d denied, %d keys of the wrong type", len(ds), admitted, denied, losses)
+				t.Logf("%d decisions: %d admitted, %d denied, %d keys of the wrong type", len(ds.ds), ds.admitted, ds.denied, losses)
 				require.Positive(t, losses)
-				assert.Positive(t, denied)
-				assert.Positive(t, admitted)
-				checkWindows(t, kind, ds, policies)
-				logMu.Lock()
-				defer logMu.Unlock()
+				assert.Positive(t, ds.denied)
+				assert.Positive(t, ds.admitted)
+				checkWindows(t, kind, ds.ds, policies)
 				failed := strings.Count(logs.String(), "deleted keys of the wrong type")
 				assert.Zero(t, failed, "runs that failed on a key of the wrong type (the store deleted it and ran again)")
 				assert.True(t, strings.Contains(logs.String(), "repaired damaged fields"), "the repair is logged")

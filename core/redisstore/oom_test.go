@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,9 +43,7 @@ func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("server: %s", serverVersionLine(info))
 
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	exact := slidelog.Policy{Name: "h", Limit: 100, Window: time.Hour}
 	bucketed := slidelog.Policy{Name: "b", Limit: 100, Window: time.Hour, Precision: time.Minute}
 	type variant struct {
@@ -56,7 +53,7 @@ func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
 	}
 	var variants []*variant
 	for _, name := range []string{"detected", "legacy"} {
-		s, err := redisstore.New(client, redisstore.WithClock(clock), redisstore.WithKeyPrefix("oom-"+name+":"))
+		s, err := redisstore.New(client, redisstore.WithClock(clock.Now), redisstore.WithKeyPrefix("oom-"+name+":"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		if name == "legacy" {
@@ -146,9 +143,7 @@ func TestOutOfMemoryRefusesEveryDecision(t *testing.T) {
 
 	// Two hours later: every entry and bucket from before has left its
 	// window, so a decision's first write could be an eviction.
-	mu.Lock()
-	now = now.Add(2 * time.Hour)
-	mu.Unlock()
+	clock.Advance(2 * time.Hour)
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			refused := 0

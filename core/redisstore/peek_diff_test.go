@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,23 +37,19 @@ func TestPeekNeverMoreThanTake(t *testing.T) {
 		t.Run(topo.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 6; seed++ {
 				rng := rand.New(rand.NewPCG(seed, 7))
-				var mu sync.Mutex
-				now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-				clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-				s := newRedisStore(t, topo.client, redisstore.WithClock(clock))
+				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				s := newRedisStore(t, topo.client, redisstore.WithClock(clock.Now))
 				if topo.legacy {
 					redisstore.UseLegacyScript(s)
 				}
 				id := uint64(0)
 				var ids []slidelog.Request
 				for step := 0; step < 300; step++ {
-					mu.Lock()
 					if rng.IntN(20) == 0 {
-						now = now.Add(time.Duration(rng.IntN(6000)) * time.Millisecond)
+						clock.Advance(time.Duration(rng.IntN(6000)) * time.Millisecond)
 					} else {
-						now = now.Add(time.Duration(rng.IntN(120)) * time.Millisecond)
+						clock.Advance(time.Duration(rng.IntN(120)) * time.Millisecond)
 					}
-					mu.Unlock()
 					ps := a
 					if rng.IntN(2) == 0 {
 						ps = b
@@ -63,7 +58,7 @@ func TestPeekNeverMoreThanTake(t *testing.T) {
 					req := slidelog.Request{Namespace: "peekdiff", Key: "k", Cost: 1 + rng.IntN(3), Policies: ps, ID: id}
 					switch r := rng.IntN(10); {
 					case r == 0:
-						at := clock().Add(time.Duration(rng.IntN(6000)-3000) * time.Millisecond)
+						at := clock.Now().Add(time.Duration(rng.IntN(6000)-3000) * time.Millisecond)
 						require.NoError(t, s.Record(t.Context(), req, at))
 						ids = append(ids, req)
 						continue
