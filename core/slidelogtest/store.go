@@ -96,26 +96,29 @@ func (e *storeEnv) limiter(t *testing.T, p slidelog.Policy, opts ...slidelog.Opt
 	return l
 }
 
+// storeAs returns s as a T (an interface of package slidelog named
+// name), and skips the test of a store that is not one.
+func storeAs[T any](t *testing.T, s slidelog.Store, name string) T {
+	t.Helper()
+	v, ok := s.(T)
+	if !ok {
+		t.Skipf("%T is not a slidelog.%s", s, name)
+	}
+	return v
+}
+
 // recorder returns the store as a Recorder, and skips the test of a
 // store that is not one.
 func (e *storeEnv) recorder(t *testing.T) slidelog.Recorder {
 	t.Helper()
-	r, ok := e.store.(slidelog.Recorder)
-	if !ok {
-		t.Skipf("%T is not a slidelog.Recorder", e.store)
-	}
-	return r
+	return storeAs[slidelog.Recorder](t, e.store, "Recorder")
 }
 
 // keeper returns the store as a Keeper, and skips the test of a store
 // that is not one.
 func (e *storeEnv) keeper(t *testing.T) slidelog.Keeper {
 	t.Helper()
-	k, ok := e.store.(slidelog.Keeper)
-	if !ok {
-		t.Skipf("%T is not a slidelog.Keeper", e.store)
-	}
-	return k
+	return storeAs[slidelog.Keeper](t, e.store, "Keeper")
 }
 
 // fromStore reports whether the store (or its deny cache) decided res.

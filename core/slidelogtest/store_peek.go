@@ -11,11 +11,7 @@ import (
 // that is not one.
 func (e *storeEnv) peeker(t *testing.T) slidelog.Peeker {
 	t.Helper()
-	p, ok := e.store.(slidelog.Peeker)
-	if !ok {
-		t.Skipf("%T is not a slidelog.Peeker", e.store)
-	}
-	return p
+	return storeAs[slidelog.Peeker](t, e.store, "Peeker")
 }
 
 // peek calls the store's Peek and fails the test unless each policy's
