@@ -168,16 +168,7 @@ func TestAgainstModelLateRecords(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	precs := []int64{0, 1_000, 1_000, 3_000, 7_000}
 	for seq := range 300 {
-		n := 1 + r.IntN(3)
-		policies := make([]Policy, n)
-		for i := range policies {
-			w := int64(5_000 + r.IntN(300_000))
-			p := precs[r.IntN(len(precs))]
-			if p > w/2 {
-				p = 0
-			}
-			policies[i] = Policy{Limit: int64(1 + r.IntN(40)), Window: w, Precision: p}
-		}
+		policies := randomPoliciesOf(r, precs, 5_000, 300_000, 40)
 		minLimit, maxW := policies[0].Limit, int64(0)
 		for _, p := range policies {
 			minLimit, maxW = min(minLimit, p.Limit), max(maxW, p.Window)

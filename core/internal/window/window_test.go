@@ -222,16 +222,25 @@ func checkRefund(t *testing.T, m *model, l *Log, id uint64, where string) {
 
 var precisions = []int64{0, 0, 1_000, 7_000, 50_000}
 
+// randomPolicies returns one to three random policies, windows of 10 ms
+// to 410 ms and limits of 1 to 12, with precisions from precisions.
 func randomPolicies(r *rand.Rand) []Policy {
+	return randomPoliciesOf(r, precisions, 10_000, 400_000, 12)
+}
+
+// randomPoliciesOf returns one to three random policies: windows of minW
+// to minW+spanW-1 µs, limits of 1 to maxLimit, and precisions drawn from
+// precs (exact where the drawn precision is above half the window).
+func randomPoliciesOf(r *rand.Rand, precs []int64, minW, spanW, maxLimit int) []Policy {
 	n := 1 + r.IntN(3)
 	ps := make([]Policy, n)
 	for i := range ps {
-		w := int64(10_000 + r.IntN(400_000))
-		p := precisions[r.IntN(len(precisions))]
+		w := int64(minW + r.IntN(spanW))
+		p := precs[r.IntN(len(precs))]
 		if p > w/2 {
 			p = 0
 		}
-		ps[i] = Policy{Limit: int64(1 + r.IntN(12)), Window: w, Precision: p}
+		ps[i] = Policy{Limit: int64(1 + r.IntN(maxLimit)), Window: w, Precision: p}
 	}
 	return ps
 }
