@@ -4,13 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // Two limiters share an identity's bucket hash with different series
@@ -31,17 +29,10 @@ func TestForgedSumHealsBesideAnotherLimiter(t *testing.T) {
 	const window = 2 * time.Second
 	forged := slidelog.Policy{Name: "a", Limit: limit, Window: window, Precision: 100 * time.Millisecond}
 	other := slidelog.Policy{Name: "b", Limit: 1000, Window: window, Precision: 200 * time.Millisecond}
-	for _, topo := range []struct {
-		name   string
-		client redis.UniversalClient
-		legacy bool // the script variant for Redis 6.2
-	}{{"Standalone", redistest.RedisClient(t), false}, {"Cluster", redistest.ClusterClient(t), false}, {"Legacy", redistest.RedisClient(t), true}} {
+	for _, topo := range scriptVariants(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-			s := newRedisStore(t, topo.client, redisstore.WithClock(clock.Now))
-			if topo.legacy {
-				redisstore.UseLegacyScript(s)
-			}
+			s := newVariantStore(t, topo, redisstore.WithClock(clock.Now))
 			id := uint64(0)
 			take := func(p slidelog.Policy) bool {
 				id++

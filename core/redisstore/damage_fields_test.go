@@ -15,7 +15,6 @@ import (
 	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A field of a key's hashes overwritten with a value the script never
@@ -78,25 +77,14 @@ func TestDamagedFieldsAreRepaired(t *testing.T) {
 		// entry would count 1 whatever its cost.
 		{"stateKdeleted", exact, 2, state, "k", "", false},
 	}
-	for _, topo := range []struct {
-		name   string
-		client redis.UniversalClient
-		legacy bool // the script variant for Redis 6.2
-	}{
-		{"Standalone", redistest.RedisClient(t), false},
-		{"Cluster", redistest.ClusterClient(t), false},
-		{"Legacy", redistest.RedisClient(t), true},
-	} {
+	for _, topo := range scriptVariants(t) {
 		client := topo.client
 		for _, c := range cases {
 			t.Run(topo.name+"/"+c.name, func(t *testing.T) {
 				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 				var logs logbuf.Buffer
 				logger := slog.New(slog.NewTextHandler(&logs, nil))
-				s := newRedisStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithLogger(logger))
-				if topo.legacy {
-					redisstore.UseLegacyScript(s)
-				}
+				s := newVariantStore(t, topo, redisstore.WithClock(clock.Now), redisstore.WithLogger(logger))
 				l, err := slidelog.New(s, c.p, slidelog.WithName("dmg-"+c.name), slidelog.WithDenyCache(0))
 				require.NoError(t, err)
 				defer l.Close()

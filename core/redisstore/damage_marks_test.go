@@ -5,12 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // A key shared by two limiters of different retentions (a policy change
@@ -22,24 +20,13 @@ import (
 func TestDamagedMarkKeepsLongerRetention(t *testing.T) {
 	long := []slidelog.Policy{{Name: "p", Limit: 10, Window: 10 * time.Minute}}
 	short := []slidelog.Policy{{Name: "p", Limit: 10, Window: time.Minute}}
-	for _, topo := range []struct {
-		name   string
-		client redis.UniversalClient
-		legacy bool
-	}{
-		{"Standalone", redistest.RedisClient(t), false},
-		{"Cluster", redistest.ClusterClient(t), false},
-		{"Legacy", redistest.RedisClient(t), true},
-	} {
+	for _, topo := range scriptVariants(t) {
 		for _, field := range []string{"h", "r", "ru"} {
 			for _, mode := range []string{"control", "damaged"} {
 				t.Run(topo.name+"/"+field+"/"+mode, func(t *testing.T) {
 					var us atomic.Int64
 					us.Store(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixMicro())
-					s := newRedisStore(t, topo.client, redisstore.WithClock(func() time.Time { return time.UnixMicro(us.Load()) }))
-					if topo.legacy {
-						redisstore.UseLegacyScript(s)
-					}
+					s := newVariantStore(t, topo, redisstore.WithClock(func() time.Time { return time.UnixMicro(us.Load()) }))
 					ns := "marks-" + topo.name + "-" + field + "-" + mode
 					keys := keysOf(s, ns, "k")
 					id := uint64(100)

@@ -93,3 +93,34 @@ func fullestWindow(as []slidelogtest.Admission, window time.Duration, limit int)
 	}
 	return most, lastOver
 }
+
+// scriptVariant is a Redis deployment of the rig and the script a test
+// runs on it: legacy is the script variant for Redis 6.2.
+type scriptVariant struct {
+	name   string
+	client redis.UniversalClient
+	legacy bool
+}
+
+// scriptVariants returns the rig's standalone server and its Cluster on
+// the current script, and the standalone server on the legacy script, in
+// that order.
+func scriptVariants(t *testing.T) []scriptVariant {
+	t.Helper()
+	return []scriptVariant{
+		{"Standalone", redistest.RedisClient(t), false},
+		{"Cluster", redistest.ClusterClient(t), false},
+		{"Legacy", redistest.RedisClient(t), true},
+	}
+}
+
+// newVariantStore returns newRedisStore(t, v.client, opts...), made to
+// run the legacy script if v is the Legacy variant.
+func newVariantStore(t *testing.T, v scriptVariant, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	s := newRedisStore(t, v.client, opts...)
+	if v.legacy {
+		redisstore.UseLegacyScript(s)
+	}
+	return s
+}

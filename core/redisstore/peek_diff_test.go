@@ -5,12 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
 // Peek never shows more room than the next Take gives, on undamaged
@@ -29,19 +27,12 @@ func TestPeekNeverMoreThanTake(t *testing.T) {
 		{Name: "m", Limit: 9, Window: 2 * time.Second, Precision: 200 * time.Millisecond},
 		{Name: "e", Limit: 20, Window: 3 * time.Second},
 	}
-	for _, topo := range []struct {
-		name   string
-		client redis.UniversalClient
-		legacy bool // the script variant for Redis 6.2
-	}{{"Standalone", redistest.RedisClient(t), false}, {"Cluster", redistest.ClusterClient(t), false}, {"Legacy", redistest.RedisClient(t), true}} {
+	for _, topo := range scriptVariants(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 6; seed++ {
 				rng := rand.New(rand.NewPCG(seed, 7))
 				clock := newTestClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-				s := newRedisStore(t, topo.client, redisstore.WithClock(clock.Now))
-				if topo.legacy {
-					redisstore.UseLegacyScript(s)
-				}
+				s := newVariantStore(t, topo, redisstore.WithClock(clock.Now))
 				id := uint64(0)
 				var ids []slidelog.Request
 				for step := 0; step < 300; step++ {
