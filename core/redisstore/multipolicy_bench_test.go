@@ -32,31 +32,27 @@ import (
 //	cd core && go test -run '^$' -bench MultiPolicyDecision -benchtime 3s -count 3 ./redisstore
 func BenchmarkMultiPolicyDecision(b *testing.B) {
 	keys := benchKeys(10_000)
-	for _, c := range redistest.PlainClients() {
-		b.Run(c.Name, func(b *testing.B) {
-			client := c.New(b)
-			store := newBenchStore(b, client)
-			limiters := map[string]*slidelog.Limiter{}
-			for name, opts := range map[string][]slidelog.Option{
-				"1": {slidelog.WithName("one")},
-				"3": {slidelog.WithName("three"), slidelog.WithPolicy(slidelog.PerSecond(10), slidelog.PerHour(1000))},
-			} {
-				l, err := slidelog.New(store, slidelog.PerMinute(100), opts...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = l.Close() })
-				limiters[name] = l
+	onEachPlainClient(b, func(b *testing.B, client redis.UniversalClient, store *redisstore.Store) {
+		limiters := map[string]*slidelog.Limiter{}
+		for name, opts := range map[string][]slidelog.Option{
+			"1": {slidelog.WithName("one")},
+			"3": {slidelog.WithName("three"), slidelog.WithPolicy(slidelog.PerSecond(10), slidelog.PerHour(1000))},
+		} {
+			l, err := slidelog.New(store, slidelog.PerMinute(100), opts...)
+			if err != nil {
+				b.Fatal(err)
 			}
-			for _, callers := range []int{1, 16, 64} {
-				for _, policies := range []string{"1", "3"} {
-					b.Run("callers="+strconv.Itoa(callers)+"/policies="+policies, func(b *testing.B) {
-						decide(b, limiters[policies], client, keys, callers)
-					})
-				}
+			b.Cleanup(func() { _ = l.Close() })
+			limiters[name] = l
+		}
+		for _, callers := range []int{1, 16, 64} {
+			for _, policies := range []string{"1", "3"} {
+				b.Run("callers="+strconv.Itoa(callers)+"/policies="+policies, func(b *testing.B) {
+					decide(b, limiters[policies], client, keys, callers)
+				})
 			}
-		})
-	}
+		}
+	})
 }
 
 // decide runs b's decisions on l from callers goroutines and reports
@@ -77,6 +73,18 @@ func benchKeys(n int) []string {
 		keys[i] = "client-" + strconv.Itoa(i)
 	}
 	return keys
+}
+
+// onEachPlainClient runs f as a sub-benchmark of b for each of the rig's
+// plain clients (redistest.PlainClients), named after it, with the client
+// and a Store on it from newBenchStore.
+func onEachPlainClient(b *testing.B, f func(b *testing.B, client redis.UniversalClient, store *redisstore.Store)) {
+	for _, c := range redistest.PlainClients() {
+		b.Run(c.Name, func(b *testing.B) {
+			client := c.New(b)
+			f(b, client, newBenchStore(b, client))
+		})
+	}
 }
 
 // newBenchStore returns a Store on client under a key prefix of its own,

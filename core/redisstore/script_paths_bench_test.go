@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	slidelog "github.com/slidelog/slidelog/core"
-	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+	"github.com/slidelog/slidelog/core/redisstore"
 )
 
 // BenchmarkScriptPathDecision measures what a decision costs Redis and
@@ -22,32 +24,28 @@ import (
 //	cd core && go test -run '^$' -bench ScriptPathDecision -benchtime 3s -count 3 ./redisstore
 func BenchmarkScriptPathDecision(b *testing.B) {
 	keys := benchKeys(10_000)
-	for _, c := range redistest.PlainClients() {
-		b.Run(c.Name, func(b *testing.B) {
-			client := c.New(b)
-			store := newBenchStore(b, client)
-			for _, path := range []struct {
-				name   string
-				policy slidelog.Policy
-				cost   int
-			}{
-				{"weighted", slidelog.PerMinute(100), 2},
-				{"bucketed", slidelog.Policy{Name: "b", Limit: 100, Window: time.Minute, Precision: time.Second}, 1},
-			} {
-				l, err := slidelog.New(store, path.policy, slidelog.WithName(path.name), slidelog.WithDenyCache(0))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = l.Close() })
-				b.Run(path.name, func(b *testing.B) {
-					// Denials are not reported: only the paths' cost is
-					// compared.
-					decideFrom(b, client, keys, 16, func(ctx context.Context, key string) (bool, error) {
-						_, err := l.AllowN(ctx, key, path.cost)
-						return true, err
-					})
-				})
+	onEachPlainClient(b, func(b *testing.B, client redis.UniversalClient, store *redisstore.Store) {
+		for _, path := range []struct {
+			name   string
+			policy slidelog.Policy
+			cost   int
+		}{
+			{"weighted", slidelog.PerMinute(100), 2},
+			{"bucketed", slidelog.Policy{Name: "b", Limit: 100, Window: time.Minute, Precision: time.Second}, 1},
+		} {
+			l, err := slidelog.New(store, path.policy, slidelog.WithName(path.name), slidelog.WithDenyCache(0))
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+			b.Cleanup(func() { _ = l.Close() })
+			b.Run(path.name, func(b *testing.B) {
+				// Denials are not reported: only the paths' cost is
+				// compared.
+				decideFrom(b, client, keys, 16, func(ctx context.Context, key string) (bool, error) {
+					_, err := l.AllowN(ctx, key, path.cost)
+					return true, err
+				})
+			})
+		}
+	})
 }
