@@ -180,12 +180,7 @@ func TestAgainstModelLateRecords(t *testing.T) {
 		ids := &idSource{r: r}
 		for step := range 400 {
 			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
-			switch r.IntN(10) {
-			case 0:
-				now += r.Int64N(maxW)
-			case 1, 2, 3:
-				now += r.Int64N(5_000)
-			}
+			now = advance(r, now, 10, maxW, 3, 5_000)
 			switch op := r.IntN(20); {
 			case op < 9:
 				cost := 1 + r.Int64N(minLimit)
@@ -266,12 +261,7 @@ func TestNeverUnderCountsAcrossPolicyChanges(t *testing.T) {
 		nextID := uint64(1)
 		for step := range 300 {
 			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
-			switch r.IntN(12) {
-			case 0:
-				now += r.Int64N(wmax)
-			case 1, 2, 3:
-				now += r.Int64N(5_000)
-			}
+			now = advance(r, now, 12, wmax, 3, 5_000)
 			if r.IntN(8) == 0 {
 				policies = randomSet()
 			}

@@ -193,6 +193,19 @@ func (s *idSource) recent() uint64 {
 	return s.ids[max(0, len(s.ids)-1-s.r.IntN(min(len(s.ids), 24)))]
 }
 
+// advance returns now moved on at random: with odds 1 in outOf by less
+// than long, with odds shorts in outOf by less than short, else not at
+// all.
+func advance(r *rand.Rand, now int64, outOf int, long int64, shorts int, short int64) int64 {
+	switch k := r.IntN(outOf); {
+	case k == 0:
+		return now + r.Int64N(long)
+	case k <= shorts:
+		return now + r.Int64N(short)
+	}
+	return now
+}
+
 // checkTake takes cost units for id at now on l and on the model m, and
 // requires the same decision and the same state of every policy.
 func checkTake(t *testing.T, m *model, l *Log, now int64, id uint64, cost int64, policies []Policy, out []State, where string) {
@@ -263,12 +276,7 @@ func TestAgainstModel(t *testing.T) {
 		ids := &idSource{r: r}
 		for step := range 300 {
 			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
-			switch r.IntN(10) {
-			case 0:
-				now += r.Int64N(300_000)
-			case 1, 2:
-				now += r.Int64N(3_000)
-			}
+			now = advance(r, now, 10, 300_000, 2, 3_000)
 			switch op := r.IntN(10); {
 			case op < 7:
 				cost := 1 + r.Int64N(minLimit)
