@@ -2,6 +2,7 @@ package contender_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -41,11 +42,7 @@ func BenchmarkMemory(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Cleanup(func() {
-					if err := l.Close(); err != nil {
-						b.Error(err)
-					}
-				})
+				closeAtEnd(b, l)
 				return l
 			}
 			runCases(b, newLimiter, true)
@@ -63,11 +60,7 @@ func BenchmarkRedis(b *testing.B) {
 		b.Skip("SLIDELOG_REDIS_ADDR is not set: no Redis to measure")
 	}
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	b.Cleanup(func() {
-		if err := client.Close(); err != nil {
-			b.Error(err)
-		}
-	})
+	closeAtEnd(b, client)
 	prefix := "slidebench:gotest:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	b.Cleanup(func() { deleteKeys(b, client, prefix) })
 	for i, name := range append(contender.Redis, contender.EvalSHA) {
@@ -78,16 +71,21 @@ func BenchmarkRedis(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Cleanup(func() {
-					if err := l.Close(); err != nil {
-						b.Error(err)
-					}
-				})
+				closeAtEnd(b, l)
 				return l
 			}
 			runCases(b, newLimiter, false)
 		})
 	}
+}
+
+// closeAtEnd closes c when b ends, failing b if Close fails.
+func closeAtEnd(b *testing.B, c io.Closer) {
+	b.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			b.Error(err)
+		}
+	})
 }
 
 // runCases runs the four cases on fresh limiters. With touch, the "allow"

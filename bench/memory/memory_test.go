@@ -49,6 +49,20 @@ type keyer struct{ n atomic.Int64 }
 
 func (k *keyer) next() string { return "key-" + strconv.FormatInt(k.n.Add(1), 10) }
 
+// runAdmitting runs b with run: it warms each key by deciding on it for
+// warmFor, then requires every timed decision to be admitted.
+func runAdmitting(b *testing.B, parallel bool, warmFor time.Duration, decide func(key string) bool) {
+	run(b, parallel, func(key string) {
+		for end := time.Now().Add(warmFor); time.Now().Before(end); {
+			decide(key)
+		}
+	}, func(key string) {
+		if !decide(key) {
+			b.Fatal("denied")
+		}
+	})
+}
+
 // run runs body on one goroutine, or on GOMAXPROCS goroutines with
 // b.RunParallel, each with a key of its own that warm has prepared.
 func run(b *testing.B, parallel bool, warm func(key string), body func(key string)) {
@@ -120,15 +134,7 @@ func BenchmarkAllow(b *testing.B) {
 					}
 					return res.Allowed
 				}
-				run(b, parallel, func(key string) {
-					for end := time.Now().Add(warmFor); time.Now().Before(end); {
-						take(key)
-					}
-				}, func(key string) {
-					if !take(key) {
-						b.Fatal("denied")
-					}
-				})
+				runAdmitting(b, parallel, warmFor, take)
 			})
 			b.Run(fmt.Sprintf("slidelog-limiter/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
 				store := memstore.New()
@@ -142,15 +148,7 @@ func BenchmarkAllow(b *testing.B) {
 					}
 					return res.Allowed
 				}
-				run(b, parallel, func(key string) {
-					for end := time.Now().Add(warmFor); time.Now().Before(end); {
-						allow(key)
-					}
-				}, func(key string) {
-					if !allow(key) {
-						b.Fatal("denied")
-					}
-				})
+				runAdmitting(b, parallel, warmFor, allow)
 			})
 		}
 		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
