@@ -49,6 +49,34 @@ type keyer struct{ n atomic.Int64 }
 
 func (k *keyer) next() string { return "key-" + strconv.FormatInt(k.n.Add(1), 10) }
 
+// storeTake returns a function that takes one unit for a key on store
+// under policy (namespace "bench", a random ID each time) and reports
+// whether it was admitted; an error fails b.
+func storeTake(b *testing.B, store *memstore.Store, policy slidelog.Policy) func(key string) bool {
+	req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{policy}}
+	return func(key string) bool {
+		r := req
+		r.Key, r.ID = key, rand.Uint64()
+		res, err := store.Take(context.Background(), r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return res.Allowed
+	}
+}
+
+// limiterAllow returns a function that asks l to allow a key and reports
+// whether it was admitted; an error fails b.
+func limiterAllow(b *testing.B, l *slidelog.Limiter) func(key string) bool {
+	return func(key string) bool {
+		res, err := l.Allow(context.Background(), key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return res.Allowed
+	}
+}
+
 // runAdmitting runs b with run: it warms each key by deciding on it for
 // warmFor, then requires every timed decision to be admitted.
 func runAdmitting(b *testing.B, parallel bool, warmFor time.Duration, decide func(key string) bool) {
@@ -124,31 +152,14 @@ func BenchmarkAllow(b *testing.B) {
 			b.Run(fmt.Sprintf("slidelog-take/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
 				store := memstore.New()
 				defer store.Close()
-				req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{m.policy}}
-				take := func(key string) bool {
-					r := req
-					r.Key, r.ID = key, rand.Uint64()
-					res, err := store.Take(context.Background(), r)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return res.Allowed
-				}
-				runAdmitting(b, parallel, warmFor, take)
+				runAdmitting(b, parallel, warmFor, storeTake(b, store, m.policy))
 			})
 			b.Run(fmt.Sprintf("slidelog-limiter/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
 				store := memstore.New()
 				defer store.Close()
 				l := slidelog.MustNew(store, m.policy)
 				defer l.Close()
-				allow := func(key string) bool {
-					res, err := l.Allow(context.Background(), key)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return res.Allowed
-				}
-				runAdmitting(b, parallel, warmFor, allow)
+				runAdmitting(b, parallel, warmFor, limiterAllow(b, l))
 			})
 		}
 		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
@@ -197,29 +208,14 @@ func BenchmarkDeny(b *testing.B) {
 			b.Run(fmt.Sprintf("slidelog-take/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
 				store := memstore.New()
 				defer store.Close()
-				req := slidelog.Request{Namespace: "bench", Cost: 1, Policies: []slidelog.Policy{denyPolicy(m.policy)}}
-				runDeny(b, parallel, func(key string) bool {
-					r := req
-					r.Key, r.ID = key, rand.Uint64()
-					res, err := store.Take(context.Background(), r)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return res.Allowed
-				})
+				runDeny(b, parallel, storeTake(b, store, denyPolicy(m.policy)))
 			})
 			b.Run(fmt.Sprintf("slidelog-limiter/%s/%s", m.name, modeName(parallel)), func(b *testing.B) {
 				store := memstore.New()
 				defer store.Close()
 				l := slidelog.MustNew(store, denyPolicy(m.policy))
 				defer l.Close()
-				runDeny(b, parallel, func(key string) bool {
-					res, err := l.Allow(context.Background(), key)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return res.Allowed
-				})
+				runDeny(b, parallel, limiterAllow(b, l))
 			})
 		}
 		b.Run("go-limiter/"+modeName(parallel), func(b *testing.B) {
