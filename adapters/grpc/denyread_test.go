@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -288,8 +287,7 @@ func TestServerOptionUnknownMethods(t *testing.T) {
 		"route and peer": httplimit.Composite(httplimit.ByRoute(), httplimit.ByClientIP()),
 	} {
 		t.Run(name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(memstore.New())
-			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			store := newCountingMemory(t)
 			l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "method", Limit: 1, Window: time.Minute})
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {

@@ -9,7 +9,6 @@ import (
 	slidegrpc "github.com/slidelog/slidelog/adapters/grpc"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/httplimit"
-	"github.com/slidelog/slidelog/core/memstore"
 	"github.com/slidelog/slidelog/core/slidelogtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -72,8 +71,7 @@ func TestRefundOnPanic(t *testing.T) {
 				name = setup.name + "/stream"
 			}
 			t.Run(name, func(t *testing.T) {
-				store := slidelogtest.NewCountingStore(memstore.New())
-				t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+				store := newCountingMemory(t)
 				client, _ := serve(t, recovered(t, store, setup.opts, httplimit.WithRefundOnServerError())...)
 				for i := range 4 {
 					if got := panickingCall(t, client, stream); got != codes.Internal {
@@ -93,8 +91,7 @@ func TestRefundOnPanic(t *testing.T) {
 func TestPanicCountsWithoutRefund(t *testing.T) {
 	for _, setup := range limitSetups {
 		t.Run(setup.name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(memstore.New())
-			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			store := newCountingMemory(t)
 			client, _ := serve(t, recovered(t, store, setup.opts)...)
 			for i, want := range []codes.Code{codes.Internal, codes.Internal, codes.ResourceExhausted, codes.ResourceExhausted} {
 				if got := panickingCall(t, client, false); got != want {

@@ -88,8 +88,7 @@ func TestTrustAllBehindNginx(t *testing.T) {
 		{"trusted nginx, app reached directly", []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"127.0.0.1"}, Header: "X-Forwarded-For"})}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(memstore.New())
-			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			store := newCountingMemory(t)
 			addr := listen(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "peer", Limit: 2, Window: time.Minute}), tt.opts...)...)
 			if tt.nginx {
 				port := slidelogtest.StartNginx(t, "http2", fmt.Sprintf(`		location / {
@@ -135,8 +134,7 @@ func TestBehindHAProxy(t *testing.T) {
 		{"if-none", trusted, false, "\toption forwardfor if-none", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(memstore.New())
-			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			store := newCountingMemory(t)
 			l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "peer", Limit: 2, Window: time.Minute})
 			opts := interceptors(l, tt.opts...)
 			if tt.tap {
@@ -165,8 +163,7 @@ func TestBehindHAProxy(t *testing.T) {
 // TestMetadataSentTwice: ByHeader refuses metadata sent twice, so a
 // client's own value before a gateway's never becomes the key.
 func TestMetadataSentTwice(t *testing.T) {
-	store := slidelogtest.NewCountingStore(memstore.New())
-	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+	store := newCountingMemory(t)
 	client, svc := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "user", Limit: 2, Window: time.Minute}), httplimit.WithKeyFunc(httplimit.ByHeader("x-user-id")))...)
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-user-id", "victim", "x-user-id", "gateway-user")
 	if _, err := client.EmptyCall(ctx, &testgrpc.Empty{}); status.Code(err) != codes.InvalidArgument {

@@ -121,6 +121,15 @@ func interceptors(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOp
 	}
 }
 
+// newCountingMemory returns a CountingStore on a new memory store, which
+// is closed when the test ends.
+func newCountingMemory(t *testing.T) *slidelogtest.CountingStore {
+	t.Helper()
+	store := slidelogtest.NewCountingStore(memstore.New())
+	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+	return store
+}
+
 // stores are the stores the adapter is tested on: memory and the test
 // Redis Cluster.
 func stores(t *testing.T) map[string]slidelogtest.NewStoreFunc {
@@ -269,8 +278,7 @@ func TestKeyByPeer(t *testing.T) {
 		}, "ip:127.0.0.1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(memstore.New())
-			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			store := newCountingMemory(t)
 			client, _ := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "peer", Limit: 10, Window: time.Minute}), tt.opts...)...)
 			ctx := metadata.AppendToOutgoingContext(t.Context(),
 				"x-forwarded-for", "203.0.113.9, 198.51.100.7", "x-real-ip", "192.0.2.99")
@@ -289,8 +297,7 @@ func TestKeyByPeer(t *testing.T) {
 // full method.
 func TestKeyByMetadataAndMethod(t *testing.T) {
 	t.Run("metadata", func(t *testing.T) {
-		store := slidelogtest.NewCountingStore(memstore.New())
-		t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+		store := newCountingMemory(t)
 		client, svc := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "key", Limit: 1, Window: time.Minute}), httplimit.WithKeyFunc(httplimit.ByHeader("x-api-key")))...)
 		for _, tt := range []struct {
 			give string
@@ -316,8 +323,7 @@ func TestKeyByMetadataAndMethod(t *testing.T) {
 		}
 	})
 	t.Run("full method", func(t *testing.T) {
-		store := slidelogtest.NewCountingStore(memstore.New())
-		t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+		store := newCountingMemory(t)
 		client, _ := serve(t, interceptors(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "method", Limit: 1, Window: time.Minute}), httplimit.WithKeyFunc(httplimit.ByRoute()))...)
 		if _, err := client.EmptyCall(t.Context(), &testgrpc.Empty{}); err != nil {
 			t.Fatal(err)
@@ -410,18 +416,9 @@ func TestUnavailable(t *testing.T) {
 // WithRefundOnServerError refunds calls whose handler failed with a
 // server-side code.
 func TestRefundOnServerError(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption
-	}{
-		{"interceptors", interceptors},
-		{"ServerOption", func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption {
-			return []grpc.ServerOption{slidegrpc.ServerOption(l, opts...)}
-		}},
-	} {
+	for _, tt := range limitSetups {
 		t.Run(tt.name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(memstore.New())
-			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			store := newCountingMemory(t)
 			client, _ := serve(t, tt.opts(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "refund", Limit: 1, Window: time.Minute}), httplimit.WithRefundOnServerError())...)
 			failing := metadata.AppendToOutgoingContext(t.Context(), "fail", "1")
 			for i, tt := range []struct {
@@ -447,18 +444,9 @@ func TestRefundOnServerError(t *testing.T) {
 // each call a deadline shorter than the handler's work would have every
 // call's work done for free.
 func TestNoRefundForClientDeadline(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption
-	}{
-		{"interceptors", interceptors},
-		{"ServerOption", func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption {
-			return []grpc.ServerOption{slidegrpc.ServerOption(l, opts...)}
-		}},
-	} {
+	for _, tt := range limitSetups {
 		t.Run(tt.name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(memstore.New())
-			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			store := newCountingMemory(t)
 			client, svc := serve(t, tt.opts(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "deadline", Limit: 2, Window: time.Minute}), httplimit.WithRefundOnServerError())...)
 			hanging := metadata.AppendToOutgoingContext(t.Context(), "hang", "1")
 			for i := range 5 {
@@ -493,18 +481,9 @@ func TestNoRefundForClientDeadline(t *testing.T) {
 // client's context stays live, so this is finishStatus's doing, not
 // httplimit.Decision.Finish's check of a client gone.
 func TestNoRefundForHandlerContextError(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption
-	}{
-		{"interceptors", interceptors},
-		{"ServerOption", func(l *slidelog.Limiter, opts ...httplimit.Option) []grpc.ServerOption {
-			return []grpc.ServerOption{slidegrpc.ServerOption(l, opts...)}
-		}},
-	} {
+	for _, tt := range limitSetups {
 		t.Run(tt.name, func(t *testing.T) {
-			store := slidelogtest.NewCountingStore(memstore.New())
-			t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+			store := newCountingMemory(t)
 			client, svc := serve(t, tt.opts(slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "own", Limit: 2, Window: time.Minute}), httplimit.WithRefundOnServerError())...)
 			ctx := metadata.AppendToOutgoingContext(t.Context(), "own-deadline", "1")
 			for i := range 5 {
