@@ -374,14 +374,44 @@ func TestGRPCRetryPolicy(t *testing.T) {
 	}
 }
 
+// newCountingMemory returns a CountingStore on a new memory store, which
+// is closed when the test ends.
+func newCountingMemory(t *testing.T) *slidelogtest.CountingStore {
+	t.Helper()
+	store := slidelogtest.NewCountingStore(memstore.New())
+	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
+	return store
+}
+
+// serveRefunding serves the test service behind an interceptor with
+// WithRefundOnServerError of a limiter on store, a policy named name of
+// limit a minute, and returns the server and a client of its health
+// Check procedure.
+func serveRefunding(t *testing.T, store slidelog.Store, name string, limit int) (*server, *connect.Client[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse]) {
+	t.Helper()
+	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: name, Limit: limit, Window: time.Minute})
+	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, httplimit.WithRefundOnServerError())))
+	return s, connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](s.http, s.url+checkProcedure)
+}
+
+// wantNoRefundAtLimit checks that store refunded nothing and that two
+// calls, the limit, reached s's handlers.
+func wantNoRefundAtLimit(t *testing.T, store *slidelogtest.CountingStore, s *server) {
+	t.Helper()
+	if got := store.Refunds(); got != 0 {
+		t.Errorf("refunds: got %d, want 0", got)
+	}
+	if got := s.reached.Load(); got != 2 {
+		t.Errorf("handler calls: got %d, want 2 (the limit)", got)
+	}
+}
+
 // A handler that fails with a server-side code is refunded under
 // WithRefundOnServerError.
 func TestRefundOnServerError(t *testing.T) {
 	store := memstore.New()
 	t.Cleanup(func() { _ = store.Close() })
-	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "refund", Limit: 1, Window: time.Minute})
-	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, httplimit.WithRefundOnServerError())))
-	client := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](s.http, s.url+checkProcedure)
+	_, client := serveRefunding(t, store, "refund", 1)
 	for i := range 3 {
 		_, err := client.CallUnary(t.Context(), connect.NewRequest(&healthpb.HealthCheckRequest{Service: "fail"}))
 		if got := connect.CodeOf(err); got != connect.CodeInternal {
@@ -397,11 +427,8 @@ func TestRefundOnServerError(t *testing.T) {
 // each call a deadline shorter than the handler's work would have every
 // call's work done for free.
 func TestNoRefundForClientDeadline(t *testing.T) {
-	store := slidelogtest.NewCountingStore(memstore.New())
-	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "deadline", Limit: 2, Window: time.Minute})
-	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, httplimit.WithRefundOnServerError())))
-	client := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](s.http, s.url+checkProcedure)
+	store := newCountingMemory(t)
+	s, client := serveRefunding(t, store, "deadline", 2)
 	for i := range 5 {
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		_, err := client.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{Service: "hang"}))
@@ -414,12 +441,7 @@ func TestNoRefundForClientDeadline(t *testing.T) {
 			t.Errorf("call %d: got %v, want %v", i+1, got, want)
 		}
 	}
-	if got := store.Refunds(); got != 0 {
-		t.Errorf("refunds: got %d, want 0", got)
-	}
-	if got := s.reached.Load(); got != 2 {
-		t.Errorf("handler calls: got %d, want 2 (the limit)", got)
-	}
+	wantNoRefundAtLimit(t, store, s)
 }
 
 // TestNoRefundForHandlerContextError: a handler that returns a context
@@ -429,11 +451,8 @@ func TestNoRefundForClientDeadline(t *testing.T) {
 // context stays live, so this is finishStatus's doing, not
 // httplimit.Decision.Finish's check of a client gone.
 func TestNoRefundForHandlerContextError(t *testing.T) {
-	store := slidelogtest.NewCountingStore(memstore.New())
-	t.Cleanup(func() { _ = store.Store.(io.Closer).Close() })
-	l := slidelogtest.NewLimiter(t, store, slidelog.Policy{Name: "own", Limit: 2, Window: time.Minute})
-	s := serve(t, connect.WithInterceptors(slideconnect.NewInterceptor(l, httplimit.WithRefundOnServerError())))
-	client := connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](s.http, s.url+checkProcedure)
+	store := newCountingMemory(t)
+	s, client := serveRefunding(t, store, "own", 2)
 	for i := range 5 {
 		_, err := client.CallUnary(t.Context(), connect.NewRequest(&healthpb.HealthCheckRequest{Service: "own-deadline"}))
 		want := connect.CodeDeadlineExceeded
@@ -444,12 +463,7 @@ func TestNoRefundForHandlerContextError(t *testing.T) {
 			t.Errorf("call %d: got %v, want %v", i+1, got, want)
 		}
 	}
-	if got := store.Refunds(); got != 0 {
-		t.Errorf("refunds: got %d, want 0", got)
-	}
-	if got := s.reached.Load(); got != 2 {
-		t.Errorf("handler calls: got %d, want 2 (the limit)", got)
-	}
+	wantNoRefundAtLimit(t, store, s)
 }
 
 // LimitByPeer is one handler option.
