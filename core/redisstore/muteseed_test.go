@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,30 +22,7 @@ import (
 // for it whenever it tries it first, and New starts either way.
 func TestClusterMuteSeedIsLogged(t *testing.T) {
 	live := redistest.ClusterClient(t).Options().Addrs
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // held open, never written to
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	mute := ln.Addr().String()
+	mute := muteSeed(t)
 
 	logs := &captured{}
 	c := redis.NewClusterClient(redisstore.ClusterOptions(append([]string{mute}, live...)...))
@@ -66,4 +44,47 @@ func TestClusterMuteSeedIsLogged(t *testing.T) {
 	for _, a := range live {
 		assert.NotContains(t, strings.Join(logs.all(), "\n"), "seed="+a, "a live seed is named")
 	}
+}
+
+// muteSeed listens on a free port (redistest.FreePort: in
+// SLIDELOG_SERVER_PORTS when set) and accepts connections there, holding
+// each open and never writing to it, until the test ends: a Cluster seed
+// that accepts TCP but never answers. It returns the address.
+func muteSeed(t *testing.T) string {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for range 5 {
+		var port int
+		port, err = redistest.FreePort()
+		require.NoError(t, err)
+		if ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			break
+		}
+	}
+	require.NoError(t, err, "a port for the silent seed")
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never written to
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
 }

@@ -74,32 +74,7 @@ func TestTLSClusterMuteSeedIsLogged(t *testing.T) {
 		return true
 	}, 20*time.Second, 50*time.Millisecond, "the nodes announce their proxies")
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // held open, never written to
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	mute := ln.Addr().String()
+	mute := muteSeed(t)
 
 	tlsConfig := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	// A healthy TLS Cluster first: the proxies work.
@@ -147,12 +122,22 @@ func TestTLSClusterMuteSeedIsLogged(t *testing.T) {
 	}
 }
 
-// tlsProxy serves TLS with cfg on a loopback port, forwarding each
+// tlsProxy serves TLS with cfg on a free loopback port (redistest.FreePort),
+// forwarding each
 // connection to the plain server at backend, until the test ends; it
 // returns the port's address.
 func tlsProxy(t *testing.T, cfg *tls.Config, backend string) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	var ln net.Listener
+	var err error
+	for range 5 {
+		var port int
+		port, err = redistest.FreePort()
+		require.NoError(t, err)
+		if ln, err = tls.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cfg); err == nil {
+			break
+		}
+	}
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var open []net.Conn
