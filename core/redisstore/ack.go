@@ -445,7 +445,7 @@ func checkAck(client redis.UniversalClient, a *acker, stall time.Duration) error
 // and be kept), and every master with more (a failover to a replica that
 // did not acknowledge loses what only the others hold: docs/scaling.md,
 // "Two replicas").
-func (s *Store) checkReplicas(ctx context.Context, logger *slog.Logger) {
+func (s *Store) checkReplicas(ctx context.Context, logger *slog.Logger, masters []*redis.Client) {
 	a := s.pipes.ack
 	if a == nil {
 		return
@@ -472,5 +472,5 @@ func (s *Store) checkReplicas(ctx context.Context, logger *slog.Logger) {
 		}
 		return nil
 	}
-	_ = eachMaster(ctx, s.client, check)
+	_ = eachOf(ctx, s.client, masters, check)
 }

@@ -110,37 +110,31 @@ type commandCheck struct {
 }
 
 // checkMasters runs checkCommands on the server of a single-server client
-// and, on a Cluster, on every master but those in down (which do not
-// answer, and were logged as such), together, so that one master whose
-// ACL or configuration differs from the others' is found. The results
-// are sorted by address.
-func (s *Store) checkMasters(ctx context.Context, ack bool, down []string) []commandCheck {
+// and, on a Cluster, on each of masters (those that answered New's PING:
+// the others were logged as such), through its own client, together, so
+// that one master whose ACL or configuration differs from the others' is
+// found. The results are sorted by address.
+func (s *Store) checkMasters(ctx context.Context, ack bool, masters []*redis.Client) []commandCheck {
 	c, ok := s.client.(*redis.ClusterClient)
 	if !ok {
 		r := commandCheck{addr: s.checkedAddr()}
 		r.refused, r.legacy, r.err = s.checkCommands(ctx, s.client, r.addr, checkTag, ack)
 		return []commandCheck{r}
 	}
-	var mu sync.Mutex
-	var out []commandCheck
-	err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-		r := commandCheck{addr: n.Options().Addr}
-		if slices.Contains(down, r.addr) {
-			return nil
-		}
-		if tag, err := masterTag(ctx, c, r.addr); err != nil {
-			r.err = err
-		} else {
-			r.refused, r.legacy, r.err = s.checkCommands(ctx, n, r.addr, tag, ack)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		out = append(out, r)
-		return nil
-	})
-	if err != nil {
-		out = append(out, commandCheck{addr: s.checkedAddr(), err: fmt.Errorf("the masters of the Cluster seeded by %s: %w", s.checkedAddr(), err)})
+	out := make([]commandCheck, len(masters))
+	var wg sync.WaitGroup
+	for i, n := range masters {
+		wg.Go(func() {
+			r := commandCheck{addr: n.Options().Addr}
+			if tag, err := masterTag(ctx, c, r.addr); err != nil {
+				r.err = err
+			} else {
+				r.refused, r.legacy, r.err = s.checkCommands(ctx, n, r.addr, tag, ack)
+			}
+			out[i] = r
+		})
 	}
+	wg.Wait()
 	slices.SortFunc(out, func(a, b commandCheck) int { return strings.Compare(a.addr, b.addr) })
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -127,6 +128,11 @@ func evictingPolicy(policy string) bool {
 // fail with OOM and the limiter falls back. Other failures (unreachable
 // server, CONFIG disabled) are returned as they are.
 func CheckConfig(ctx context.Context, client redis.UniversalClient) error {
+	return checkConfig(ctx, client, nil)
+}
+
+// checkConfig is CheckConfig on masters (see eachOf).
+func checkConfig(ctx context.Context, client redis.UniversalClient, masters []*redis.Client) error {
 	check := func(ctx context.Context, c *redis.Client) error {
 		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 		if err != nil {
@@ -137,7 +143,7 @@ func CheckConfig(ctx context.Context, client redis.UniversalClient) error {
 		}
 		return nil
 	}
-	if err := eachMaster(ctx, client, check); err != errClientKind {
+	if err := eachOf(ctx, client, masters, check); err != errClientKind {
 		return err
 	}
 	return errors.New("slidelog: cannot check the configuration of this client type")
@@ -160,6 +166,24 @@ func eachMaster(ctx context.Context, client redis.UniversalClient, fn func(conte
 		return fn(ctx, c)
 	}
 	return errClientKind
+}
+
+// eachOf runs fn on each of masters together and returns their errors
+// joined, or, when masters is empty, is eachMaster: New's checks after
+// reach run on the Cluster masters that answered it, through their own
+// clients, without the Cluster client's reading of the slot map that
+// eachMaster's ForEachMaster does each time.
+func eachOf(ctx context.Context, client redis.UniversalClient, masters []*redis.Client, fn func(context.Context, *redis.Client) error) error {
+	if len(masters) == 0 {
+		return eachMaster(ctx, client, fn)
+	}
+	errs := make([]error, len(masters))
+	var wg sync.WaitGroup
+	for i, m := range masters {
+		wg.Go(func() { errs[i] = fn(ctx, m) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // clientWarnings lists settings of client that break resharding.

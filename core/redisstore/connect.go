@@ -380,9 +380,10 @@ func failoverError(err error) error {
 // standalone server or a plain Client on a Cluster node, and with
 // ErrUnreachable when no master answers. On a Cluster whose slot map loads
 // but some of whose masters do not answer, it returns those masters in
-// down, and in mute the seeds that accepted a connection but did not
-// answer it (see seedAnswer).
-func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int32) (down []silentMaster, mute []string, err error) {
+// its down, and in its mute the seeds that accepted a connection but did
+// not answer it (see seedAnswer); its masters are those that answered,
+// on which New's later checks run.
+func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int32) (reached, error) {
 	dialRemote := func(ctx context.Context, dialer func(context.Context, string, string) (net.Conn, error), network, addr string) (string, error) {
 		probes.Add(1)
 		defer probes.Add(-1)
@@ -393,26 +394,27 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		o := c.Options()
 		addr, err := dialRemote(ctx, o.Dialer, o.Network, o.Addr)
 		if err != nil && o.Addr == failoverAddr {
-			return nil, nil, failoverError(err)
+			return reached{}, failoverError(err)
 		}
 		if err != nil {
-			return nil, nil, unreachableError(nodeName(o.Addr), fmt.Errorf("%w%s", err, tlsHint(o.TLSConfig, err)))
+			return reached{}, unreachableError(nodeName(o.Addr), fmt.Errorf("%w%s", err, tlsHint(o.TLSConfig, err)))
 		}
 		r, err := serverRole(ctx, c)
 		if err != nil {
-			return nil, nil, unreachableError(addr, refusal(ctx, o.Dialer, o.Network, addr, err))
+			return reached{}, unreachableError(addr, refusal(ctx, o.Dialer, o.Network, addr, err))
 		}
 		switch {
 		case r.sentinel:
-			return nil, nil, sentinelError(addr)
+			return reached{}, sentinelError(addr)
 		case r.replica && !r.cluster:
-			return nil, nil, replicaError(addr)
+			return reached{}, replicaError(addr)
 		}
 		if r.cluster {
-			return nil, nil, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
+			return reached{}, fmt.Errorf("%w: %s is a node of a Redis Cluster, where a plain redis.Client gets MOVED for most keys; use redis.NewClusterClient(redisstore.ClusterOptions(...)) or redisstore.Connect", ErrTopology, addr)
 		}
-		return nil, nil, nil
+		return reached{}, nil
 	case *redis.ClusterClient:
+		var found reached
 		o := c.Options()
 		seeds := strings.Join(o.Addrs, ",")
 		// The seeds are dialled together, as the client's nodes dial (over
@@ -461,7 +463,7 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 		wg.Wait()
 		dialErrs = slices.DeleteFunc(dialErrs, func(err error) bool { return err == nil })
 		if len(o.Addrs) > 0 && len(dialErrs) == len(o.Addrs) {
-			return nil, nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(dialErrs...))
+			return reached{}, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(dialErrs...))
 		}
 		var mu sync.Mutex
 		answered := 0
@@ -483,16 +485,17 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 			switch {
 			case perr == nil:
 				answered++
+				found.masters = append(found.masters, n)
 			case refuses(perr):
 				refused = append(refused, unreachableError(no.Addr, perr))
 			default:
-				down = append(down, silentMaster{no.Addr, unreachableError(no.Addr, perr)})
+				found.down = append(found.down, silentMaster{no.Addr, unreachableError(no.Addr, perr)})
 			}
 			return nil
 		})
 		switch {
 		case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
-			return nil, nil, fmt.Errorf("%w: %s is a standalone Redis, not a Cluster node (%w); use redis.NewClient(redisstore.ClientOptions(...)) or redisstore.Connect", ErrTopology, seeds, err)
+			return reached{}, fmt.Errorf("%w: %s is a standalone Redis, not a Cluster node (%w); use redis.NewClient(redisstore.ClientOptions(...)) or redisstore.Connect", ErrTopology, seeds, err)
 		case err != nil && strings.Contains(err.Error(), "unknown command"):
 			// No CLUSTER command: a Sentinel's port, most likely.
 			for _, a := range o.Addrs {
@@ -501,48 +504,57 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 				r, _ := serverRole(ctx, seed)
 				_ = seed.Close()
 				if r.sentinel {
-					return nil, nil, sentinelError(a)
+					return reached{}, sentinelError(a)
 				}
 			}
-			return nil, nil, unreachableError(seeds, err)
+			return reached{}, unreachableError(seeds, err)
 		case err != nil && closedByServer(err):
 			if errs := seedRefusals(ctx, o); len(errs) > 0 {
-				return nil, nil, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(errs...))
+				return reached{}, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(errs...))
 			}
-			return nil, nil, unreachableError(seeds, err)
+			return reached{}, unreachableError(seeds, err)
 		case err != nil && ctx.Err() != nil:
-			return nil, nil, unreachableError(seeds, context.Cause(ctx))
+			return reached{}, unreachableError(seeds, context.Cause(ctx))
 		case err != nil:
-			return nil, nil, unreachableError(seeds, err)
+			return reached{}, unreachableError(seeds, err)
 		case len(refused) > 0:
 			// A master that refuses the client (a wrong password, protected
 			// mode) is a misconfiguration, which no failover mends.
-			return nil, nil, fmt.Errorf("%w: masters of the Cluster seeded by %s refuse the client (%d of %d), and decisions on their slots would go to the failure mode: %w",
-				ErrUnreachable, seeds, len(refused), len(refused)+answered+len(down), errors.Join(refused...))
-		case answered == 0 && len(down) > 0:
-			errs := make([]error, len(down))
-			for i, d := range down {
+			return reached{}, fmt.Errorf("%w: masters of the Cluster seeded by %s refuse the client (%d of %d), and decisions on their slots would go to the failure mode: %w",
+				ErrUnreachable, seeds, len(refused), len(refused)+answered+len(found.down), errors.Join(refused...))
+		case answered == 0 && len(found.down) > 0:
+			errs := make([]error, len(found.down))
+			for i, d := range found.down {
 				errs[i] = d.err
 			}
-			return nil, nil, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(errs...))
+			return reached{}, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(errs...))
 		case answered == 0:
-			return nil, nil, fmt.Errorf("%w: the Cluster seeded by %s has no master", ErrUnreachable, seeds)
+			return reached{}, fmt.Errorf("%w: the Cluster seeded by %s has no master", ErrUnreachable, seeds)
 		}
-		if err := slotCoverage(ctx, c, seeds); err != nil {
-			return nil, nil, err
+		// The slot map as a master that answered reads it: the Cluster
+		// client would ask a node of its choice, perhaps a silent one.
+		if err := slotCoverage(ctx, found.masters[0], seeds); err != nil {
+			return reached{}, err
 		}
 		for i, ch := range answers {
 			if err := <-ch; errors.Is(err, os.ErrDeadlineExceeded) {
-				mute = append(mute, o.Addrs[i])
+				found.mute = append(found.mute, o.Addrs[i])
 			}
 		}
-		return down, mute, nil
+		return found, nil
 	default:
 		if err := client.Ping(ctx).Err(); err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+			return reached{}, fmt.Errorf("%w: %w", ErrUnreachable, err)
 		}
-		return nil, nil, nil
+		return reached{}, nil
 	}
+}
+
+// reached is what reach found of a Cluster.
+type reached struct {
+	masters []*redis.Client // the masters that answered PING
+	down    []silentMaster  // the masters that did not
+	mute    []string        // the seeds that accepted a connection, and did not answer
 }
 
 // seedAnswer sends PING on conn, a new connection to a Cluster seed,
@@ -579,13 +591,14 @@ type silentMaster struct {
 const clusterSlots = 16384
 
 // slotCoverage fails with ErrTopology when the Cluster's slot map (CLUSTER
-// SLOTS) leaves hash slots without a master: no node serves their keys,
+// SLOTS, as c, the client of a master that answered, reads it) leaves
+// hash slots without a master: no node serves their keys,
 // whose every decision would fail with CLUSTERDOWN (and, with
 // cluster-require-full-coverage yes, every key's would). Unlike a master
 // that does not answer, which a failover replaces, an unassigned slot
 // stays so until an operator assigns it. A slot map that cannot be read
 // (a user not allowed CLUSTER SLOTS) is left to the other checks.
-func slotCoverage(ctx context.Context, c *redis.ClusterClient, seeds string) error {
+func slotCoverage(ctx context.Context, c *redis.Client, seeds string) error {
 	slots, err := c.ClusterSlots(ctx).Result() //nolint:staticcheck // CLUSTER SHARDS is Redis 7's, and 6.2 is supported
 	if err != nil {
 		return nil

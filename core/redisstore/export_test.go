@@ -143,7 +143,7 @@ func OpenBatchers(s *Store) (open, senders int) {
 // test servers need (the Redis 6.2 one on 6.2), reading their version
 // through probe, so that s's own client still sends nothing.
 func MatchServer(ctx context.Context, s *Store, probe redis.UniversalClient) error {
-	legacy, err := serverVariant(ctx, probe)
+	legacy, err := serverVariant(ctx, probe, nil)
 	if err != nil {
 		return err
 	}

@@ -270,7 +270,8 @@ type config struct {
 // do are logged at ERROR level: decisions on their slots go to the
 // limiter's failure mode until they answer; masters that answer but
 // refuse the client (a wrong password, protected mode) fail New with
-// ErrUnreachable.
+// ErrUnreachable. New's later checks run on the masters that answered,
+// each through its own client.
 //
 // When no master answers (the server is down, its host does not resolve,
 // the address has no port or is a URL, or it refuses the client: a Redis
@@ -353,7 +354,7 @@ func (s *Store) check(cfg config) error {
 	var probes atomic.Int32
 	ctx, stop := s.pipes.checkContext(checkTimeout, &probes)
 	defer stop()
-	down, mute, err := reach(ctx, s.client, &probes)
+	r, err := reach(ctx, s.client, &probes)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnreachable) && cfg.startUnreachable:
@@ -369,16 +370,19 @@ func (s *Store) check(cfg config) error {
 			"each of its decisions is handed to a sender goroutine, which costs CPU; create the store before the client's first command (as after redisstore.Connect)",
 			"node", nodeName(addr))
 	}
-	for _, seed := range mute {
+	for _, seed := range r.mute {
 		cfg.logger.Warn("redisstore: a cluster seed accepted the connection but did not answer PING within the client's read timeout (1s at most): each reading of the slot map that tries it first (New's, and the client's after a MOVED or a failover) waits that long; mend it, or leave it out of the seeds",
 			"seed", seed)
 	}
-	silent := make([]string, len(down))
-	for i, d := range down {
-		silent[i] = d.addr
+	for _, d := range r.down {
 		cfg.logger.Error("redisstore: a cluster master does not answer: decisions on its slots go to the limiter's failure mode until it does", "error", d.err)
 	}
-	checks := s.checkMasters(ctx, cfg.ack != nil, silent)
+	// The later checks run on the masters that answered (on a Cluster),
+	// each through its own client: the Cluster client would read the
+	// slot map again for each, from the seeds in its own order, and wait
+	// on a silent one.
+	masters := r.masters
+	checks := s.checkMasters(ctx, cfg.ack != nil, masters)
 	var unusable []error
 	for _, c := range checks {
 		if errors.Is(c.err, ErrPermission) || errors.Is(c.err, ErrTopology) || errors.Is(c.err, ErrUnsupportedVersion) {
@@ -404,7 +408,7 @@ func (s *Store) check(cfg config) error {
 				"node", c.addr, "commands", c.refused)
 		}
 	}
-	switch err := s.checkVersion(ctx); {
+	switch err := s.checkVersion(ctx, masters); {
 	case err == nil:
 	case errors.Is(err, ErrUnsupportedVersion):
 		return err
@@ -415,9 +419,9 @@ func (s *Store) check(cfg config) error {
 			s.legacy.Store(true)
 		}
 	}
-	s.warm(ctx)
-	s.checkReplicas(ctx, cfg.logger)
-	err = CheckConfig(ctx, s.client)
+	s.warm(ctx, masters)
+	s.checkReplicas(ctx, cfg.logger, masters)
+	err = checkConfig(ctx, s.client, masters)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnsafeConfig):
@@ -446,10 +450,11 @@ func (s *Store) checkedAddr() string {
 	return nodeName("")
 }
 
-// warm loads the store's scripts on every master and makes the client
-// load its command table and slot map, so that the first decisions wait
-// for none of it. Errors are left to the decisions.
-func (s *Store) warm(ctx context.Context) {
+// warm loads the store's scripts on every master (those of masters, see
+// eachOf) and makes the client load its command table and slot map, so
+// that the first decisions wait for none of it. Errors are left to the
+// decisions.
+func (s *Store) warm(ctx context.Context, masters []*redis.Client) {
 	load := func(ctx context.Context, c *redis.Client) error {
 		if !s.legacy.Load() {
 			if err := commonScript.Load(ctx, c).Err(); err != nil {
@@ -458,7 +463,7 @@ func (s *Store) warm(ctx context.Context) {
 		}
 		return s.script().Load(ctx, c).Err()
 	}
-	_ = eachMaster(ctx, s.client, load)
+	_ = eachOf(ctx, s.client, masters, load)
 	_ = s.client.Exists(ctx, s.prefix+"warm").Err()
 }
 

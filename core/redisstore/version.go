@@ -81,13 +81,14 @@ func scriptVariant(v serverVersion) (legacy bool, err error) {
 	}
 }
 
-// checkVersion reads the version of every master and picks the script
+// checkVersion reads the version of every master (those of masters, see
+// eachOf) and picks the script
 // variant they all run: the legacy one when any of them is Redis 6.2.
-func (s *Store) checkVersion(ctx context.Context) error {
+func (s *Store) checkVersion(ctx context.Context, masters []*redis.Client) error {
 	if s.pinned {
 		return nil
 	}
-	legacy, err := serverVariant(ctx, s.client)
+	legacy, err := serverVariant(ctx, s.client, masters)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (s *Store) checkVersion(ctx context.Context) error {
 
 // serverVariant reads the version of every master of client and reports
 // whether they need the legacy script variant: any of them is Redis 6.2.
-func serverVariant(ctx context.Context, client redis.UniversalClient) (bool, error) {
+func serverVariant(ctx context.Context, client redis.UniversalClient, masters []*redis.Client) (bool, error) {
 	var mu sync.Mutex
 	legacy := false
 	check := func(ctx context.Context, c redis.UniversalClient) error {
@@ -118,7 +119,7 @@ func serverVariant(ctx context.Context, client redis.UniversalClient) (bool, err
 		mu.Unlock()
 		return nil
 	}
-	err := eachMaster(ctx, client, func(ctx context.Context, node *redis.Client) error { return check(ctx, node) })
+	err := eachOf(ctx, client, masters, func(ctx context.Context, node *redis.Client) error { return check(ctx, node) })
 	if err == errClientKind {
 		err = check(ctx, client)
 	}
@@ -141,5 +142,5 @@ func (s *Store) redetect(ctx context.Context) {
 	if s.pinned || now-last < int64(time.Second) || !s.detected.CompareAndSwap(last, now) {
 		return
 	}
-	_ = s.checkVersion(ctx)
+	_ = s.checkVersion(ctx, nil)
 }
