@@ -186,6 +186,24 @@ func eachOf(ctx context.Context, client redis.UniversalClient, masters []*redis.
 	return errors.Join(errs...)
 }
 
+// nodeWait is how long New's check waits for a node of a Cluster
+// client that leaves a request unanswered before it holds the node
+// silent for the rest of the check (see checkContext): the client's
+// ReadTimeout, and half the check's time at most, so that a silent node
+// is found before the check's own time ends; 0 (no node is held silent:
+// the check ends) for a client of one server.
+func nodeWait(client redis.UniversalClient) time.Duration {
+	c, ok := client.(*redis.ClusterClient)
+	if !ok {
+		return 0
+	}
+	wait := checkTimeout / 2
+	if rt := c.Options().ReadTimeout; rt > 0 && rt < wait {
+		wait = rt
+	}
+	return wait
+}
+
 // clientWarnings lists settings of client that break resharding.
 func clientWarnings(client redis.UniversalClient) []string {
 	var out []string

@@ -65,7 +65,117 @@ type connSet struct {
 	nclaims atomic.Int32
 
 	panics *panicLog // the store's
+
+	// muted is set while New's check holds the node silent (see
+	// pipelines.checkContext): its connections are broken off, and its
+	// dials answered with a silentConn, failing at once with *muted.
+	// muteCh, under mu, is closed when it is set.
+	muted  atomic.Pointer[error]
+	muteCh chan struct{}
+	// closedRead is the bytes read on the set's closed connections (see
+	// bytesRead).
+	closedRead atomic.Uint64
 }
+
+// mute holds the node silent for the rest of New's check: every
+// connection's reads and writes fail at once, a dial in progress is
+// abandoned (see dialWatch) and later dials get a silentConn failing
+// with err, so that the client waits on the node no more.
+func (s *connSet) mute(err error) {
+	s.mu.Lock()
+	if s.muted.Load() != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.muted.Store(&err)
+	if s.muteCh == nil {
+		s.muteCh = make(chan struct{})
+	}
+	close(s.muteCh)
+	s.mu.Unlock()
+	s.breakAll()
+}
+
+// unmute ends mute: the node's next dials are real ones again.
+func (s *connSet) unmute() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.muted.Load() != nil {
+		s.muted.Store(nil)
+		s.muteCh = nil
+	}
+}
+
+// mutedErr is the error of a muted node's connections; nil unless
+// muted.
+func (s *connSet) mutedErr() error {
+	if e := s.muted.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// muteDone returns a channel closed when the node is muted.
+func (s *connSet) muteDone() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.muteCh == nil {
+		s.muteCh = make(chan struct{})
+	}
+	return s.muteCh
+}
+
+// waiting reports whether a call may wait on the node where the kernel
+// keeps no record of it: a dial in progress, or a connection that is not
+// TCP (TLS) owing a reply.
+func (s *connSet) waiting() bool {
+	if s.dialing.Load() > 0 {
+		return true
+	}
+	gen := s.gen.Load()
+	for _, c := range s.list() {
+		if c.gen != gen || c.kicked.Load() || c.tcp != nil {
+			continue
+		}
+		if c.wseq.Load() > c.rseq.Load() || c.reading.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// bytesRead is how many bytes this process has read from the node, on
+// connections open and closed: it grows with each of the node's answers.
+func (s *connSet) bytesRead() uint64 {
+	n := s.closedRead.Load()
+	for _, c := range s.list() {
+		n += c.nread.Load()
+	}
+	return n
+}
+
+// silentConn stands in for a connection to a node muted by New's check:
+// its reads and writes fail at once with err, which go-redis does not
+// retry, so that a request to the node fails without a dial (whose
+// failure go-redis would retry five times, 100 ms apart).
+type silentConn struct {
+	addr silentAddr
+	err  error
+}
+
+type silentAddr string
+
+func (a silentAddr) Network() string { return "tcp" }
+func (a silentAddr) String() string  { return string(a) }
+
+func (c silentConn) Read([]byte) (int, error)         { return 0, c.err }
+func (c silentConn) Write([]byte) (int, error)        { return 0, c.err }
+func (c silentConn) Close() error                     { return nil }
+func (c silentConn) LocalAddr() net.Addr              { return c.addr }
+func (c silentConn) RemoteAddr() net.Addr             { return c.addr }
+func (c silentConn) SetDeadline(time.Time) error      { return nil }
+func (c silentConn) SetReadDeadline(time.Time) error  { return nil }
+func (c silentConn) SetWriteDeadline(time.Time) error { return nil }
 
 // pendingDial is a dial to a set's node in progress.
 type pendingDial struct {
@@ -458,7 +568,7 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 }
 
 func (c *trackedConn) deadline(t time.Time) time.Time {
-	if c.gen != c.set.gen.Load() || c.kicked.Load() {
+	if c.gen != c.set.gen.Load() || c.kicked.Load() || c.set.muted.Load() != nil {
 		return pastDeadline
 	}
 	return t
@@ -476,7 +586,10 @@ func (c *trackedConn) SetWriteDeadline(t time.Time) error {
 
 func (c *trackedConn) Close() error {
 	c.set.mu.Lock()
-	delete(c.set.conns, c)
+	if _, ok := c.set.conns[c]; ok {
+		delete(c.set.conns, c)
+		c.set.closedRead.Add(c.nread.Load())
+	}
 	c.set.mu.Unlock()
 	return c.Conn.Close()
 }

@@ -461,17 +461,37 @@ func nodeName(addr string) string {
 // when they have gone unanswered for timeout by the same evidence as a
 // stalled node's (see monitor): never because this process could not run.
 // stop releases it.
-func (p *pipelines) checkContext(timeout time.Duration, probes *atomic.Int32) (ctx context.Context, stop func()) {
+//
+// With nodeWait (a Cluster's), a node that leaves a request unanswered
+// for nodeWait by that evidence (or, where the kernel keeps no record,
+// a dial or a TLS connection waiting for it that long in alive time) is
+// muted for the rest of the check (see connSet.mute): the client's
+// requests to it fail at once, so that one silent node among answering
+// ones is waited on once, not in each check, and does not end the
+// others' checks; it no longer counts towards timeout. stop unmutes it.
+func (p *pipelines) checkContext(timeout, nodeWait time.Duration, probes *atomic.Int32) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	quit, done := make(chan struct{}), make(chan struct{})
+	if nodeWait > 0 {
+		p.muting.Store(true)
+	}
 	go func() {
 		defer close(done)
 		tick := max(time.Millisecond, timeout/10)
+		if nodeWait > 0 {
+			tick = max(time.Millisecond, min(tick, nodeWait/10))
+		}
 		t := time.NewTicker(tick)
 		defer t.Stop()
 		var silence time.Duration
 		seen := p.progress()
 		last := time.Now()
+		// Per node, with nodeWait: the bytes read from it, whether a call
+		// has waited on it since they last grew, and for how long in
+		// alive time.
+		signs := map[*connSet]uint64{}
+		pending := map[*connSet]bool{}
+		waited := map[*connSet]time.Duration{}
 		for {
 			select {
 			case <-quit:
@@ -483,9 +503,49 @@ func (p *pipelines) checkContext(timeout time.Duration, probes *atomic.Int32) (c
 			now := time.Now()
 			alive := max(tick/4, min(now.Sub(last), 2*tick)-now.Sub(yield))
 			last = now
-			ev := p.evidence()
+			var ev evidence
+			muted := false
+			for _, cs := range p.connSets() {
+				if cs.mutedErr() != nil {
+					continue
+				}
+				nev := cs.silence()
+				if nodeWait > 0 {
+					// A node is waited on from a request it owes (or a dial
+					// to it) until it sends a byte, across the client's own
+					// timeouts and retries, which end a connection's wait
+					// and start another's.
+					if sign := cs.bytesRead(); sign != signs[cs] || nev.answered {
+						signs[cs], pending[cs], waited[cs] = sign, false, 0
+					}
+					if nev.owed || cs.waiting() {
+						pending[cs] = true
+					}
+					if pending[cs] {
+						waited[cs] += alive
+					}
+					// The kernel's record of one request's wait counts in
+					// wall time, which it keeps whether this process runs
+					// or not; the wait across the client's retries, in alive
+					// time.
+					if (nev.owed && nev.silence >= nodeWait) || waited[cs] >= nodeWait {
+						cs.mute(&silentNodeError{wait: nodeWait})
+						muted = true
+						continue
+					}
+				}
+				ev.unknown = ev.unknown || nev.unknown || cs.untracked.Load()
+				if nev.owed {
+					if !ev.owed || nev.silence > ev.silence {
+						ev.silence = nev.silence
+					}
+					ev.owed = true
+				}
+			}
 			ev.unknown = ev.unknown || probes.Load() > 0
-			if pr := p.progress(); pr != seen || !ev.unknown {
+			if pr := p.progress(); pr != seen || !ev.unknown || muted {
+				// A node muted is a verdict: the client's calls to it end,
+				// and the others get their time anew.
 				seen, silence = pr, 0
 			} else {
 				silence += alive
@@ -500,8 +560,24 @@ func (p *pipelines) checkContext(timeout time.Duration, probes *atomic.Int32) (c
 	return ctx, func() {
 		close(quit)
 		<-done
+		if nodeWait > 0 {
+			p.muting.Store(false)
+			for _, cs := range p.connSets() {
+				cs.unmute()
+			}
+		}
 		cancel(nil)
 	}
+}
+
+// silentNodeError is the error of the calls to a node New's check muted
+// (see checkContext).
+type silentNodeError struct {
+	wait time.Duration
+}
+
+func (e *silentNodeError) Error() string {
+	return fmt.Sprintf("no answer within %v while New checked the servers (not waited on again in its checks)", e.wait)
 }
 
 // errNoAnswer is the cause of a check context ended by silence.

@@ -709,6 +709,9 @@ type pipelines struct {
 	// dials whichever server is the master).
 	conns map[string]*connSet
 	mon   *monitor
+	// muting is set while New's check on a Cluster runs: a node silent
+	// for the check's node wait is muted (see checkContext).
+	muting atomic.Bool
 	// master is, on a single server, the address of the server the
 	// client reaches: the client's own address, or for a failover client
 	// the remote address of its latest connection, which go-redis dials
@@ -886,9 +889,26 @@ type dialWatch struct {
 func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cs := h.p.connSet(addr)
+		if err := cs.mutedErr(); err != nil {
+			return silentConn{silentAddr(addr), err}, nil
+		}
 		d := cs.dialStart(addr, h.tls)
-		conn, err := next(ctx, network, addr)
+		var conn net.Conn
+		var err error
+		if h.p.muting.Load() {
+			conn, err = dialUnlessMuted(cs, func() (net.Conn, error) { return next(ctx, network, addr) })
+		} else {
+			conn, err = next(ctx, network, addr)
+		}
 		cs.dialEnd(d)
+		if merr := cs.mutedErr(); merr != nil {
+			// Muted while it dialled: a connection it got would hold the
+			// client waiting on the silent node again.
+			if err == nil && conn != nil {
+				_ = conn.Close()
+			}
+			return silentConn{silentAddr(addr), merr}, nil
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				h.p.refuse(addr, err)
@@ -926,6 +946,49 @@ func (h dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 			}
 		}
 		return err
+	}
+}
+
+// dialUnlessMuted runs dial, and returns at once when New's check mutes
+// the node cs holds while it waits (see pipelines.checkContext): a dial
+// that does not end with its context (go-redis's TLS dial waits for the
+// server's hello up to the client's dial timeout, 5 s by default) holds
+// the client no longer: it returns nil, nil then, and the dial ends on
+// its goroutine, bounded by the client's dial timeout, which closes
+// what it got.
+func dialUnlessMuted(cs *connSet, dial func() (net.Conn, error)) (net.Conn, error) {
+	var mu sync.Mutex
+	var left bool
+	type dialed struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		conn, err := dial()
+		mu.Lock()
+		defer mu.Unlock()
+		if left {
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		done <- dialed{conn, err}
+	}()
+	select {
+	case d := <-done:
+		return d.conn, d.err
+	case <-cs.muteDone():
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case d := <-done:
+			return d.conn, d.err // the caller finds the node muted
+		default:
+		}
+		left = true
+		return nil, nil
 	}
 }
 

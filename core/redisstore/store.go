@@ -270,8 +270,10 @@ type config struct {
 // do are logged at ERROR level: decisions on their slots go to the
 // limiter's failure mode until they answer; masters that answer but
 // refuse the client (a wrong password, protected mode) fail New with
-// ErrUnreachable. New's later checks run on the masters that answered,
-// each through its own client.
+// ErrUnreachable. A Cluster node (master or seed) that leaves a request
+// unanswered for the client's ReadTimeout (half a second at most) is
+// waited on once: New's later checks do not wait on it again, and run on
+// the masters that answered.
 //
 // When no master answers (the server is down, its host does not resolve,
 // the address has no port or is a URL, or it refuses the client: a Redis
@@ -352,7 +354,7 @@ func (s *Store) check(cfg config) error {
 	// while owing a reply, not after checkTimeout of wall time: a process
 	// too busy to read a reply does not make a server unreachable.
 	var probes atomic.Int32
-	ctx, stop := s.pipes.checkContext(checkTimeout, &probes)
+	ctx, stop := s.pipes.checkContext(checkTimeout, nodeWait(s.client), &probes)
 	defer stop()
 	r, err := reach(ctx, s.client, &probes)
 	switch {
