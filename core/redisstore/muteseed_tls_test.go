@@ -90,7 +90,7 @@ func TestTLSClusterMuteSeedIsLogged(t *testing.T) {
 
 	// With go-redis's plain options (5 s dial timeout, which go-redis's
 	// TLS dial waits for the seed's hello) as with ClusterOptions: New
-	// used to fail at times (1 of 4 runs) with ErrUnreachable ("no answer
+	// used to fail at times (2 of 8 runs) with ErrUnreachable ("no answer
 	// within 1s") when go-redis dialled the silent seed first, until the
 	// check held the seed silent alone (see checkContext).
 	for name, o := range map[string]*redis.ClusterOptions{
