@@ -534,13 +534,7 @@ func (p *pipelines) checkContext(timeout, nodeWait time.Duration, probes *atomic
 						continue
 					}
 				}
-				ev.unknown = ev.unknown || nev.unknown || cs.untracked.Load()
-				if nev.owed {
-					if !ev.owed || nev.silence > ev.silence {
-						ev.silence = nev.silence
-					}
-					ev.owed = true
-				}
+				ev.merge(nev, cs.untracked.Load())
 			}
 			ev.unknown = ev.unknown || probes.Load() > 0
 			if pr := p.progress(); pr != seen || !ev.unknown || muted {
@@ -583,20 +577,17 @@ func (e *silentNodeError) Error() string {
 // errNoAnswer is the cause of a check context ended by silence.
 var errNoAnswer = fmt.Errorf("no answer within %v", checkTimeout)
 
-// evidence is the evidence of all the store's connections together.
-func (p *pipelines) evidence() evidence {
-	var all evidence
-	for _, cs := range p.connSets() {
-		ev := cs.silence()
-		all.unknown = all.unknown || ev.unknown || cs.untracked.Load()
-		if ev.owed {
-			if !all.owed || ev.silence > all.silence {
-				all.silence = ev.silence
-			}
-			all.owed = true
+// merge adds ev, one node's evidence (see connSet.silence), to all, the
+// evidence of several nodes together; untracked says that the node's
+// client had connections the store does not track.
+func (all *evidence) merge(ev evidence, untracked bool) {
+	all.unknown = all.unknown || ev.unknown || untracked
+	if ev.owed {
+		if !all.owed || ev.silence > all.silence {
+			all.silence = ev.silence
 		}
+		all.owed = true
 	}
-	return all
 }
 
 // progress is the latest sign of life of any node.
