@@ -69,12 +69,19 @@ type connSet struct {
 	// muted is set while New's check holds the node silent (see
 	// pipelines.checkContext): its connections are broken off, and its
 	// dials answered with a silentConn, failing at once with *muted.
-	// muteCh, under mu, is closed when it is set.
+	// muting, under mu, is the mute to come or in force (see muteDone).
 	muted  atomic.Pointer[error]
-	muteCh chan struct{}
+	muting *muteState
 	// closedRead is the bytes read on the set's closed connections (see
 	// bytesRead).
 	closedRead atomic.Uint64
+}
+
+// muteState is one mute of a node: done is closed when it begins,
+// err set before.
+type muteState struct {
+	done chan struct{}
+	err  error
 }
 
 // mute holds the node silent for the rest of New's check: every
@@ -88,10 +95,11 @@ func (s *connSet) mute(err error) {
 		return
 	}
 	s.muted.Store(&err)
-	if s.muteCh == nil {
-		s.muteCh = make(chan struct{})
+	if s.muting == nil {
+		s.muting = &muteState{done: make(chan struct{})}
 	}
-	close(s.muteCh)
+	s.muting.err = err
+	close(s.muting.done)
 	s.mu.Unlock()
 	s.breakAll()
 }
@@ -102,7 +110,7 @@ func (s *connSet) unmute() {
 	defer s.mu.Unlock()
 	if s.muted.Load() != nil {
 		s.muted.Store(nil)
-		s.muteCh = nil
+		s.muting = nil
 	}
 }
 
@@ -115,14 +123,15 @@ func (s *connSet) mutedErr() error {
 	return nil
 }
 
-// muteDone returns a channel closed when the node is muted.
-func (s *connSet) muteDone() <-chan struct{} {
+// muteDone returns the node's next mute, or the one in force: its done
+// is closed when it begins.
+func (s *connSet) muteDone() *muteState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.muteCh == nil {
-		s.muteCh = make(chan struct{})
+	if s.muting == nil {
+		s.muting = &muteState{done: make(chan struct{})}
 	}
-	return s.muteCh
+	return s.muting
 }
 
 // waiting reports whether a call may wait on the node where the kernel

@@ -894,14 +894,17 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 		}
 		d := cs.dialStart(addr, h.tls)
 		var conn net.Conn
-		var err error
+		var err, merr error
 		if h.p.muting.Load() {
-			conn, err = dialUnlessMuted(cs, func() (net.Conn, error) { return next(ctx, network, addr) })
+			conn, err, merr = dialUnlessMuted(cs, func() (net.Conn, error) { return next(ctx, network, addr) })
 		} else {
 			conn, err = next(ctx, network, addr)
 		}
 		cs.dialEnd(d)
-		if merr := cs.mutedErr(); merr != nil {
+		if merr == nil {
+			merr = cs.mutedErr()
+		}
+		if merr != nil {
 			// Muted while it dialled: a connection it got would hold the
 			// client waiting on the silent node again.
 			if err == nil && conn != nil {
@@ -953,10 +956,10 @@ func (h dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // the node cs holds while it waits (see pipelines.checkContext): a dial
 // that does not end with its context (go-redis's TLS dial waits for the
 // server's hello up to the client's dial timeout, 5 s by default) holds
-// the client no longer: it returns nil, nil then, and the dial ends on
-// its goroutine, bounded by the client's dial timeout, which closes
-// what it got.
-func dialUnlessMuted(cs *connSet, dial func() (net.Conn, error)) (net.Conn, error) {
+// the client no longer. It returns the mute's error then, and the dial
+// ends on its goroutine, bounded by the client's dial timeout, which
+// closes what it got.
+func dialUnlessMuted(cs *connSet, dial func() (net.Conn, error)) (conn net.Conn, err, muted error) {
 	var mu sync.Mutex
 	var left bool
 	type dialed struct {
@@ -976,19 +979,20 @@ func dialUnlessMuted(cs *connSet, dial func() (net.Conn, error)) (net.Conn, erro
 		}
 		done <- dialed{conn, err}
 	}()
+	m := cs.muteDone()
 	select {
 	case d := <-done:
-		return d.conn, d.err
-	case <-cs.muteDone():
+		return d.conn, d.err, nil
+	case <-m.done:
 		mu.Lock()
 		defer mu.Unlock()
 		select {
 		case d := <-done:
-			return d.conn, d.err // the caller finds the node muted
+			return d.conn, d.err, m.err // the caller closes it
 		default:
 		}
 		left = true
-		return nil, nil
+		return nil, nil, m.err
 	}
 }
 
