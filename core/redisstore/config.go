@@ -171,8 +171,8 @@ func eachMaster(ctx context.Context, client redis.UniversalClient, fn func(conte
 // eachOf runs fn on each of masters together and returns their errors
 // joined, or, when masters is empty, is eachMaster: New's checks after
 // reach run on the Cluster masters that answered it, through their own
-// clients, without the Cluster client's reading of the slot map that
-// eachMaster's ForEachMaster does each time.
+// clients, without the reading of the slot map that the Cluster client
+// makes for each call of eachMaster.
 func eachOf(ctx context.Context, client redis.UniversalClient, masters []*redis.Client, fn func(context.Context, *redis.Client) error) error {
 	if len(masters) == 0 {
 		return eachMaster(ctx, client, fn)
