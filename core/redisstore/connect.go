@@ -466,7 +466,6 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 			return reached{}, fmt.Errorf("%w: no seed of the Cluster answered (%s): %w", ErrUnreachable, seeds, errors.Join(dialErrs...))
 		}
 		var mu sync.Mutex
-		answered := 0
 		var refused []error
 		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 			no := n.Options()
@@ -484,7 +483,6 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 			defer mu.Unlock()
 			switch {
 			case perr == nil:
-				answered++
 				found.masters = append(found.masters, n)
 			case refuses(perr):
 				refused = append(refused, unreachableError(no.Addr, perr))
@@ -521,14 +519,14 @@ func reach(ctx context.Context, client redis.UniversalClient, probes *atomic.Int
 			// A master that refuses the client (a wrong password, protected
 			// mode) is a misconfiguration, which no failover mends.
 			return reached{}, fmt.Errorf("%w: masters of the Cluster seeded by %s refuse the client (%d of %d), and decisions on their slots would go to the failure mode: %w",
-				ErrUnreachable, seeds, len(refused), len(refused)+answered+len(found.down), errors.Join(refused...))
-		case answered == 0 && len(found.down) > 0:
+				ErrUnreachable, seeds, len(refused), len(refused)+len(found.masters)+len(found.down), errors.Join(refused...))
+		case len(found.masters) == 0 && len(found.down) > 0:
 			errs := make([]error, len(found.down))
 			for i, d := range found.down {
 				errs[i] = d.err
 			}
 			return reached{}, fmt.Errorf("%w: no master of the Cluster seeded by %s answered: %w", ErrUnreachable, seeds, errors.Join(errs...))
-		case answered == 0:
+		case len(found.masters) == 0:
 			return reached{}, fmt.Errorf("%w: the Cluster seeded by %s has no master", ErrUnreachable, seeds)
 		}
 		// The slot map as a master that answered reads it: the Cluster
