@@ -36,7 +36,17 @@ var suiteStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // the store's clock and the suite moves its own. A decision of the store
 // may carry any store Source (slidelog.Source.FromStore); every other
 // field of its Result is checked.
-func RunStoreSuite(t *testing.T, newStore NewStoreFunc) {
+//
+// A store whose backend can stop answering (a server, a network between)
+// should be run WithStall, to check that a call ends when its context
+// does, however long the backend stays silent; without it the Stalled
+// cases are not run. A store that describes itself as local cannot
+// stall, and fails them.
+func RunStoreSuite(t *testing.T, newStore NewStoreFunc, opts ...StoreSuiteOption) {
+	var suite storeSuite
+	for _, o := range opts {
+		o(&suite)
+	}
 	run := func(name string, start time.Time, f func(t *testing.T, e *storeEnv)) {
 		t.Run(name, func(t *testing.T) {
 			clock := NewClock(start)
@@ -57,6 +67,13 @@ func RunStoreSuite(t *testing.T, newStore NewStoreFunc) {
 	run("Bucketed/AlignedToTheEpoch", suiteStart.Add(30*time.Millisecond), testBucketsAlignToTheEpoch)
 	for _, tc := range peekCases {
 		run("Peek/"+tc.name, suiteStart, tc.run)
+	}
+	if suite.stall != nil {
+		for _, tc := range stalledCases {
+			run("Stalled/ContextEnds"+tc.method, suiteStart, func(t *testing.T, e *storeEnv) {
+				testContextEndsOnStall(t, e, suite.stall, tc.method, tc.call)
+			})
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package slidelogtest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -151,17 +152,148 @@ func (s *silentWithoutRetries) Reset(ctx context.Context, req slidelog.Request) 
 }
 func (s *silentWithoutRetries) Close() error { return s.m.Close() }
 
+// backend is what a gatedStore waits on: it answers while its gate is
+// open, and stops answering while WithStall holds it shut.
+type backend struct {
+	mu   sync.Mutex
+	open chan struct{} // closed while the backend answers
+}
+
+func newBackend() *backend {
+	b := &backend{open: make(chan struct{})}
+	close(b.open)
+	return b
+}
+
+// answers is closed while the backend answers.
+func (b *backend) answers() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.open
+}
+
+// stall is a slidelogtest.StallFunc: it shuts the gate until resume.
+func (b *backend) stall(*testing.T) (resume func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.open = make(chan struct{})
+	open := b.open
+	return func() { close(open) }
+}
+
+// gatedStore is a memory store behind a backend that can stall, as a
+// remote store is: each call waits until the backend answers or the
+// context ends, and then fails with the context's error, unless the
+// store breaks that promise (gateFault). It counts a resent Take once, as
+// a store that is not local must.
+type gatedStore struct {
+	*memstore.Store
+	backend *backend
+	fault   gateFault
+
+	mu       sync.Mutex
+	admitted map[string]slidelog.Result // by namespace, key and ID
+}
+
+// gateFault is how a gatedStore breaks the promise to end a call with
+// its context.
+type gateFault int
+
+const (
+	gateKeepsPromise gateFault = iota
+	// gateIgnoresContext waits on the backend whatever the context.
+	gateIgnoresContext
+	// gateForgetsError ends the call with its context but reports no
+	// error: a Take an admission of the zero Result, a Refund or Reset
+	// done.
+	gateForgetsError
+)
+
+func newGatedStore(m *memstore.Store, b *backend, fault gateFault) *gatedStore {
+	return &gatedStore{Store: m, backend: b, fault: fault, admitted: map[string]slidelog.Result{}}
+}
+
+// wait waits until the backend answers; done reports that the call is
+// over, with err.
+func (s *gatedStore) wait(ctx context.Context) (done bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	if s.fault == gateIgnoresContext {
+		<-s.backend.answers()
+		return false, nil
+	}
+	select {
+	case <-s.backend.answers():
+		return false, nil
+	case <-ctx.Done():
+		if s.fault == gateForgetsError {
+			return true, nil
+		}
+		return true, ctx.Err()
+	}
+}
+
+// Describe says what memstore says, but not that the store is local.
+func (s *gatedStore) Describe() slidelog.StoreInfo {
+	info := s.Store.Describe()
+	info.Name, info.Local = "gated", false
+	return info
+}
+
+func (s *gatedStore) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	if done, err := s.wait(ctx); done {
+		return slidelog.Result{}, err
+	}
+	id := fmt.Sprintf("%q %q %d", req.Namespace, req.Key, req.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res, ok := s.admitted[id]; ok {
+		return res, nil
+	}
+	res, err := s.Store.Take(ctx, req)
+	if err == nil && res.Allowed {
+		s.admitted[id] = res
+	}
+	return res, err
+}
+
+func (s *gatedStore) Refund(ctx context.Context, req slidelog.Request) error {
+	if done, err := s.wait(ctx); done {
+		return err
+	}
+	return s.Store.Refund(ctx, req)
+}
+
+func (s *gatedStore) Reset(ctx context.Context, req slidelog.Request) error {
+	if done, err := s.wait(ctx); done {
+		return err
+	}
+	return s.Store.Reset(ctx, req)
+}
+
+// A store whose calls wait on a backend that can stall, and end with
+// their context, passes the suite, the Stalled cases included.
+func TestStoreSuiteOnGatedStore(t *testing.T) {
+	b := newBackend()
+	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+		return newGatedStore(memstore.New(memstore.WithClock(clock)), b, gateKeepsPromise)
+	}, slidelogtest.WithStall(b.stall))
+}
+
 // brokenStores are the broken stores, each with the check that must
-// refuse it.
+// refuse it; a store with a backend is run WithStall.
 var brokenStores = map[string]struct {
 	check string
-	new   func(*memstore.Store) slidelog.Store
+	new   func(*memstore.Store, *backend) slidelog.Store
 }{
-	"peekRecords":          {"Peek/IsTakeRecordingNothing", func(m *memstore.Store) slidelog.Store { return &peekRecords{m} }},
-	"bareResult":           {"LimitReachedExactly", func(m *memstore.Store) slidelog.Store { return &bareResult{m} }},
-	"joinedKeys":           {"NamesAndKeysDoNotCollide", func(m *memstore.Store) slidelog.Store { return &joinedKeys{m} }},
-	"silentWithoutRetries": {"RetriedCallIsCountedOnce", func(m *memstore.Store) slidelog.Store { return &silentWithoutRetries{m} }},
-	"keyOnlyKeeper": {"KeptAdmissionsKeepTheirName", func(m *memstore.Store) slidelog.Store {
+	"gateIgnoresContext":   {"Stalled/ContextEndsTake", func(m *memstore.Store, b *backend) slidelog.Store { return newGatedStore(m, b, gateIgnoresContext) }},
+	"gateForgetsError":     {"Stalled/ContextEndsReset", func(m *memstore.Store, b *backend) slidelog.Store { return newGatedStore(m, b, gateForgetsError) }},
+	"peekRecords":          {"Peek/IsTakeRecordingNothing", func(m *memstore.Store, _ *backend) slidelog.Store { return &peekRecords{m} }},
+	"bareResult":           {"LimitReachedExactly", func(m *memstore.Store, _ *backend) slidelog.Store { return &bareResult{m} }},
+	"joinedKeys":           {"NamesAndKeysDoNotCollide", func(m *memstore.Store, _ *backend) slidelog.Store { return &joinedKeys{m} }},
+	"silentWithoutRetries": {"RetriedCallIsCountedOnce", func(m *memstore.Store, _ *backend) slidelog.Store { return &silentWithoutRetries{m} }},
+	"keyOnlyKeeper": {"KeptAdmissionsKeepTheirName", func(m *memstore.Store, _ *backend) slidelog.Store {
 		return &keyOnlyKeeper{Store: m, kept: map[string][]keptAt{}}
 	}},
 }
@@ -170,9 +302,10 @@ var brokenStores = map[string]struct {
 // refuse it in a process of its own, which must fail.
 func TestStoreSuiteRefusesBrokenStores(t *testing.T) {
 	if name := os.Getenv("SLIDELOGTEST_BROKEN_STORE"); name != "" {
+		b := newBackend()
 		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-			return brokenStores[name].new(memstore.New(memstore.WithClock(clock)))
-		})
+			return brokenStores[name].new(memstore.New(memstore.WithClock(clock)), b)
+		}, slidelogtest.WithStall(b.stall))
 		return
 	}
 	for name, b := range brokenStores {
