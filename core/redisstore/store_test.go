@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +24,53 @@ func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstor
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// On a Redis of the test's own, which the Stalled cases stop (SIGSTOP)
+// and resume (SIGCONT), a call whose context ends while the server is
+// stopped returns soon after, with an error: on a client of the store's
+// own with go-redis's plain options, which leave a context's end to the
+// store, or with ClientOptions; and on one client shared by the suite's
+// stores, whose connections they cannot break off (a sender goroutine
+// carries each call). The stores have the default stall timeout: on a
+// client of their own, a call after the first of a case finds the first
+// one's connection broken off and dials another (a pool miss), and the
+// end of its context does not end that wait: the stall judgement does,
+// about 150 ms after the stop (measured: 116 ms after a deadline that
+// passed 80 ms after the stop; with WithStallTimeout(5s), 5 s against a
+// 40 ms deadline with plain options, and 462 ms, the read timeout, with
+// ClientOptions). The shared servers are never stopped: other
+// packages' tests use them.
+func TestStoreConformanceStoppedServer(t *testing.T) {
+	srv := redistest.StartServer(t, redistest.ServerConfig{})
+	stall := slidelogtest.WithStall(func(t *testing.T) (resume func()) {
+		require.NoError(t, srv.Signal(syscall.SIGSTOP))
+		return func() {
+			if err := srv.Signal(syscall.SIGCONT); err != nil {
+				t.Errorf("resuming the server: %v", err)
+			}
+		}
+	})
+	ownClient := func(o *redis.Options) slidelogtest.NewStoreFunc {
+		return func(t *testing.T, clock func() time.Time) slidelog.Store {
+			client := redis.NewClient(o)
+			t.Cleanup(func() { _ = client.Close() }) // after the store's cleanups
+			return newRedisStore(t, client, redisstore.WithClock(clock))
+		}
+	}
+	t.Run("PlainOptions", func(t *testing.T) {
+		slidelogtest.RunStoreSuite(t, ownClient(&redis.Options{Addr: srv.Addr}), stall)
+	})
+	t.Run("ClientOptions", func(t *testing.T) {
+		slidelogtest.RunStoreSuite(t, ownClient(redisstore.ClientOptions(srv.Addr)), stall)
+	})
+	t.Run("SharedClient", func(t *testing.T) {
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { _ = client.Close() })
+		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+			return newRedisStore(t, client, redisstore.WithClock(clock))
+		}, stall)
+	})
 }
 
 // The script variant for Redis 6.2 (no #!lua line) passes the same suite.
