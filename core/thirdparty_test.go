@@ -28,7 +28,7 @@ import (
 type shardedStore struct {
 	nodes  map[string]*memstore.Store
 	broken atomic.Value // string: the node whose calls fail
-	stall  atomic.Value // string: the node whose calls hang until the limiter gives up
+	stall  atomic.Value // string: the node whose calls hang until the store gives up, "*" for both
 	takes  atomic.Int64
 	routes atomic.Int64
 
@@ -71,7 +71,7 @@ func (s *shardedStore) call(ctx context.Context, req slidelog.Request) (*memstor
 	if n == "" {
 		n = s.node(req.Key) // not called by a limiter
 	}
-	if s.stall.Load() == n {
+	if st := s.stall.Load(); st == n || st == "*" {
 		// A store bounds its own calls: a node that answers nothing
 		// for its stall timeout fails the call with ErrStalled.
 		t := time.NewTimer(shardedStallTimeout)
@@ -118,11 +118,19 @@ func (s *shardedStore) Record(ctx context.Context, req slidelog.Request, at time
 }
 
 func (s *shardedStore) Refund(ctx context.Context, req slidelog.Request) error {
-	return s.nodes[s.node(req.Key)].Refund(ctx, req)
+	m, err := s.call(ctx, req)
+	if err != nil {
+		return err
+	}
+	return m.Refund(ctx, req)
 }
 
 func (s *shardedStore) Reset(ctx context.Context, req slidelog.Request) error {
-	return s.nodes[s.node(req.Key)].Reset(ctx, req)
+	m, err := s.call(ctx, req)
+	if err != nil {
+		return err
+	}
+	return m.Reset(ctx, req)
 }
 
 func (s *shardedStore) Close() error {
@@ -135,11 +143,19 @@ var (
 	_ slidelog.Recorder  = (*shardedStore)(nil)
 )
 
-// A store defined outside the package passes the conformance suite.
+// A store defined outside the package passes the conformance suite,
+// with both its nodes stalled in the Stalled cases: its calls end on its
+// own stall timeout (shardedStallTimeout), before their contexts do.
 func TestThirdPartyStoreConformance(t *testing.T) {
+	var latest *shardedStore // the store of the running test
 	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-		return newShardedStore(clock)
-	})
+		latest = newShardedStore(clock)
+		return latest
+	}, slidelogtest.WithStall(func(*testing.T) (resume func()) {
+		s := latest
+		s.stall.Store("*")
+		return func() { s.stall.Store("") }
+	}))
 }
 
 // Through the capability interfaces alone, a third-party store gets what

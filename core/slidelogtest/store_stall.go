@@ -207,7 +207,11 @@ func checkEndsWithContext(t *testing.T, name, how string, calls *sync.WaitGroup,
 	default: // returned before the context was cancelled
 		late = r.at.Sub(start.Add(StallContextAfter))
 	}
-	t.Logf("%s: returned %v after the context's end: %v", what, late.Round(time.Microsecond), r.err)
+	if late < 0 { // the store ended the call itself
+		t.Logf("%s: returned %v before the context's end: %v", what, (-late).Round(time.Microsecond), r.err)
+	} else {
+		t.Logf("%s: returned %v after the context's end: %v", what, late.Round(time.Microsecond), r.err)
+	}
 	switch {
 	case r.err == nil:
 		t.Fatalf("%s: no error after %v; want an error (an error means no decision). Does the StallFunc stop the backend?", what, r.at.Sub(start).Round(time.Microsecond))
