@@ -66,10 +66,12 @@
 // How long a call may wait is the store's to bound (see "Waiting"): a
 // store reached over a network ends a call on a node that stopped
 // answering, with an error wrapping ErrStalled, and honours the caller's
-// context. An error that concerns one key only (ErrDamagedKey) is not
-// counted against the node's breaker. slidelogtest.RunStoreSuite tests
-// each capability only where the store has it (see
-// Example_thirdPartyStore).
+// context: a call whose context ends while it waits returns at once with
+// an error (Store states the bound), which slidelogtest.WithStall checks
+// on a backend the test stops. An error that concerns one key only
+// (ErrDamagedKey) is not counted against the node's breaker.
+// slidelogtest.RunStoreSuite tests each capability only where the store
+// has it (see Example_thirdPartyStore).
 //
 // # Waiting
 //

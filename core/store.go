@@ -63,6 +63,16 @@ type Request struct {
 // one of this package's sentinel errors, ErrUnavailable for failures of
 // the backing service.
 //
+// A call of Take, Refund or Reset whose context ends while it waits (on
+// a backend that stopped answering, a connection, a lock) returns at
+// once, and within a second of the context's end at most, with an error
+// wrapping the context's error, or ErrUnavailable when the store gave up
+// on the call itself first: an error means no decision, so the caller's
+// deadline bounds every call on a store that stalls, and Limiter.Allow
+// with it. A request already sent may still take effect on the backend;
+// the caller does not wait for it. The conformance suite checks this on
+// a backend the test stops (slidelogtest.WithStall).
+//
 // A store may count more than the log holds, never less: it may forget
 // the IDs of old admissions into buckets (memstore keeps a key's 16
 // latest, redisstore its 128 latest of the last minute), and then keeps

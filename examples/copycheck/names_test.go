@@ -186,9 +186,10 @@ var foreign = []string{
 	"ProxyHeader", "EnableTrustedProxyCheck", "EnableIPValidation", "DisableHeaderNormalizing", // fiber
 	"ContextTimeout",            // echo's middleware
 	"OnLimit", "NewRateLimiter", // peers in the benchmarks
-	"TakeInto",                                               // benchmarks.md: an earlier attempt, named as such
-	"FailoverReplicaAck",                                     // a subtest of the fault suite
-	"UnixSocket",                                             // a subtest of the proxy suite
+	"TakeInto",                                                 // benchmarks.md: an earlier attempt, named as such
+	"FailoverReplicaAck",                                       // a subtest of the fault suite
+	"UnixSocket",                                               // a subtest of the proxy suite
+	"ContextEndsTake", "ContextEndsRefund", "ContextEndsReset", // subtests of the store suite (slidelogtest.WithStall)
 	"CodeInternal", "CodeInvalidArgument", "CodeUnavailable", // connect
 	"FullPath", "GetPath", "UnescapePath", "PeekAll", "MaxRetries", "MaxInt64", // frameworks, go-redis, math
 	"OpenTelemetry", "MeterProvider", "MiB", "KiB",
