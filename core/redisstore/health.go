@@ -25,6 +25,14 @@ const DefaultStallTimeout = 150 * time.Millisecond
 // long calls queue behind each other or this process waits for a CPU:
 // only the node's own silence counts (see the package documentation,
 // "Node health"). It must be at least a millisecond.
+//
+// One wait is ended by the stall timeout alone, not by the caller's
+// context: that of a call sent from its caller's goroutine (a store on a
+// client of its own) for a new connection's handshake with a silent node,
+// as when an earlier call's context ended and broke its connection off.
+// A stall timeout longer than the callers' deadlines lets such a call
+// outlive its deadline by up to the timeout; slidelog.Store asks a call
+// to end within a second of its context.
 func WithStallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond {

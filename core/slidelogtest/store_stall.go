@@ -33,7 +33,8 @@ type storeSuite struct {
 // the context's end with an error wrapping the context's error or
 // slidelog.ErrUnavailable (the store may end the call itself first, as
 // redisstore does after its stall timeout); once the backend is resumed,
-// the store must decide correctly again. A store that ignores a context
+// the store must decide correctly again within 10 s (a new key admitted
+// up to its limit, a refund and a reset of it taking effect). A store that ignores a context
 // ending while it waits hangs Limiter.Allow on a stalled backend, and
 // only these cases find it.
 func WithStall(stall StallFunc) StoreSuiteOption {
