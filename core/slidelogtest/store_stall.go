@@ -27,30 +27,31 @@ type storeSuite struct {
 
 // WithStall hands RunStoreSuite a way to stall the store's backend, and
 // adds the cases Stalled/ContextEndsTake, Stalled/ContextEndsRefund and
-// Stalled/ContextEndsReset: with the backend stalled, a call whose
-// context is cancelled StallContextAfter in, and one whose deadline is
-// StallContextAfter away, must each return within StallReturnBound of
-// the context's end with an error wrapping the context's error or
-// slidelog.ErrUnavailable (the store may end the call itself first, as
-// redisstore does after its stall timeout); once the backend is resumed,
-// the store must decide correctly again within 10 s (a new key admitted
-// up to its limit, a refund and a reset of it taking effect). A store that ignores a context
-// ending while it waits hangs Limiter.Allow on a stalled backend, and
-// only these cases find it.
+// Stalled/ContextEndsReset. With the backend stalled, a call whose
+// context is cancelled 40 ms in, and one whose deadline is 40 ms away,
+// must each return within a second of the context's end (room for a busy
+// machine: a store that honours the context returns at once) with an
+// error wrapping the context's error or slidelog.ErrUnavailable (the
+// store may end the call itself first, as redisstore does after its stall
+// timeout). Once the backend is resumed, the store must decide correctly
+// again within 10 s: a new key admitted up to its limit, a refund and a
+// reset of it taking effect. A store that ignores a context ending while
+// it waits hangs Limiter.Allow on a stalled backend, and only these cases
+// find it.
 func WithStall(stall StallFunc) StoreSuiteOption {
 	return func(s *storeSuite) { s.stall = stall }
 }
 
 const (
-	// StallContextAfter is how long a call of the Stalled cases waits on
+	// stallContextAfter is how long a call of the Stalled cases waits on
 	// the stalled backend before its context ends: shorter than a
 	// store's own stall timeout (redisstore.DefaultStallTimeout), so that
 	// the cases check the store's care of the context.
-	StallContextAfter = 40 * time.Millisecond
-	// StallReturnBound is how soon after its context ends a call on a
+	stallContextAfter = 40 * time.Millisecond
+	// stallReturnBound is how soon after its context ends a call on a
 	// stalled backend must have returned: a store that honours the
 	// context returns at once, and the rest is room for a busy machine.
-	StallReturnBound = time.Second
+	stallReturnBound = time.Second
 	// stallRecovery is how long the store may take to decide again once
 	// the backend is resumed.
 	stallRecovery = 10 * time.Second
@@ -150,9 +151,9 @@ func testContextEndsOnStall(t *testing.T, e *storeEnv, stall StallFunc, name str
 	e.take(t, after, want{allowed: true, remaining: 1, resetAfter: time.Minute})
 }
 
-// checkEndsWithContext runs call on a context that ends StallContextAfter
+// checkEndsWithContext runs call on a context that ends stallContextAfter
 // in (cancelled, or by its deadline) and fails the test unless it
-// returns within StallReturnBound of the context's end with an error that
+// returns within stallReturnBound of the context's end with an error that
 // wraps the context's error or slidelog.ErrUnavailable. The call runs on
 // a goroutine of calls, so that a call that never returns fails the test
 // instead of hanging it.
@@ -163,12 +164,12 @@ func checkEndsWithContext(t *testing.T, name, how string, calls *sync.WaitGroup,
 	var cancel context.CancelFunc
 	ends := make(chan time.Time, 1) // when the context ended
 	if how == "deadline" {
-		ctx, cancel = context.WithTimeout(context.Background(), StallContextAfter)
+		ctx, cancel = context.WithTimeout(context.Background(), stallContextAfter)
 		deadline, _ := ctx.Deadline()
 		ends <- deadline
 	} else {
 		ctx, cancel = context.WithCancel(context.Background())
-		stop := time.AfterFunc(StallContextAfter, func() {
+		stop := time.AfterFunc(stallContextAfter, func() {
 			ends <- time.Now()
 			cancel()
 		})
@@ -184,21 +185,21 @@ func checkEndsWithContext(t *testing.T, name, how string, calls *sync.WaitGroup,
 		err := call(ctx)
 		got <- reply{err, time.Now()}
 	})
-	what := fmt.Sprintf("%s on a stalled backend, context %s %v in", name, how, StallContextAfter)
-	giveUp := time.NewTimer(StallContextAfter + StallReturnBound)
+	what := fmt.Sprintf("%s on a stalled backend, context %s %v in", name, how, stallContextAfter)
+	giveUp := time.NewTimer(stallContextAfter + stallReturnBound)
 	defer giveUp.Stop()
 	var r reply
 	select {
 	case r = <-got:
 	case <-giveUp.C:
-		// The context ended StallContextAfter in, or later if this
+		// The context ended stallContextAfter in, or later if this
 		// process was slow to cancel it: wait for the bound after that.
 		ended := <-ends
 		ends <- ended
 		select {
 		case r = <-got:
-		case <-time.After(time.Until(ended.Add(StallReturnBound))):
-			t.Fatalf("%s: still waiting %v after the context ended; a call must return soon after its context ends, with an error (slidelog.Store)", what, StallReturnBound)
+		case <-time.After(time.Until(ended.Add(stallReturnBound))):
+			t.Fatalf("%s: still waiting %v after the context ended; a call must return soon after its context ends, with an error (slidelog.Store)", what, stallReturnBound)
 		}
 	}
 	var late time.Duration // after the context's end; negative if before
@@ -206,7 +207,7 @@ func checkEndsWithContext(t *testing.T, name, how string, calls *sync.WaitGroup,
 	case ended := <-ends:
 		late = r.at.Sub(ended)
 	default: // returned before the context was cancelled
-		late = r.at.Sub(start.Add(StallContextAfter))
+		late = r.at.Sub(start.Add(stallContextAfter))
 	}
 	if late < 0 { // the store ended the call itself
 		t.Logf("%s: returned %v before the context's end: %v", what, (-late).Round(time.Microsecond), r.err)
@@ -216,8 +217,8 @@ func checkEndsWithContext(t *testing.T, name, how string, calls *sync.WaitGroup,
 	switch {
 	case r.err == nil:
 		t.Fatalf("%s: no error after %v; want an error (an error means no decision). Does the StallFunc stop the backend?", what, r.at.Sub(start).Round(time.Microsecond))
-	case late > StallReturnBound:
-		t.Fatalf("%s: returned %v after the context's end, want within %v", what, late, StallReturnBound)
+	case late > stallReturnBound:
+		t.Fatalf("%s: returned %v after the context's end, want within %v", what, late, stallReturnBound)
 	case !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, context.DeadlineExceeded) && !errors.Is(r.err, slidelog.ErrUnavailable):
 		t.Fatalf("%s: error %v, want one wrapping the context's error (or slidelog.ErrUnavailable, when the store ended the call itself)", what, r.err)
 	}
