@@ -27,7 +27,9 @@ type storeSuite struct {
 
 // WithStall hands RunStoreSuite a way to stall the store's backend, and
 // adds the cases Stalled/ContextEndsTake, Stalled/ContextEndsRefund and
-// Stalled/ContextEndsReset. With the backend stalled, a call whose
+// Stalled/ContextEndsReset, and Stalled/ContextEndsPeek and
+// Stalled/ContextEndsRecord, which skip a store that is not a
+// slidelog.Peeker or a slidelog.Recorder. With the backend stalled, a call whose
 // context is cancelled 40 ms in, and one whose deadline is 40 ms away,
 // must each return within a second of the context's end (room for a busy
 // machine: a store that honours the context returns at once) with an
@@ -35,7 +37,8 @@ type storeSuite struct {
 // store may end the call itself first, as redisstore does after its stall
 // timeout). Once the backend is resumed, the store must decide correctly
 // again within 10 s: a new key admitted up to its limit, a refund and a
-// reset of it taking effect. A store that ignores a context ending while
+// reset of it taking effect; then a Peek reporting what the stalled
+// Peeks left uncounted, and a Record counted by the next Take. A store that ignores a context ending while
 // it waits hangs Limiter.Allow on a stalled backend, and only these cases
 // find it.
 func WithStall(stall StallFunc) StoreSuiteOption {
@@ -58,29 +61,67 @@ const (
 )
 
 // stalledCases check that a call on a stalled backend ends with its
-// context, for each method that may wait on the backend.
+// context, for each method that may wait on the backend. A case with
+// has runs only on a store that has its method (storeAs skips the
+// others), and one with after checks, once the backend is resumed and
+// the store decides again, that the method works again.
 var stalledCases = []struct {
 	method string
-	call   func(ctx context.Context, s slidelog.Store, req slidelog.Request) error
+	has    func(t *testing.T, e *storeEnv)
+	call   func(ctx context.Context, e *storeEnv, req slidelog.Request) error
+	after  func(t *testing.T, e *storeEnv, stalled, after slidelog.Request)
 }{
-	{"Take", func(ctx context.Context, s slidelog.Store, req slidelog.Request) error {
-		_, err := s.Take(ctx, req)
+	{method: "Take", call: func(ctx context.Context, e *storeEnv, req slidelog.Request) error {
+		_, err := e.store.Take(ctx, req)
 		return err
 	}},
-	{"Refund", func(ctx context.Context, s slidelog.Store, req slidelog.Request) error {
-		return s.Refund(ctx, req)
+	{method: "Refund", call: func(ctx context.Context, e *storeEnv, req slidelog.Request) error {
+		return e.store.Refund(ctx, req)
 	}},
-	{"Reset", func(ctx context.Context, s slidelog.Store, req slidelog.Request) error {
-		return s.Reset(ctx, req)
+	{method: "Reset", call: func(ctx context.Context, e *storeEnv, req slidelog.Request) error {
+		return e.store.Reset(ctx, req)
 	}},
+	{
+		method: "Peek",
+		has:    func(t *testing.T, e *storeEnv) { e.peeker(t) },
+		call: func(ctx context.Context, e *storeEnv, req slidelog.Request) error {
+			_, err := e.store.(slidelog.Peeker).Peek(ctx, req)
+			return err
+		},
+		after: func(t *testing.T, e *storeEnv, stalled, after slidelog.Request) {
+			// The stalled Peeks counted nothing, and after holds one
+			// entry of its limit of 2.
+			type st = slidelog.PolicyResult
+			e.peek(t, stalled, st{Allowed: true, Remaining: 2})
+			e.peek(t, after, st{Allowed: true, Remaining: 1, ResetAfter: time.Minute})
+		},
+	},
+	{
+		method: "Record",
+		has:    func(t *testing.T, e *storeEnv) { e.recorder(t) },
+		call: func(ctx context.Context, e *storeEnv, req slidelog.Request) error {
+			return e.store.(slidelog.Recorder).Record(ctx, req, e.clock.Now())
+		},
+		after: func(t *testing.T, e *storeEnv, _, after slidelog.Request) {
+			// after holds one entry of its limit of 2: a Record of a new
+			// ID fills it, and the next Take is denied.
+			after.ID = 100
+			if err := e.recorder(t).Record(t.Context(), after, e.clock.Now()); err != nil {
+				t.Fatalf("Record(%q, ID %d) after the backend was resumed: %v", after.Key, after.ID, err)
+			}
+			after.ID = 101
+			e.take(t, after, want{remaining: 0, retryAfter: time.Minute, resetAfter: time.Minute})
+		},
+	},
 }
 
 // testContextEndsOnStall stalls the backend and makes two calls of call
 // on it, one cancelled and one with a deadline, each of which must end
 // with its context; then resumes the backend and checks that the store
 // decides again: a fresh key admits up to its limit, and a refund and a
-// reset of it take effect.
-func testContextEndsOnStall(t *testing.T, e *storeEnv, stall StallFunc, name string, call func(context.Context, slidelog.Store, slidelog.Request) error) {
+// reset of it take effect; and then check, if not nil, on the key of
+// the stalled calls and that fresh key, holding one entry of 2.
+func testContextEndsOnStall(t *testing.T, e *storeEnv, stall StallFunc, name string, call func(context.Context, *storeEnv, slidelog.Request) error, check func(t *testing.T, e *storeEnv, stalled, after slidelog.Request)) {
 	if e.info().Local {
 		t.Fatalf("%T describes itself as local (slidelog.StoreInfo.Local: it cannot fail, stall or be slow), yet the suite was given WithStall to stall it", e.store)
 	}
@@ -112,7 +153,7 @@ func testContextEndsOnStall(t *testing.T, e *storeEnv, stall StallFunc, name str
 
 	stalled := slidelog.Request{Key: "stalled", Cost: 1, Policies: ps, ID: 2}
 	for _, how := range []string{"cancelled", "deadline"} {
-		checkEndsWithContext(t, name, how, &calls, func(ctx context.Context) error { return call(ctx, e.store, stalled) })
+		checkEndsWithContext(t, name, how, &calls, func(ctx context.Context) error { return call(ctx, e, stalled) })
 	}
 
 	resume()
@@ -149,6 +190,9 @@ func testContextEndsOnStall(t *testing.T, e *storeEnv, stall StallFunc, name str
 	}
 	after.ID = 6
 	e.take(t, after, want{allowed: true, remaining: 1, resetAfter: time.Minute})
+	if check != nil {
+		check(t, e, stalled, after)
+	}
 }
 
 // checkEndsWithContext runs call on a context that ends stallContextAfter

@@ -182,9 +182,9 @@ func (b *backend) stall(*testing.T) (resume func()) {
 }
 
 // gatedStore is a memory store behind a backend that can stall, as a
-// remote store is: each call waits until the backend answers or the
-// context ends, and then fails with the context's error, unless the
-// store breaks that promise (gateFault). It counts a resent Take once, as
+// remote store is: each call (Take, Refund, Reset, Peek, Record) waits
+// until the backend answers or the context ends, and then fails with the
+// context's error, unless the store breaks that promise (gateFault). It counts a resent Take once, as
 // a store that is not local must.
 type gatedStore struct {
 	*memstore.Store
@@ -272,6 +272,20 @@ func (s *gatedStore) Reset(ctx context.Context, req slidelog.Request) error {
 	return s.Store.Reset(ctx, req)
 }
 
+func (s *gatedStore) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	if done, err := s.wait(ctx); done {
+		return slidelog.Result{}, err
+	}
+	return s.Store.Peek(ctx, req)
+}
+
+func (s *gatedStore) Record(ctx context.Context, req slidelog.Request, at time.Time) error {
+	if done, err := s.wait(ctx); done {
+		return err
+	}
+	return s.Store.Record(ctx, req, at)
+}
+
 // A store whose calls wait on a backend that can stall, and end with
 // their context, passes the suite, the Stalled cases included.
 func TestStoreSuiteOnGatedStore(t *testing.T) {
@@ -282,12 +296,21 @@ func TestStoreSuiteOnGatedStore(t *testing.T) {
 }
 
 // brokenStores are the broken stores, each with the check that must
-// refuse it; a store with a backend is run WithStall.
+// refuse it; a store with a backend is run WithStall. The store that
+// ignores the context does so in every method: it is run once for each
+// of the Stalled cases of Take, Peek and Record, each of which must
+// refuse it.
 var brokenStores = map[string]struct {
 	check string
 	new   func(*memstore.Store, *backend) slidelog.Store
 }{
-	"gateIgnoresContext":   {"Stalled/ContextEndsTake", func(m *memstore.Store, b *backend) slidelog.Store { return newGatedStore(m, b, gateIgnoresContext) }},
+	"gateIgnoresContext": {"Stalled/ContextEndsTake", func(m *memstore.Store, b *backend) slidelog.Store { return newGatedStore(m, b, gateIgnoresContext) }},
+	"gateIgnoresContextInPeek": {"Stalled/ContextEndsPeek", func(m *memstore.Store, b *backend) slidelog.Store {
+		return newGatedStore(m, b, gateIgnoresContext)
+	}},
+	"gateIgnoresContextInRecord": {"Stalled/ContextEndsRecord", func(m *memstore.Store, b *backend) slidelog.Store {
+		return newGatedStore(m, b, gateIgnoresContext)
+	}},
 	"gateForgetsError":     {"Stalled/ContextEndsReset", func(m *memstore.Store, b *backend) slidelog.Store { return newGatedStore(m, b, gateForgetsError) }},
 	"peekRecords":          {"Peek/IsTakeRecordingNothing", func(m *memstore.Store, _ *backend) slidelog.Store { return &peekRecords{m} }},
 	"bareResult":           {"LimitReachedExactly", func(m *memstore.Store, _ *backend) slidelog.Store { return &bareResult{m} }},
