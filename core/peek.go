@@ -15,7 +15,8 @@ type Peeker interface {
 	// nothing: per policy, the units free now (Remaining, before req's
 	// cost), whether req.Cost would fit (Allowed), RetryAfter when it
 	// would not, and ResetAfter. It changes no count. It fails as Take
-	// does.
+	// does, and a Peek whose context ends while it waits returns as
+	// Store says of Take, Refund and Reset: at once, with an error.
 	Peek(ctx context.Context, req Request) (Result, error)
 }
 

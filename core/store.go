@@ -240,7 +240,9 @@ func isNilStore(s Store) bool {
 // recorded, counts it once. The entry counts against later decisions
 // until at plus each policy's window and is then gone, like an entry of
 // Take; one that already left every window is not written. It fails as
-// Request.ValidateRecord does, or with ErrUnavailable.
+// Request.ValidateRecord does, or with ErrUnavailable. A Record whose
+// context ends while it waits returns as Store says of Take, Refund and
+// Reset: at once, with an error.
 //
 // A limiter writes the fallback's admissions back on goroutines of its
 // own, where no caller would receive a panic (see Observer): a panic
