@@ -39,8 +39,9 @@ func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstor
 // about 150 ms after the stop (measured: 116 ms after a deadline that
 // passed 80 ms after the stop; with WithStallTimeout(5s), 5 s against a
 // 40 ms deadline with plain options, and 462 ms, the read timeout, with
-// ClientOptions). The shared servers are never stopped: other
-// packages' tests use them.
+// ClientOptions). Then the same on a Cluster of the test's own, all its
+// masters stopped (testStoppedCluster). The shared servers are never
+// stopped: other packages' tests use them.
 func TestStoreConformanceStoppedServer(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.ServerConfig{})
 	stall := slidelogtest.WithStall(func(t *testing.T) (resume func()) {
@@ -70,6 +71,72 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 		// context.WithoutCancel fails here, and passes with the default
 		// stall timeout).
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { _ = client.Close() })
+		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
+		}, stall)
+	})
+	t.Run("Cluster", testStoppedCluster)
+}
+
+// testStoppedCluster runs the suite on a Redis Cluster of the test's
+// own, whose masters the Stalled cases all stop (SIGSTOP) and resume
+// (SIGCONT): a call whose context ends while they are stopped returns
+// soon after, with an error, as on one server, on a ClusterClient of the
+// store's own with go-redis's plain options or with ClusterOptions, and
+// on one ClusterClient shared by the suite's stores (measured as on one
+// server: about 116 ms after a deadline on a client of the store's own,
+// under 2 ms otherwise). The node timeout is a minute, far beyond a
+// stall of the suite, so that no replica takes over a stopped master;
+// the test checks that none did. The shared Cluster is never stopped:
+// other packages' tests use it.
+func testStoppedCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: time.Minute})
+	masters := cl.Nodes[:cl.Masters]
+	defer func() {
+		for _, m := range masters {
+			admin := redis.NewClient(&redis.Options{Addr: m.Addr})
+			info, err := admin.Info(t.Context(), "replication").Result()
+			_ = admin.Close()
+			if role := redistest.InfoField(info, "role"); err != nil || role != "master" {
+				t.Errorf("master %s after the suite: role %q (%v); a failover during the test", m.Addr, role, err)
+			}
+		}
+	}()
+	stall := slidelogtest.WithStall(func(t *testing.T) (resume func()) {
+		for i, m := range masters {
+			if err := m.Signal(syscall.SIGSTOP); err != nil {
+				for _, stopped := range masters[:i] {
+					_ = stopped.Signal(syscall.SIGCONT)
+				}
+				t.Fatalf("stopping master %s: %v", m.Addr, err)
+			}
+		}
+		return func() {
+			for _, m := range masters {
+				if err := m.Signal(syscall.SIGCONT); err != nil {
+					t.Errorf("resuming master %s: %v", m.Addr, err)
+				}
+			}
+		}
+	})
+	ownClient := func(o func() *redis.ClusterOptions) slidelogtest.NewStoreFunc {
+		return func(t *testing.T, clock func() time.Time) slidelog.Store {
+			client := redis.NewClusterClient(o())
+			t.Cleanup(func() { _ = client.Close() }) // after the store's cleanups
+			return newRedisStore(t, client, redisstore.WithClock(clock))
+		}
+	}
+	t.Run("PlainOptions", func(t *testing.T) {
+		slidelogtest.RunStoreSuite(t, ownClient(func() *redis.ClusterOptions { return &redis.ClusterOptions{Addrs: cl.Addrs()} }), stall)
+	})
+	t.Run("ClusterOptions", func(t *testing.T) {
+		slidelogtest.RunStoreSuite(t, ownClient(func() *redis.ClusterOptions { return redisstore.ClusterOptions(cl.Addrs()...) }), stall)
+	})
+	t.Run("SharedClient", func(t *testing.T) {
+		// As on one server: only the end of its context ends a call in
+		// time.
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 		t.Cleanup(func() { _ = client.Close() })
 		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
 			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
