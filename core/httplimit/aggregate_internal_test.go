@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -76,5 +78,62 @@ func TestAggregatorConcurrent(t *testing.T) {
 		if n := lv.grants.Len(); n != sum || n != wide || n > lv.size {
 			t.Errorf("level %d (/%d): %d grants, parents count %d, wider prefixes %d, size %d", i, lv.bits, n, sum, wide, lv.size)
 		}
+	}
+}
+
+// TestIPv6TablesFullMemory fills every table of the default aggregator
+// (ClientIP's /64 clients in /48 networks) to its size, and measures the
+// heap it then holds: the memory the docs state for minted IPv6
+// prefixes, "when every table is full". It fails if a table is not full,
+// or if the heap held is above 8 MB.
+func TestIPv6TablesFullMemory(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ag := newAggregator(64, DefaultIPv6Network, DefaultIPv6PrefixesPerNetwork, time.Hour)
+	// An address's first 64 bits: its /12, the rest of its /32, of its
+	// /48 and of its /64.
+	mint := func(p12, p32, p48, p64 uint64) {
+		var b [16]byte
+		binary.BigEndian.PutUint64(b[:8], p12<<52|p32<<32|p48<<16|p64)
+		a := netip.AddrFrom16(b)
+		ag.group(a, prefixAt(a, 64))
+	}
+	// The /64s' table: 8 /32s of 64 /48s of 64 /64s (a /32 holds at most
+	// an eighth of the table, a /48 at most 64).
+	for p32 := range uint64(8) {
+		for p48 := range uint64(64) {
+			for p64 := range uint64(64) {
+				mint(0x200, p32, p48, p64)
+			}
+		}
+	}
+	// The /48s' table, the /64s' being full: 8 /12s of 8 /32s of 64 /48s
+	// (a /12 holds at most an eighth of it, a /32 at most 64).
+	for p12 := range uint64(8) {
+		for p32 := range uint64(8) {
+			for p48 := range uint64(64) {
+				mint(0x210+p12, p32, p48, 0)
+			}
+		}
+	}
+	// The /32s' table, the others being full: 16 /12s of 64 /32s.
+	for p12 := range uint64(16) {
+		for p32 := range uint64(64) {
+			mint(0x220+p12, p32, 0, 0)
+		}
+	}
+	for i, want := range []int{ipv6ClientGrants, ipv6NetworkGrants, ipv6WideGrants} {
+		if got := ag.levels[i].grants.Len(); got != want {
+			t.Fatalf("the /%d table holds %d grants, want it full (%d)", ag.levels[i].bits, got, want)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	runtime.KeepAlive(ag)
+	t.Logf("every table full (%d identities of their own): %.1f MB of heap", ipv6ClientGrants+ipv6NetworkGrants+ipv6WideGrants, float64(held)/(1<<20))
+	if held > 8<<20 {
+		t.Fatalf("every table full holds %d bytes, want at most 8 MB", held)
 	}
 }

@@ -245,12 +245,13 @@ func WithHeaders(s HeaderStyle) Option {
 // often they rotate: an IPv4 client, and an IPv6 client of a /32 the
 // attacker does not hold, still get identities of their own. Prefixes
 // are remembered by a keyed hash with a random key per process, so no
-// client can craft prefixes that count as one; memory is about 6 MB when
-// every table is full. The bound holds per middleware: layers that each
-// key by client address on one store (per network, per host) each make
-// up to MaxIPv6Identities identities of their own policy, so size the
-// memory store's WithMaxKeys above their sum. The aggregation applies
-// also when IPv6Prefix groups by /48 or a shorter prefix.
+// client can craft prefixes that count as one; the tables hold 4.8 MB
+// of heap when every one is full (TestIPv6TablesFullMemory). The bound
+// holds per middleware: layers that each key by client address on one
+// store (per network, per host) each make up to MaxIPv6Identities
+// identities of their own policy, so size the memory store's WithMaxKeys
+// above their sum. The aggregation applies also when IPv6Prefix groups
+// by /48 or a shorter prefix.
 //
 // Ports and zones are dropped and IPv4-mapped IPv6 addresses become IPv4
 // before any of this.
