@@ -21,12 +21,19 @@ func (e *storeEnv) take(t *testing.T, req slidelog.Request, w want) slidelog.Res
 	if err != nil {
 		t.Fatalf("Take(%q %q, ID %d, cost %d): unexpected error %v", req.Namespace, req.Key, req.ID, req.Cost, err)
 	}
+	e.wantTaken(t, req, res, w)
+	return res
+}
+
+// wantTaken fails the test unless res, the Result of a Take of req, is w
+// and well formed (checkResult).
+func (e *storeEnv) wantTaken(t *testing.T, req slidelog.Request, res slidelog.Result, w want) {
+	t.Helper()
 	if res.Allowed != w.allowed || res.Remaining != w.remaining || res.RetryAfter != w.retryAfter || res.ResetAfter != w.resetAfter {
 		t.Fatalf("Take(%q %q, ID %d, cost %d) = allowed %v remaining %d retryAfter %v resetAfter %v; want allowed %v remaining %d retryAfter %v resetAfter %v",
 			req.Namespace, req.Key, req.ID, req.Cost, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter, w.allowed, w.remaining, w.retryAfter, w.resetAfter)
 	}
 	e.checkResult(t, "Take", req.Policies, res)
-	return res
 }
 
 // refund calls the store's Refund and fails the test on an error.

@@ -61,10 +61,10 @@ const (
 )
 
 // stalledCases check that a call on a stalled backend ends with its
-// context, for each method that may wait on the backend. A case with
-// has runs only on a store that has its method (storeAs skips the
-// others), and one with after checks, once the backend is resumed and
-// the store decides again, that the method works again.
+// context, for each method that may wait on the backend. A case whose
+// has is set runs only on a store that has its method (storeAs skips
+// the others); one whose after is set checks, once the backend is
+// resumed and the store decides again, that the method works again.
 var stalledCases = []struct {
 	method string
 	has    func(t *testing.T, e *storeEnv)
@@ -175,11 +175,7 @@ func testContextEndsOnStall(t *testing.T, e *storeEnv, stall StallFunc, name str
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	call1 := fmt.Sprintf("Take(%q, ID %d) after the backend was resumed", after.Key, after.ID)
-	if !res.Allowed || res.Remaining != 1 || res.RetryAfter != 0 || res.ResetAfter != time.Minute {
-		t.Fatalf("%s = allowed %v remaining %d retryAfter %v resetAfter %v; want allowed with 1 remaining, resetAfter 1m0s", call1, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
-	}
-	e.checkResult(t, call1, ps, res)
+	e.wantTaken(t, after, res, want{allowed: true, remaining: 1, resetAfter: time.Minute})
 	e.refund(t, after)
 	after.ID = 4
 	e.take(t, after, want{allowed: true, remaining: 1, resetAfter: time.Minute})
