@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -22,22 +23,29 @@ const (
 	historyAdvance = 16 // ops between two advances of the fast clock
 )
 
-// historyStep is how far the fast clock moves per decision: each key is
-// decided once per historyKeys decisions, so historyPerKey of them span
-// the window, and each admission pushes about one entry out of it.
-const historyStep = historyWindow / (historyKeys * historyPerKey)
+// history is a set of keys that a benchmark decides on in turn, and how
+// far the fast clock moves per decision (step): each key is decided once
+// per len(names) decisions, so historyPerKey of them span the window, and
+// each admission pushes about one entry out of it.
+type history struct {
+	names []string
+	step  time.Duration
+}
 
-var historyNames = func() []string {
-	keys := make([]string, historyKeys)
-	for i := range keys {
-		keys[i] = "client-" + strconv.Itoa(i)
+func newHistory(keys int) history {
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "client-" + strconv.Itoa(i)
 	}
-	return keys
-}()
+	return history{names: names, step: historyWindow / time.Duration(keys*historyPerKey)}
+}
+
+// historyKeySet is BenchmarkAdmitWithHistory's 10,000 keys.
+var historyKeySet = newHistory(historyKeys)
 
 // fastClock is the process's monotonic clock (read as memstore's default
 // clock reads it, one monotonic read per call) plus a skew that the
-// benchmark moves forward by historyStep per decision: an hour of
+// benchmark moves forward by history.step per decision: an hour of
 // traffic passes in a fraction of a second, so that every key keeps
 // about 120 admissions in its window while each admission pushes about
 // one old entry out, as it would at 333 decisions per second over 10,000
@@ -115,36 +123,60 @@ func BenchmarkFastClock(b *testing.B) {
 // the run.
 func BenchmarkAdmitWithHistory(b *testing.B) {
 	for _, mode := range callerModes {
-		b.Run("slidelog/"+mode.name, func(b *testing.B) {
-			clock := newFastClock()
-			store := memstore.New(memstore.WithClock(clock.now))
-			defer store.Close()
-			l := slidelog.MustNew(store, slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: historyWindow})
-			defer l.Close()
-			ctx := context.Background()
-			allow := func(key string) {
-				res, err := l.Allow(ctx, key)
-				if err != nil || !res.Allowed {
-					b.Fatalf("%+v, %v", res, err)
-				}
-			}
-			runHistory(b, mode.callers, allow, func(n int) { clock.skew.Add(int64(n) * int64(historyStep)) })
-			res, err := l.Peek(ctx, historyNames[0])
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(res.Limit-res.Remaining), "entries/key")
-		})
-		b.Run("go-limiter/"+mode.name, func(b *testing.B) {
-			s := goLimiter(b, 1<<62, historyWindow)
-			ctx := context.Background()
-			runHistory(b, mode.callers, func(key string) {
-				if _, _, _, ok, _ := s.Take(ctx, key); !ok {
-					b.Fatal("denied")
-				}
-			}, func(int) {})
-		})
+		b.Run("slidelog/"+mode.name, func(b *testing.B) { admitSlidelog(b, historyKeySet, mode.callers) })
+		b.Run("go-limiter/"+mode.name, func(b *testing.B) { admitGoLimiter(b, historyKeySet, mode.callers) })
 	}
+}
+
+// BenchmarkAdmitWithHistoryKeys is BenchmarkAdmitWithHistory on one
+// goroutine over 10 to 30,000 keys: how an admission's cost grows with
+// the memory the keys' state takes, against go-limiter's. A key's exact
+// log of 120 entries takes about 3.5 KB (the log, 384 bytes; its ring of
+// 128 entries of 24 bytes) where go-limiter's bucket takes about 100, so
+// that from about 1,000 keys on, the lines a decision touches (the
+// index's slot, the log's first lines, the ring's oldest entry and next
+// free slot) no longer stay in a core's cache between two decisions on
+// the key.
+func BenchmarkAdmitWithHistoryKeys(b *testing.B) {
+	for _, keys := range []int{10, 100, 1_000, 3_000, 10_000, 30_000} {
+		h := newHistory(keys)
+		b.Run(fmt.Sprintf("keys=%d/slidelog", keys), func(b *testing.B) { admitSlidelog(b, h, 1) })
+		b.Run(fmt.Sprintf("keys=%d/go-limiter", keys), func(b *testing.B) { admitGoLimiter(b, h, 1) })
+	}
+}
+
+// admitSlidelog runs runHistory on h with slidelog on a memory store, as
+// BenchmarkAdmitWithHistory describes.
+func admitSlidelog(b *testing.B, h history, callers int) {
+	clock := newFastClock()
+	store := memstore.New(memstore.WithClock(clock.now))
+	defer store.Close()
+	l := slidelog.MustNew(store, slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: historyWindow})
+	defer l.Close()
+	ctx := context.Background()
+	allow := func(key string) {
+		res, err := l.Allow(ctx, key)
+		if err != nil || !res.Allowed {
+			b.Fatalf("%+v, %v", res, err)
+		}
+	}
+	runHistory(b, h, callers, allow, func(n int) { clock.skew.Add(int64(n) * int64(h.step)) })
+	res, err := l.Peek(ctx, h.names[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(res.Limit-res.Remaining), "entries/key")
+}
+
+// admitGoLimiter runs runHistory on h with go-limiter's memory store.
+func admitGoLimiter(b *testing.B, h history, callers int) {
+	s := goLimiter(b, 1<<62, historyWindow)
+	ctx := context.Background()
+	runHistory(b, h, callers, func(key string) {
+		if _, _, _, ok, _ := s.Take(ctx, key); !ok {
+			b.Fatal("denied")
+		}
+	}, func(int) {})
 }
 
 // callerMode is how many goroutines a benchmark decides on: 1 (serial,
@@ -158,15 +190,19 @@ type callerMode struct {
 // one per core, and the 16 and 64 that the Redis benchmarks report.
 var callerModes = []callerMode{{"serial", 1}, {"parallel", 0}, {"16-callers", 16}, {"64-callers", 64}}
 
-// runHistory warms every key with historyPerKey decisions, then measures
-// decide on the keys in turn, on callers goroutines (see callerMode),
+// runHistory warms every key of h with historyPerKey decisions, reporting
+// the heap that leaves in use per key (heap-B/key), then measures decide
+// on the keys in turn, on callers goroutines (see callerMode),
 // calling advance with the number of decisions made every historyAdvance
 // of them. It reports the CPU per decision and the goroutines it ran.
-func runHistory(b *testing.B, callers int, decide func(key string), advance func(n int)) {
-	for i := range historyKeys * historyPerKey {
-		decide(historyNames[i%historyKeys])
+func runHistory(b *testing.B, h history, callers int, decide func(key string), advance func(n int)) {
+	keys := len(h.names)
+	before := liveHeap()
+	for i := range keys * historyPerKey {
+		decide(h.names[i%keys])
 		advance(1)
 	}
+	perKey := float64(liveHeap()-before) / float64(keys)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := cpuTime()
@@ -174,10 +210,11 @@ func runHistory(b *testing.B, callers int, decide func(key string), advance func
 		// CPU per decision: unlike ns/op, it does not count the time the
 		// benchmark waited for a core on a busy machine.
 		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(perKey, "heap-B/key") // after ResetTimer, which drops metrics
 	}()
 	if callers == 1 {
 		for i := 0; b.Loop(); i++ {
-			decide(historyNames[i%historyKeys])
+			decide(h.names[i%keys])
 			if i%historyAdvance == historyAdvance-1 {
 				advance(historyAdvance)
 			}
@@ -194,14 +231,22 @@ func runHistory(b *testing.B, callers int, decide func(key string), advance func
 	b.ReportMetric(float64(goroutines), "callers")
 	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
-		k := int(next.Add(1)) * historyKeys / goroutines
+		k := int(next.Add(1)) * keys / goroutines
 		for i := 0; pb.Next(); i++ {
-			decide(historyNames[(k+i)%historyKeys])
+			decide(h.names[(k+i)%keys])
 			if i%historyAdvance == historyAdvance-1 {
 				advance(historyAdvance)
 			}
 		}
 	})
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
 
 // cpuTime is the process's user and system CPU time.
