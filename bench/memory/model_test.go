@@ -1,0 +1,231 @@
+package memory
+
+import (
+	"hash/maphash"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+// BenchmarkLayoutModel measures models of the memory store's exact log,
+// not the store: each model admits as BenchmarkAdmitWithHistoryKeys does
+// (one goroutine, the same keys and clock, one exact policy of an hour,
+// each key's log kept at about 120 entries), doing only what an admission
+// must: hash the key, find its state, lock it, read the clock, evict the
+// oldest entry, append one, unlock. They tell what the lines an admission
+// touches cost at 10,000 keys, apart from the code around them:
+//
+//   - lines-today: an index slot holds the hash and a pointer to a
+//     384-byte log whose lock and key are in its first line and whose
+//     exact fields are in its third line pair, its ring of 24-byte entries
+//     apart, as memlog lays them out;
+//   - header-inline: the log's lock, key and exact fields in the index's
+//     slot itself, one 128-byte pair, its ring apart;
+//   - header-inline-no-ring: the same, moving only the counters (wrong,
+//     but the floor of that layout's lines).
+func BenchmarkLayoutModel(b *testing.B) {
+	for _, keys := range []int{10, 10_000} {
+		h := newHistory(keys)
+		name := "keys=10"
+		if keys != 10 {
+			name = "keys=10000"
+		}
+		b.Run(name+"/lines-today", func(b *testing.B) {
+			runModel(b, h, newModelToday(keys).take)
+		})
+		b.Run(name+"/header-inline", func(b *testing.B) {
+			runModel(b, h, newModelInline(keys).take)
+		})
+		b.Run(name+"/header-inline-no-ring", func(b *testing.B) {
+			runModel(b, h, newModelInline(keys).takeNoRing)
+		})
+	}
+}
+
+// runModel warms and measures take as runHistory does on one goroutine,
+// on its own clock, and checks that the logs stay at about 120 entries.
+func runModel(b *testing.B, h history, take func(now func() int64, key string) int64) {
+	clock := newFastClock()
+	now := func() int64 { return clock.now().UnixMicro() }
+	keys := len(h.names)
+	for i := range keys * historyPerKey {
+		take(now, h.names[i%keys])
+		clock.skew.Add(int64(h.step))
+	}
+	b.ResetTimer()
+	var held int64
+	for i := 0; b.Loop(); i++ {
+		held = take(now, h.names[i%keys])
+		if i%historyAdvance == historyAdvance-1 {
+			clock.skew.Add(historyAdvance * int64(h.step))
+		}
+	}
+	b.StopTimer()
+	if held < historyPerKey-2 || held > historyPerKey+2 {
+		b.Fatalf("a log holds %d entries, want about %d", held, historyPerKey)
+	}
+}
+
+var modelWindow = historyWindow.Microseconds()
+
+// modelEntry is an exact log's entry, as window's: time, ID, running sum.
+type modelEntry struct{ at, id, cum int64 }
+
+// modelRing is how many entries a model's ring holds: the power of two
+// above 120, as the exact log's ring grows to.
+const modelRing = 128
+
+// modelExact is the exact log's fields an admission reads and writes.
+type modelExact struct {
+	ring                *[modelRing]modelEntry
+	head, tail          int64
+	base, total, newest int64
+	ids                 int64
+}
+
+// admit evicts what left the window at now, appends an entry and
+// returns the entries held.
+func (x *modelExact) admit(now int64) int64 {
+	for x.head < x.tail {
+		e := &x.ring[x.head%modelRing]
+		if e.at > now-modelWindow {
+			break
+		}
+		x.base = e.cum
+		x.head++
+	}
+	x.total++
+	x.ids++
+	x.ring[x.tail%modelRing] = modelEntry{at: now, id: x.ids, cum: x.total}
+	x.tail++
+	x.newest = now
+	return x.total - x.base
+}
+
+// modelToday is an index of (hash, pointer) slots, the logs apart.
+type modelToday struct {
+	seed  maphash.Seed
+	slots []modelSlot
+	mask  uint64
+}
+
+type modelSlot struct {
+	hash uint64
+	log  *modelLog
+}
+
+// modelLog is 384 bytes, the lock and key in its first line and the
+// exact fields from byte 256, as memlog's log.
+type modelLog struct {
+	mu   sync.Mutex
+	hash uint64
+	key  string
+	_    [224]byte
+	x    modelExact
+	_    [64]byte
+}
+
+var (
+	_ [384 - unsafe.Sizeof(modelLog{})]byte
+	_ [unsafe.Offsetof(modelLog{}.x) - 256]byte
+)
+
+func newModelToday(keys int) *modelToday {
+	size := 16
+	for size < 3*keys {
+		size *= 2
+	}
+	return &modelToday{seed: maphash.MakeSeed(), slots: make([]modelSlot, size), mask: uint64(size - 1)}
+}
+
+func (m *modelToday) take(now func() int64, key string) int64 {
+	h := maphash.String(m.seed, key)
+	var l *modelLog
+	for i := h & m.mask; ; i = (i + 1) & m.mask {
+		s := &m.slots[i]
+		if s.log == nil {
+			l = &modelLog{hash: h, key: key, x: modelExact{ring: new([modelRing]modelEntry)}}
+			s.hash, s.log = h, l
+			break
+		}
+		if s.hash == h && s.log.key == key {
+			l = s.log
+			break
+		}
+	}
+	l.mu.Lock()
+	held := l.x.admit(now())
+	l.mu.Unlock()
+	return held
+}
+
+// modelInline is an index whose slots are the logs' headers.
+type modelInline struct {
+	seed  maphash.Seed
+	slots []modelHeader
+	mask  uint64
+}
+
+// modelHeader is a log's lock, key and exact fields in 128 bytes.
+type modelHeader struct {
+	mu   sync.Mutex
+	used bool
+	hash uint64
+	key  string
+	x    modelExact
+	_    [128 - 40 - unsafe.Sizeof(modelExact{})]byte
+}
+
+var _ [128 - unsafe.Sizeof(modelHeader{})]byte
+
+func newModelInline(keys int) *modelInline {
+	size := 16
+	for size < 3*keys/2 {
+		size *= 2
+	}
+	// One header more, to start the slots on a 128-byte boundary.
+	all := make([]modelHeader, size+1)
+	off := (128 - uintptr(unsafe.Pointer(&all[0]))%128) % 128
+	slots := unsafe.Slice((*modelHeader)(unsafe.Add(unsafe.Pointer(&all[0]), off)), size)
+	return &modelInline{seed: maphash.MakeSeed(), slots: slots, mask: uint64(size - 1)}
+}
+
+func (m *modelInline) find(key string) *modelHeader {
+	h := maphash.String(m.seed, key)
+	for i := h & m.mask; ; i = (i + 1) & m.mask {
+		s := &m.slots[i]
+		if !s.used {
+			s.used, s.hash, s.key, s.x.ring = true, h, key, new([modelRing]modelEntry)
+			return s
+		}
+		if s.hash == h && s.key == key {
+			return s
+		}
+	}
+}
+
+func (m *modelInline) take(now func() int64, key string) int64 {
+	l := m.find(key)
+	l.mu.Lock()
+	held := l.x.admit(now())
+	l.mu.Unlock()
+	return held
+}
+
+func (m *modelInline) takeNoRing(now func() int64, key string) int64 {
+	l := m.find(key)
+	l.mu.Lock()
+	x := &l.x
+	t := now()
+	if x.tail-x.head >= historyPerKey {
+		x.head++
+		x.base++
+	}
+	x.total++
+	x.ids++
+	x.tail++
+	x.newest = t
+	held := x.total - x.base
+	l.mu.Unlock()
+	return held
+}
