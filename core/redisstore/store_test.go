@@ -77,6 +77,57 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 		}, stall)
 	})
 	t.Run("Cluster", testStoppedCluster)
+	t.Run("Sentinel", testStoppedSentinelMaster)
+}
+
+// testStoppedSentinelMaster runs the suite on a Sentinel set of the
+// test's own (a master, a replica, three Sentinels), through a failover
+// client: the Stalled cases stop the master (SIGSTOP) and resume it, and
+// a call whose context ends meanwhile returns soon after with an error,
+// as on one server, on a client made by Connect from the set's
+// redis+sentinel:// URL, on one with go-redis's plain FailoverOptions,
+// and on one failover client shared by the suite's stores with a 5 s
+// stall timeout. The Sentinels' down-after is a minute, far beyond a
+// stall of the suite, so that none fails the master over; the test
+// checks that the master is the same after the suite.
+func testStoppedSentinelMaster(t *testing.T) {
+	bed := redistest.StartSentinels(t, redistest.SentinelConfig{DownAfter: time.Minute, FailoverTimeout: 2 * time.Minute})
+	master := bed.Master.Addr
+	defer func() {
+		if now := bed.MasterAddr(t.Context()); now != master {
+			t.Errorf("the Sentinels name %q as master after the suite, want %s: a failover during the test", now, master)
+		}
+	}()
+	stall := slidelogtest.WithStall(func(t *testing.T) (resume func()) {
+		require.NoError(t, bed.Master.Signal(syscall.SIGSTOP))
+		return func() {
+			if err := bed.Master.Signal(syscall.SIGCONT); err != nil {
+				t.Errorf("resuming the master: %v", err)
+			}
+		}
+	})
+	t.Run("Connect", func(t *testing.T) {
+		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+			client, err := redisstore.Connect(t.Context(), bed.URL())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = client.Close() }) // after the store's cleanups
+			return newRedisStore(t, client, redisstore.WithClock(clock))
+		}, stall)
+	})
+	t.Run("PlainOptions", func(t *testing.T) {
+		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+			client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()})
+			t.Cleanup(func() { _ = client.Close() })
+			return newRedisStore(t, client, redisstore.WithClock(clock))
+		}, stall)
+	})
+	t.Run("SharedClient", func(t *testing.T) {
+		client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()})
+		t.Cleanup(func() { _ = client.Close() })
+		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
+		}, stall)
+	})
 }
 
 // testStoppedCluster runs the suite on a Redis Cluster of the test's
