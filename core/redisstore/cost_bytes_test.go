@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,10 +16,10 @@ import (
 // TestRedisCostOfLargeRequests measures, on a Redis server of the test's
 // own, what docs/algorithm.md states beside the log's bytes per entry:
 //
-//   - the Redis time per call (INFO commandstats, EVALSHA) of 100
-//     requests of cost 1 and 100 of cost 200,000, five in each of 20 logs:
-//     a request of any cost is one entry, so the second costs about what
-//     the first does;
+//   - the Redis time per call (INFO commandstats, EVALSHA) of requests
+//     of cost 1 and of cost 200,000, five in each of 20 logs, the least of
+//     five batches of 20: a request of any cost is one entry, so the second
+//     costs about what the first does (a special log's work more);
 //   - the bytes of one log holding five admissions of cost 200,000;
 //   - the bytes a special log's state hash takes, and the bytes per entry
 //     of a cost other than 1 that its costs hash takes.
@@ -62,8 +63,14 @@ func TestRedisCostOfLargeRequests(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, res.Allowed, "cost %d on %s: %+v", n, key, res)
 	}
-	unit := usecPerCall(100, func(i int) { admit("unit-"+strconv.Itoa(i/5), 1) })
-	large := usecPerCall(100, func(i int) { admit("large-"+strconv.Itoa(i/5), 200_000) })
+	// Five batches of 20 calls of each cost, the least time per call of
+	// each: a batch whose server lost its core for a while (a busy
+	// machine) does not count.
+	unit, large := math.Inf(1), math.Inf(1)
+	for b := range 5 {
+		unit = min(unit, usecPerCall(20, func(i int) { admit("unit-"+strconv.Itoa(4*b+i/5), 1) }))
+		large = min(large, usecPerCall(20, func(i int) { admit("large-"+strconv.Itoa(4*b+i/5), 200_000) }))
+	}
 	t.Logf("Redis time per call: cost 1 %.1f µs, cost 200,000 %.1f µs", unit, large)
 	require.Less(t, large, 10*unit, "a request of cost 200,000 should cost Redis about what one of cost 1 does")
 
