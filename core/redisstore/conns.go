@@ -286,13 +286,19 @@ const dialAskEvery = 25 * time.Millisecond
 // write that carries it marks its connection as the call's.
 type claim struct {
 	member    string
+	set       *connSet
 	conn      atomic.Pointer[trackedConn]
 	cancelled atomic.Bool
+	// watch, under set.mu, looks for the handshakes the call may wait on
+	// once it is cancelled before its request was written (see cancel);
+	// done stops it when the call returns.
+	watch *time.Timer
+	done  bool
 }
 
 // claim registers a call whose request carries member.
 func (s *connSet) claim(member string) *claim {
-	cl := &claim{member: member}
+	cl := &claim{member: member, set: s}
 	s.mu.Lock()
 	s.claims = append(s.claims, cl)
 	s.mu.Unlock()
@@ -300,7 +306,7 @@ func (s *connSet) claim(member string) *claim {
 	return cl
 }
 
-// unclaim forgets cl.
+// unclaim forgets cl: its call returned.
 func (s *connSet) unclaim(cl *claim) {
 	s.mu.Lock()
 	for i, c := range s.claims {
@@ -309,17 +315,91 @@ func (s *connSet) unclaim(cl *claim) {
 			break
 		}
 	}
+	cl.done = true
+	if cl.watch != nil {
+		cl.watch.Stop()
+	}
 	s.mu.Unlock()
 	s.nclaims.Add(-1)
 }
 
 // cancel breaks off the connection cl's call is on, if it is still the
 // call's: its read ends at once. A call not written yet fails its write.
+// Before its request, though, the call may be waiting for a new
+// connection's handshake: go-redis dials the connection, then sends its
+// hello from the caller's goroutine, and with its plain options ignores
+// the context while it reads the answer. Which call a handshake is for
+// cannot be told, so the call's wait is bounded instead: until it
+// returns, a connection of the node whose hello the node has left
+// unanswered for handshakeWait is broken off (watchHandshakes).
 func (cl *claim) cancel() {
 	cl.cancelled.Store(true)
-	if c := cl.conn.Load(); c != nil && c.owner.Load() == cl {
-		c.kick()
+	if c := cl.conn.Load(); c != nil {
+		if c.owner.Load() == cl {
+			c.kick()
+		}
+		return
 	}
+	cl.set.watchHandshakes(cl)
+}
+
+// handshakeWait is how long a new connection may wait for the node's
+// answer to its hello (the node sending nothing on it, by the kernel's
+// record) before a call whose context ended, and which may be waiting
+// on it, breaks it off: far beyond a round trip to a node that answers,
+// and well within the second slidelog.Store allows a call after its
+// context ends.
+const handshakeWait = 250 * time.Millisecond
+
+// watchHandshakes breaks off, for good, each of the set's connections
+// whose hello the node has left unanswered for handshakeWait, until cl's
+// call returns: at once for those that waited that long already, then
+// when the next one will have.
+func (s *connSet) watchHandshakes(cl *claim) {
+	now := monotime.Now()
+	next := int64(-1) // when the next connection in its handshake will have waited handshakeWait
+	for _, c := range s.list() {
+		since, waiting := c.handshake()
+		switch {
+		case !waiting || c.kicked.Load():
+		case now-since >= int64(handshakeWait):
+			c.kick()
+		case next < 0 || since+int64(handshakeWait) < next:
+			next = since + int64(handshakeWait)
+		}
+	}
+	if next < 0 {
+		// None yet: the call may still be waiting for its dial, or for a
+		// connection of the pool; look again in a while.
+		next = now + int64(handshakeWait)/4
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cl.done || cl.conn.Load() != nil {
+		return
+	}
+	cl.watch = time.AfterFunc(time.Duration(next-now), func() { s.watchHandshakes(cl) })
+}
+
+// handshake reports whether c waits for the node's first bytes, and since
+// when (monotime.Now): a connection that has read nothing, on which the
+// kernel has received nothing either (bytes received but unread mean the
+// node answered and this process has yet to run). Where the kernel keeps
+// no record (TLS, a Unix socket), a connection that has read nothing.
+func (c *trackedConn) handshake() (since int64, waiting bool) {
+	if c.rseq.Load() != 0 {
+		return 0, false
+	}
+	if c.tcp != nil {
+		if _, received, ok := tcpRecv(c.tcp); ok && received > 0 {
+			return 0, false
+		}
+	}
+	since = c.born
+	if c.wseq.Load() != 0 {
+		since = c.wrote.Load()
+	}
+	return since, true
 }
 
 // match returns the claim whose member b carries, or nil.
@@ -340,7 +420,7 @@ var pastDeadline = time.Unix(1, 0)
 
 // add tracks conn and returns the connection the client is to use.
 func (s *connSet) add(conn net.Conn) net.Conn {
-	c := &trackedConn{Conn: conn, set: s, gen: s.gen.Load()}
+	c := &trackedConn{Conn: conn, set: s, gen: s.gen.Load(), born: monotime.Now()}
 	// The kernel's byte count is compared with the bytes read: only on
 	// a plain TCP connection (TLS reads fewer bytes than it receives).
 	if tcp, ok := conn.(*net.TCPConn); ok {
@@ -482,9 +562,10 @@ func (s *connSet) silence() evidence {
 // the client sets on it is in the past.
 type trackedConn struct {
 	net.Conn
-	set *connSet
-	gen uint64
-	tcp *net.TCPConn // the TCP connection under it; nil if not TCP
+	set  *connSet
+	gen  uint64
+	tcp  *net.TCPConn // the TCP connection under it; nil if not TCP
+	born int64        // when (monotime.Now) it was added
 
 	// The order of the connection's writes and reads: seq counts both,
 	// wseq is the count at the last write, rseq at the last read that

@@ -26,13 +26,17 @@ const DefaultStallTimeout = 150 * time.Millisecond
 // only the node's own silence counts (see the package documentation,
 // "Node health"). It must be at least a millisecond.
 //
-// One wait is ended by the stall timeout alone, not by the caller's
-// context: that of a call sent from its caller's goroutine (a store on a
-// client of its own) for a new connection's handshake with a silent node,
-// as when an earlier call's context ended and broke its connection off.
-// A stall timeout longer than the callers' deadlines lets such a call
-// outlive its deadline by up to the timeout; slidelog.Store asks a call
-// to end within a second of its context.
+// A call ends soon after its caller's context does, whatever the stall
+// timeout, with one wait bounded otherwise: that of a call sent from its
+// caller's goroutine (a store on a client of its own) for a new
+// connection's handshake with a silent node, as when an earlier call's
+// context ended and broke its connection off. go-redis reads the answer
+// to the connection's hello ignoring the context (with its plain
+// options), and which call a handshake is for cannot be told: such a call
+// breaks off the node's connections whose hello has gone unanswered for a
+// quarter of a second (by the kernel's record of what the node sent), and
+// returns then, or at the stall timeout when that is sooner. Another call
+// waiting on one of those handshakes then fails too, with the node.
 func WithStallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond {

@@ -32,16 +32,19 @@ func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstor
 // own with go-redis's plain options, which leave a context's end to the
 // store, or with ClientOptions; and on one client shared by the suite's
 // stores, whose connections they cannot break off (a sender goroutine
-// carries each call). On a client of their own the stores have the
-// default stall timeout: a call after the first of a case finds the first
-// one's connection broken off and dials another (a pool miss), and the
-// end of its context does not end that wait: the stall judgement does,
-// about 150 ms after the stop (measured: 116 ms after a deadline that
-// passed 80 ms after the stop; with WithStallTimeout(5s), 5 s against a
-// 40 ms deadline with plain options, and 462 ms, the read timeout, with
-// ClientOptions). Then the same on a Cluster of the test's own, all its
-// masters stopped (testStoppedCluster). The shared servers are never
-// stopped: other packages' tests use them.
+// carries each call). On a client of their own, a call after the first of
+// a case finds the first one's connection broken off and dials another (a
+// pool miss), and waits for the new connection's handshake, which
+// go-redis's plain options leave deaf to the context: with the default
+// stall timeout the stall judgement ends that wait, about 150 ms after
+// the stop (measured: 116 ms after a deadline that passed 40 ms after the
+// stop); with WithStallTimeout(5s) (PlainOptionsLongStallTimeout), the
+// call breaks off the handshakes the node has left unanswered for 250 ms
+// (212 ms after its deadline; before, 5 s). Then the same on a Cluster of
+// the test's own, all its masters stopped (testStoppedCluster), and
+// behind Sentinels of its own, the master stopped
+// (testStoppedSentinelMaster). The shared servers are never stopped:
+// other packages' tests use them.
 func TestStoreConformanceStoppedServer(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.ServerConfig{})
 	stall := slidelogtest.WithStall(func(t *testing.T) (resume func()) {
@@ -64,6 +67,15 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 	})
 	t.Run("ClientOptions", func(t *testing.T) {
 		slidelogtest.RunStoreSuite(t, ownClient(redisstore.ClientOptions(srv.Addr)), stall)
+	})
+	t.Run("PlainOptionsLongStallTimeout", func(t *testing.T) {
+		// Only the end of its context ends a call in time, here too while
+		// it waits for a new connection's handshake.
+		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			t.Cleanup(func() { _ = client.Close() })
+			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
+		}, stall)
 	})
 	t.Run("SharedClient", func(t *testing.T) {
 		// A stall timeout far beyond the suite's bound: only the end of
@@ -119,6 +131,13 @@ func testStoppedSentinelMaster(t *testing.T) {
 			client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()})
 			t.Cleanup(func() { _ = client.Close() })
 			return newRedisStore(t, client, redisstore.WithClock(clock))
+		}, stall)
+	})
+	t.Run("PlainOptionsLongStallTimeout", func(t *testing.T) {
+		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+			client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()})
+			t.Cleanup(func() { _ = client.Close() })
+			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
 		}, stall)
 	})
 	t.Run("SharedClient", func(t *testing.T) {
@@ -183,6 +202,13 @@ func testStoppedCluster(t *testing.T) {
 	})
 	t.Run("ClusterOptions", func(t *testing.T) {
 		slidelogtest.RunStoreSuite(t, ownClient(func() *redis.ClusterOptions { return redisstore.ClusterOptions(cl.Addrs()...) }), stall)
+	})
+	t.Run("PlainOptionsLongStallTimeout", func(t *testing.T) {
+		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+			t.Cleanup(func() { _ = client.Close() })
+			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
+		}, stall)
 	})
 	t.Run("SharedClient", func(t *testing.T) {
 		// As on one server: only the end of its context ends a call in

@@ -190,6 +190,7 @@ var foreign = []string{
 	"FailoverReplicaAck",                                       // a subtest of the fault suite
 	"UnixSocket",                                               // a subtest of the proxy suite
 	"ContextEndsTake", "ContextEndsRefund", "ContextEndsReset", // subtests of the store suite (slidelogtest.WithStall)
+	"PlainOptionsLongStallTimeout",         // a subtest of redisstore's TestStoreConformanceStoppedServer
 	"ContextEndsPeek", "ContextEndsRecord", // the same, on a Peeker and a Recorder
 	"CodeInternal", "CodeInvalidArgument", "CodeUnavailable", // connect
 	"FullPath", "GetPath", "UnescapePath", "PeekAll", "MaxRetries", "MaxInt64", // frameworks, go-redis, math
