@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
@@ -384,16 +385,26 @@ func (s *connSet) watchHandshakes(cl *claim) {
 // handshake reports whether c waits for the node's first bytes, and since
 // when (monotime.Now): a connection that has read nothing, on which the
 // kernel has received nothing either (bytes received but unread mean the
-// node answered and this process has yet to run). Where the kernel keeps
-// no record (TLS, a Unix socket), a connection that has read nothing.
+// node answered and this process has yet to run); over TLS, nothing since
+// its last write (a TLS 1.3 server's session ticket arriving after it
+// counts as an answer). Where the kernel keeps no record (a Unix socket),
+// none is taken to wait: a busy process could not be told from a node
+// that does not answer.
 func (c *trackedConn) handshake() (since int64, waiting bool) {
 	if c.rseq.Load() != 0 {
 		return 0, false
 	}
-	if c.tcp != nil {
-		if _, received, ok := tcpRecv(c.tcp); ok && received > 0 {
+	switch {
+	case c.tcp != nil:
+		if _, received, ok := tcpRecv(c.tcp); !ok || received > 0 {
 			return 0, false
 		}
+	case c.hsTCP != nil:
+		if _, received, ok := tcpRecv(c.hsTCP); !ok || received > c.hsRecv.Load() {
+			return 0, false
+		}
+	default:
+		return 0, false
 	}
 	since = c.born
 	if c.wseq.Load() != 0 {
@@ -425,6 +436,8 @@ func (s *connSet) add(conn net.Conn) net.Conn {
 	// a plain TCP connection (TLS reads fewer bytes than it receives).
 	if tcp, ok := conn.(*net.TCPConn); ok {
 		c.tcp = tcp
+	} else if tc, ok := conn.(*tls.Conn); ok {
+		c.hsTCP, _ = tc.NetConn().(*net.TCPConn)
 	}
 	s.mu.Lock()
 	if s.conns == nil {
@@ -566,6 +579,11 @@ type trackedConn struct {
 	gen  uint64
 	tcp  *net.TCPConn // the TCP connection under it; nil if not TCP
 	born int64        // when (monotime.Now) it was added
+	// hsTCP is the TCP connection under a TLS one, and hsRecv the bytes
+	// its kernel had received at the last write before the first read:
+	// whether the node answered the hello (see handshake).
+	hsTCP  *net.TCPConn
+	hsRecv atomic.Uint64
 
 	// The order of the connection's writes and reads: seq counts both,
 	// wseq is the count at the last write, rseq at the last read that
@@ -617,6 +635,12 @@ func (s *connSet) breakOff(c *trackedConn) {
 var errCancelled = errors.New("redisstore: call cancelled before it was sent")
 
 func (c *trackedConn) Write(b []byte) (int, error) {
+	if c.hsTCP != nil && c.rseq.Load() == 0 {
+		// A write of the handshake, over TLS.
+		if _, received, ok := tcpRecv(c.hsTCP); ok {
+			c.hsRecv.Store(received)
+		}
+	}
 	if c.set.nclaims.Load() > 0 {
 		cl := c.set.match(b)
 		c.owner.Store(cl)

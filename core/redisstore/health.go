@@ -34,9 +34,11 @@ const DefaultStallTimeout = 150 * time.Millisecond
 // to the connection's hello ignoring the context (with its plain
 // options), and which call a handshake is for cannot be told: such a call
 // breaks off the node's connections whose hello has gone unanswered for a
-// quarter of a second (by the kernel's record of what the node sent), and
-// returns then, or at the stall timeout when that is sooner. Another call
-// waiting on one of those handshakes then fails too, with the node.
+// quarter of a second (by the kernel's record of what the node sent, over
+// TCP or TLS), and returns then, or at the stall timeout when that is
+// sooner. Another call waiting on one of those handshakes then fails too,
+// with the node. Over a Unix socket, of which the kernel keeps no such
+// record, that wait lasts until the stall timeout.
 func WithStallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond {

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"crypto/tls"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,6 +68,23 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 	})
 	t.Run("ClientOptions", func(t *testing.T) {
 		slidelogtest.RunStoreSuite(t, ownClient(redisstore.ClientOptions(srv.Addr)), stall)
+	})
+	t.Run("TLSLongStallTimeout", func(t *testing.T) {
+		// The same over TLS, through a TLS-terminating proxy in front of
+		// the server: the TLS hello is answered, the server's is not.
+		certFile, keyFile, pool := selfSigned(t, t.TempDir())
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		require.NoError(t, err)
+		for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+			t.Run(tls.VersionName(version), func(t *testing.T) {
+				proxy := tlsProxy(t, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: version, MaxVersion: version}, srv.Addr)
+				slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+					client := redis.NewClient(&redis.Options{Addr: proxy, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+					t.Cleanup(func() { _ = client.Close() })
+					return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
+				}, stall)
+			})
+		}
 	})
 	t.Run("PlainOptionsLongStallTimeout", func(t *testing.T) {
 		// Only the end of its context ends a call in time, here too while
