@@ -24,13 +24,21 @@ import (
 // dials a new connection for most calls (its connections idle for a
 // millisecond are dropped), so that handshakes run all the time beside
 // calls whose context ends. Every call without a deadline must decide.
+// (A busy process, whose readers leave the node's answers waiting in the
+// kernel, is TestWatchHandshakesReadsTheKernel's.)
 func TestCancelledCallsSpareOtherHandshakes(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.ServerConfig{})
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ConnMaxIdleTime: time.Millisecond})
+	spareHandshakes(t, srv.Addr, 100)
+}
+
+// spareHandshakes runs TestCancelledCallsSpareOtherHandshakes's callers,
+// calls each, on the server at addr.
+func spareHandshakes(t *testing.T, addr string, calls int) {
+	client := redis.NewClient(&redis.Options{Addr: addr, ConnMaxIdleTime: time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
 	store := newRedisStore(t, client, redisstore.WithStallTimeout(5*time.Second))
 	p := slidelog.Policy{Name: "p", Limit: 1_000_000, Window: time.Hour}
-	const workers, calls = 32, 100
+	const workers = 32
 	var wg sync.WaitGroup
 	var ended, decided atomic.Int64
 	for w := range workers {
