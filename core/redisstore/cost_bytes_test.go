@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/require"
 )
@@ -87,7 +88,10 @@ func TestRedisCostOfLargeRequests(t *testing.T) {
 	for _, entries := range []int{100, 1000} {
 		key := "costs-" + strconv.Itoa(entries)
 		admit(key, 1)
-		require.Zero(t, client.Exists(ctx, store.LogKey(l.Name(), key)+":s").Val(), "a log of cost 1 alone has no state hash")
+		if !redisstore.UsesLegacyScript(store) {
+			// Redis 6.2 has no PEXPIRETIME: there every log has a state hash.
+			require.Zero(t, client.Exists(ctx, store.LogKey(l.Name(), key)+":s").Val(), "a log of cost 1 alone has no state hash")
+		}
 		for range entries {
 			admit(key, 2)
 		}
