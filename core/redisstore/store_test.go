@@ -27,6 +27,33 @@ func newRedisStore(t *testing.T, client redis.UniversalClient, opts ...redisstor
 	return s
 }
 
+// ownClient returns a NewStoreFunc whose stores each run on a client of
+// their own, made by newClient and closed after the store, with opts
+// after the suite's clock.
+func ownClient(newClient func(t *testing.T) redis.UniversalClient, opts ...redisstore.Option) slidelogtest.NewStoreFunc {
+	return func(t *testing.T, clock func() time.Time) slidelog.Store {
+		client := newClient(t)
+		t.Cleanup(func() { _ = client.Close() }) // after the store's cleanups
+		return newRedisStore(t, client, append([]redisstore.Option{redisstore.WithClock(clock)}, opts...)...)
+	}
+}
+
+// sharedClient runs the store suite with stall on stores that share one
+// client, made by newClient, with the long stall timeout: stores that
+// cannot break off the client's connections.
+func sharedClient(t *testing.T, newClient func(t *testing.T) redis.UniversalClient, stall slidelogtest.StoreSuiteOption) {
+	shared := newClient(t)
+	t.Cleanup(func() { _ = shared.Close() })
+	slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+		return newRedisStore(t, shared, redisstore.WithClock(clock), longStall)
+	}, stall)
+}
+
+// longStall is a stall timeout far beyond the store suite's bound on a
+// call after its context ends: only the end of its context ends a call in
+// time.
+var longStall = redisstore.WithStallTimeout(5 * time.Second)
+
 // On a Redis of the test's own, which the Stalled cases stop (SIGSTOP)
 // and resume (SIGCONT), a call whose context ends while the server is
 // stopped returns soon after, with an error: on a client of the store's
@@ -56,18 +83,15 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 			}
 		}
 	})
-	ownClient := func(o *redis.Options) slidelogtest.NewStoreFunc {
-		return func(t *testing.T, clock func() time.Time) slidelog.Store {
-			client := redis.NewClient(o)
-			t.Cleanup(func() { _ = client.Close() }) // after the store's cleanups
-			return newRedisStore(t, client, redisstore.WithClock(clock))
-		}
+	client := func(o func() *redis.Options) func(*testing.T) redis.UniversalClient {
+		return func(*testing.T) redis.UniversalClient { return redis.NewClient(o()) }
 	}
+	plain := client(func() *redis.Options { return &redis.Options{Addr: srv.Addr} })
 	t.Run("PlainOptions", func(t *testing.T) {
-		slidelogtest.RunStoreSuite(t, ownClient(&redis.Options{Addr: srv.Addr}), stall)
+		slidelogtest.RunStoreSuite(t, ownClient(plain), stall)
 	})
 	t.Run("ClientOptions", func(t *testing.T) {
-		slidelogtest.RunStoreSuite(t, ownClient(redisstore.ClientOptions(srv.Addr)), stall)
+		slidelogtest.RunStoreSuite(t, ownClient(client(func() *redis.Options { return redisstore.ClientOptions(srv.Addr) })), stall)
 	})
 	t.Run("TLSLongStallTimeout", func(t *testing.T) {
 		// The same over TLS, through a TLS-terminating proxy in front of
@@ -78,33 +102,22 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 		for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 			t.Run(tls.VersionName(version), func(t *testing.T) {
 				proxy := tlsProxy(t, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: version, MaxVersion: version}, srv.Addr)
-				slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-					client := redis.NewClient(&redis.Options{Addr: proxy, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
-					t.Cleanup(func() { _ = client.Close() })
-					return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
-				}, stall)
+				overTLS := client(func() *redis.Options {
+					return &redis.Options{Addr: proxy, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+				})
+				slidelogtest.RunStoreSuite(t, ownClient(overTLS, longStall), stall)
 			})
 		}
 	})
 	t.Run("PlainOptionsLongStallTimeout", func(t *testing.T) {
 		// Only the end of its context ends a call in time, here too while
 		// it waits for a new connection's handshake.
-		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-			client := redis.NewClient(&redis.Options{Addr: srv.Addr})
-			t.Cleanup(func() { _ = client.Close() })
-			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
-		}, stall)
+		slidelogtest.RunStoreSuite(t, ownClient(plain, longStall), stall)
 	})
 	t.Run("SharedClient", func(t *testing.T) {
-		// A stall timeout far beyond the suite's bound: only the end of
-		// its context ends a call in time (a store that passed it on as
-		// context.WithoutCancel fails here, and passes with the default
-		// stall timeout).
-		client := redis.NewClient(&redis.Options{Addr: srv.Addr})
-		t.Cleanup(func() { _ = client.Close() })
-		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
-		}, stall)
+		// A store that passed the context on as context.WithoutCancel
+		// fails here, and passes with the default stall timeout.
+		sharedClient(t, plain, stall)
 	})
 	t.Run("Cluster", testStoppedCluster)
 	t.Run("Sentinel", testStoppedSentinelMaster)
@@ -136,34 +149,24 @@ func testStoppedSentinelMaster(t *testing.T) {
 			}
 		}
 	})
+	plain := func(*testing.T) redis.UniversalClient {
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()})
+	}
 	t.Run("Connect", func(t *testing.T) {
-		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
+		slidelogtest.RunStoreSuite(t, ownClient(func(t *testing.T) redis.UniversalClient {
 			client, err := redisstore.Connect(t.Context(), bed.URL())
 			require.NoError(t, err)
-			t.Cleanup(func() { _ = client.Close() }) // after the store's cleanups
-			return newRedisStore(t, client, redisstore.WithClock(clock))
-		}, stall)
+			return client
+		}), stall)
 	})
 	t.Run("PlainOptions", func(t *testing.T) {
-		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-			client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()})
-			t.Cleanup(func() { _ = client.Close() })
-			return newRedisStore(t, client, redisstore.WithClock(clock))
-		}, stall)
+		slidelogtest.RunStoreSuite(t, ownClient(plain), stall)
 	})
 	t.Run("PlainOptionsLongStallTimeout", func(t *testing.T) {
-		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-			client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()})
-			t.Cleanup(func() { _ = client.Close() })
-			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
-		}, stall)
+		slidelogtest.RunStoreSuite(t, ownClient(plain, longStall), stall)
 	})
 	t.Run("SharedClient", func(t *testing.T) {
-		client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()})
-		t.Cleanup(func() { _ = client.Close() })
-		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
-		}, stall)
+		sharedClient(t, plain, stall)
 	})
 }
 
@@ -208,34 +211,23 @@ func testStoppedCluster(t *testing.T) {
 			}
 		}
 	})
-	ownClient := func(o func() *redis.ClusterOptions) slidelogtest.NewStoreFunc {
-		return func(t *testing.T, clock func() time.Time) slidelog.Store {
-			client := redis.NewClusterClient(o())
-			t.Cleanup(func() { _ = client.Close() }) // after the store's cleanups
-			return newRedisStore(t, client, redisstore.WithClock(clock))
-		}
+	client := func(o func() *redis.ClusterOptions) func(*testing.T) redis.UniversalClient {
+		return func(*testing.T) redis.UniversalClient { return redis.NewClusterClient(o()) }
 	}
+	plain := client(func() *redis.ClusterOptions { return &redis.ClusterOptions{Addrs: cl.Addrs()} })
 	t.Run("PlainOptions", func(t *testing.T) {
-		slidelogtest.RunStoreSuite(t, ownClient(func() *redis.ClusterOptions { return &redis.ClusterOptions{Addrs: cl.Addrs()} }), stall)
+		slidelogtest.RunStoreSuite(t, ownClient(plain), stall)
 	})
 	t.Run("ClusterOptions", func(t *testing.T) {
-		slidelogtest.RunStoreSuite(t, ownClient(func() *redis.ClusterOptions { return redisstore.ClusterOptions(cl.Addrs()...) }), stall)
+		slidelogtest.RunStoreSuite(t, ownClient(client(func() *redis.ClusterOptions { return redisstore.ClusterOptions(cl.Addrs()...) })), stall)
 	})
 	t.Run("PlainOptionsLongStallTimeout", func(t *testing.T) {
-		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-			client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-			t.Cleanup(func() { _ = client.Close() })
-			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
-		}, stall)
+		slidelogtest.RunStoreSuite(t, ownClient(plain, longStall), stall)
 	})
 	t.Run("SharedClient", func(t *testing.T) {
 		// As on one server: only the end of its context ends a call in
 		// time.
-		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-		t.Cleanup(func() { _ = client.Close() })
-		slidelogtest.RunStoreSuite(t, func(t *testing.T, clock func() time.Time) slidelog.Store {
-			return newRedisStore(t, client, redisstore.WithClock(clock), redisstore.WithStallTimeout(5*time.Second))
-		}, stall)
+		sharedClient(t, plain, stall)
 	})
 }
 
