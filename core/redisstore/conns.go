@@ -35,8 +35,9 @@ type connSet struct {
 	// is broken for good.
 	gen atomic.Uint64
 	// read is the monotonic time (monotime.Now) a connection of the
-	// set last read a byte: progress on connections the kernel keeps no
-	// record of (Unix sockets).
+	// set other than TCP last read a byte: progress where silence may be
+	// judged in alive time (TLS; a Unix socket where the kernel's record
+	// of it is not read).
 	read atomic.Int64
 	// lastRecv is the latest arrival (monotime.Now) of the node's bytes on
 	// any connection that the monitor has seen (see silence), kept when
@@ -136,15 +137,15 @@ func (s *connSet) muteDone() *muteState {
 }
 
 // waiting reports whether a call may wait on the node where the kernel
-// keeps no record of it: a dial in progress, or a connection that is not
-// TCP (TLS) owing a reply.
+// keeps no record of it: a dial in progress, or a connection that is
+// neither TCP nor a Unix socket (TLS) owing a reply.
 func (s *connSet) waiting() bool {
 	if s.dialing.Load() > 0 {
 		return true
 	}
 	gen := s.gen.Load()
 	for _, c := range s.list() {
-		if c.gen != gen || c.kicked.Load() || c.tcp != nil {
+		if c.gen != gen || c.kicked.Load() || c.tcp != nil || c.unix != nil {
 			continue
 		}
 		if c.wseq.Load() > c.rseq.Load() || c.reading.Load() {
@@ -387,9 +388,9 @@ func (s *connSet) watchHandshakes(cl *claim) {
 // kernel has received nothing either (bytes received but unread mean the
 // node answered and this process has yet to run); over TLS, nothing since
 // its last write (a TLS 1.3 server's session ticket arriving after it
-// counts as an answer). Where the kernel keeps no record (a Unix socket),
-// none is taken to wait: a busy process could not be told from a node
-// that does not answer.
+// counts as an answer); over a Unix socket, nothing waiting unread. Where
+// the kernel's record cannot be read, none is taken to wait: a busy
+// process could not be told from a node that does not answer.
 func (c *trackedConn) handshake() (since int64, waiting bool) {
 	if c.rseq.Load() != 0 {
 		return 0, false
@@ -401,6 +402,12 @@ func (c *trackedConn) handshake() (since int64, waiting bool) {
 		}
 	case c.hsTCP != nil:
 		if _, received, ok := tcpRecv(c.hsTCP); !ok || received > c.hsRecv.Load() {
+			return 0, false
+		}
+	case c.unix != nil:
+		// An answer taken from the socket since the load of rseq is
+		// counted before taking is cleared (see readUnix).
+		if queued, ok := unixQueued(c.unix); !ok || queued > 0 || c.taking.Load() || c.rseq.Load() != 0 {
 			return 0, false
 		}
 	default:
@@ -434,10 +441,15 @@ func (s *connSet) add(conn net.Conn) net.Conn {
 	c := &trackedConn{Conn: conn, set: s, gen: s.gen.Load(), born: monotime.Now()}
 	// The kernel's byte count is compared with the bytes read: only on
 	// a plain TCP connection (TLS reads fewer bytes than it receives).
-	if tcp, ok := conn.(*net.TCPConn); ok {
-		c.tcp = tcp
-	} else if tc, ok := conn.(*tls.Conn); ok {
-		c.hsTCP, _ = tc.NetConn().(*net.TCPConn)
+	switch conn := conn.(type) {
+	case *net.TCPConn:
+		c.tcp = conn
+	case *net.UnixConn:
+		if raw, err := conn.SyscallConn(); err == nil {
+			c.unix, c.unixRaw = conn, raw
+		}
+	case *tls.Conn:
+		c.hsTCP, _ = conn.NetConn().(*net.TCPConn)
 	}
 	s.mu.Lock()
 	if s.conns == nil {
@@ -475,20 +487,22 @@ func (s *connSet) list() []*trackedConn {
 
 // evidence is what a node's connections tell of its silence.
 type evidence struct {
-	// owed is set when some TCP connection wrote a request after the
-	// last bytes this process read from it, and the kernel has received
-	// no byte on it that this process has not read: a reply is owed.
-	// A connection with bytes waiting unread (this process has not run
-	// to read them) owes nothing: the node answered.
+	// owed is set when some TCP connection or Unix socket wrote a
+	// request after the last bytes this process read from it, and the
+	// kernel has received no byte on it that this process has not read
+	// (on a Unix socket: none waits unread, and no read is taking any):
+	// a reply is owed. A connection with bytes waiting unread (this
+	// process has not run to read them) owes nothing: the node answered.
 	owed bool
 	// silence is, when owed, how long the node has sent nothing on any
 	// of its connections while a request was owed: the time since the
 	// later of the node's last byte on any connection, as the kernel
-	// recorded its arrival (TCP_INFO), and the oldest owed request's
-	// write.
+	// recorded its arrival (TCP_INFO; on a Unix socket, this process's
+	// last read of it), and the oldest owed request's write.
 	silence time.Duration
 	// unknown is set when a call could be waiting on something the
-	// kernel keeps no record of: a connection that is not TCP, go-redis's
+	// kernel keeps no record of: a connection that is neither TCP nor a
+	// Unix socket (TLS, but for its handshake), go-redis's
 	// retries after a connection failed, or a dial synSent cannot tell
 	// about. Alive time decides then.
 	unknown bool
@@ -512,23 +526,42 @@ func (s *connSet) silence() evidence {
 		if c.gen != gen || c.kicked.Load() {
 			continue // broken off: no longer waited on
 		}
-		if c.tcp == nil {
+		if c.tcp == nil && c.unix == nil {
 			ev.unknown = true
 			continue
 		}
 		// Read the connection's own counts before the kernel's, so that
 		// a read in between can only make the kernel's count larger.
 		wseq, rseq, read, reading := c.wseq.Load(), c.rseq.Load(), c.nread.Load(), c.reading.Load()
-		recv, received, ok := tcpRecv(c.tcp)
-		if !ok {
-			ev.unknown = true
-			continue
-		}
-		lastRecv = max(lastRecv, now-int64(recv))
-		if received > read {
-			// Bytes wait unread: the node answered.
-			answered = true
-			continue
+		if c.unix != nil {
+			// A Unix socket: the kernel counts the bytes waiting unread.
+			// Bytes a read's system call took are counted before the
+			// read clears taking (readUnix), so that a read which took
+			// them and waits for a CPU is an answer too. The kernel
+			// keeps no time of their arrival, which was at the latest
+			// this process's read of them.
+			queued, ok := unixQueued(c.unix)
+			if !ok {
+				ev.unknown = true
+				continue
+			}
+			if queued > 0 || c.taking.Load() {
+				answered = true
+				continue
+			}
+			lastRecv = max(lastRecv, c.readAt.Load())
+		} else {
+			recv, received, ok := tcpRecv(c.tcp)
+			if !ok {
+				ev.unknown = true
+				continue
+			}
+			lastRecv = max(lastRecv, now-int64(recv))
+			if received > read {
+				// Bytes wait unread: the node answered.
+				answered = true
+				continue
+			}
 		}
 		// A reply is owed after a write not yet followed by a read of
 		// its bytes, and while a read waits for the rest of a reply (a
@@ -579,6 +612,12 @@ type trackedConn struct {
 	gen  uint64
 	tcp  *net.TCPConn // the TCP connection under it; nil if not TCP
 	born int64        // when (monotime.Now) it was added
+	// unix is the Unix socket under it (nil if not one), and unixRaw its
+	// descriptor, which Read reads itself, taking set while its system
+	// call may have taken bytes it has not counted yet (see readUnix).
+	unix    *net.UnixConn
+	unixRaw syscall.RawConn
+	taking  atomic.Bool
 	// hsTCP is the TCP connection under a TLS one, and hsRecv the bytes
 	// its kernel had received at the last write before the first read:
 	// whether the node answered the hello (see handshake).
@@ -665,20 +704,36 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 
 func (c *trackedConn) Read(b []byte) (int, error) {
 	c.reading.Store(true)
+	if c.unix != nil {
+		n, err := c.readUnix(b) // counts what it reads (see counted)
+		c.reading.Store(false)
+		if err != nil {
+			c.failedIO(err)
+		}
+		return n, err
+	}
 	n, err := c.Conn.Read(b)
 	c.reading.Store(false)
 	if err != nil {
 		c.failedIO(err)
 	}
-	if n > 0 {
-		c.nread.Add(uint64(n))
-		c.readAt.Store(monotime.Now())
-		c.rseq.Store(c.seq.Add(1))
-		if c.tcp == nil {
-			c.set.read.Store(monotime.Now())
-		}
-	}
+	c.counted(n)
 	return n, err
+}
+
+// counted records a read of n bytes (none when n is 0).
+func (c *trackedConn) counted(n int) {
+	if n <= 0 {
+		return
+	}
+	// readAt before nread: a monitor that sees the bytes counted read
+	// sees when (see connSet.silence).
+	c.readAt.Store(monotime.Now())
+	c.nread.Add(uint64(n))
+	c.rseq.Store(c.seq.Add(1))
+	if c.tcp == nil {
+		c.set.read.Store(monotime.Now())
+	}
 }
 
 func (c *trackedConn) deadline(t time.Time) time.Time {

@@ -17,8 +17,8 @@ import (
 // node's connections whose hello has gone unanswered for handshakeWait,
 // as the kernel records what the node sent (see claim.cancel): not one
 // whose answer arrived while this process has not read it yet (a busy
-// process), nor, after less than handshakeWait, one still waiting; and
-// over a Unix socket, of which the kernel keeps no such record, none.
+// process), nor, after less than handshakeWait, one still waiting; over
+// TCP and over a Unix socket alike.
 func TestWatchHandshakesReadsTheKernel(t *testing.T) {
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -68,33 +68,42 @@ func TestWatchHandshakesReadsTheKernel(t *testing.T) {
 	}
 	answered := open(tcp, "answer")
 	silent := open(tcp, "hello")
-	overUnix := open(unix, "hello")
+	answeredUnix := open(unix, "answer")
+	silentUnix := open(unix, "hello")
 	require.Eventually(t, func() bool {
 		_, received, ok := tcpRecv(answered.tcp)
-		return ok && received > 0
-	}, time.Second, time.Millisecond, "the node's answer reaches the kernel")
+		queued, uok := unixQueued(answeredUnix.unix)
+		return ok && received > 0 && uok && queued > 0
+	}, time.Second, time.Millisecond, "the node's answers reach the kernel")
 
 	cl := s.claim("member")
 	start := time.Now()
 	cl.cancel()
-	require.False(t, silent.kicked.Load(), "a handshake broken off before it waited %v", handshakeWait)
-	require.Eventually(t, silent.kicked.Load, 2*handshakeWait+time.Second, time.Millisecond, "the unanswered handshake is broken off")
+	for _, c := range []*trackedConn{silent, silentUnix} {
+		require.False(t, c.kicked.Load(), "a handshake broken off before it waited %v", handshakeWait)
+	}
+	require.Eventually(t, func() bool { return silent.kicked.Load() && silentUnix.kicked.Load() },
+		2*handshakeWait+time.Second, time.Millisecond, "the unanswered handshakes are broken off")
 	waited := time.Since(start)
-	t.Logf("the unanswered handshake broken off %v after the call's end", waited)
+	t.Logf("the unanswered handshakes broken off %v after the call's end", waited)
 	require.GreaterOrEqual(t, waited, handshakeWait-50*time.Millisecond)
 	time.Sleep(handshakeWait)
 	s.unclaim(cl)
 	require.False(t, answered.kicked.Load(), "a handshake the node answered, unread, was broken off")
-	require.False(t, overUnix.kicked.Load(), "a handshake over a Unix socket was broken off")
+	require.False(t, answeredUnix.kicked.Load(), "a handshake the node answered over a Unix socket, unread, was broken off")
 
-	// The answered connection still works: its answer is read.
-	require.NoError(t, answered.SetReadDeadline(time.Now().Add(time.Second)))
 	buf := make([]byte, 5)
-	_, err = io.ReadFull(answered, buf)
-	require.NoError(t, err)
-	require.Equal(t, "+OK\r\n", string(buf))
-	// And the silent one fails at once.
-	require.NoError(t, silent.SetReadDeadline(time.Now().Add(time.Second)))
-	_, err = silent.Read(buf)
-	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	for _, c := range []*trackedConn{answered, answeredUnix} {
+		// The answered connections still work: their answers are read.
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
+		_, err = io.ReadFull(c, buf)
+		require.NoError(t, err)
+		require.Equal(t, "+OK\r\n", string(buf))
+	}
+	for _, c := range []*trackedConn{silent, silentUnix} {
+		// And the silent ones fail at once.
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
+		_, err = c.Read(buf)
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	}
 }

@@ -35,10 +35,9 @@ const DefaultStallTimeout = 150 * time.Millisecond
 // options), and which call a handshake is for cannot be told: such a call
 // breaks off the node's connections whose hello has gone unanswered for a
 // quarter of a second (by the kernel's record of what the node sent, over
-// TCP or TLS), and returns then, or at the stall timeout when that is
-// sooner. Another call waiting on one of those handshakes then fails too,
-// with the node. Over a Unix socket, of which the kernel keeps no such
-// record, that wait lasts until the stall timeout.
+// TCP or TLS, or of what waits unread on a Unix socket), and returns
+// then, or at the stall timeout when that is sooner. Another call waiting
+// on one of those handshakes then fails too, with the node.
 func WithStallTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond {
@@ -76,6 +75,14 @@ func WithStallTimeout(d time.Duration) Option {
 //     silent for more than a tick, every thread of the process, so time
 //     in which the machine did not run this process does not count
 //     either.
+//   - On a Unix socket, the same way by the bytes the kernel holds unread
+//     on it (SIOCINQ), which it counts whether or not this process runs.
+//     It keeps no count of the bytes it delivered, so a read makes its
+//     system call itself and counts what the call took before it marks
+//     the call over: a read that took the node's answer and then waits
+//     for a CPU is an answer too. Nor does it keep their time of arrival:
+//     the node's last byte counts from this process's read of it, which
+//     can only shorten the silence.
 //   - A dial in progress, by the kernel's socket table (asked over
 //     netlink's sock_diag, at most every 25 ms): while this process's
 //     socket to the node is in SYN_SENT the node owes an answer, from
@@ -85,8 +92,8 @@ func WithStallTimeout(d time.Duration) Option {
 //     resolving the name, and a TLS dial (the client's options have a
 //     TLSConfig) the kernel connected may still wait for the node's
 //     answer to its hello: alive time decides those, as below.
-//   - Where the kernel keeps no such record (a Unix socket, TLS, a
-//     client whose connections predate the store, go-redis's retries
+//   - Where the kernel keeps no such record (TLS, a client whose
+//     connections predate the store, go-redis's retries
 //     after a connection failed), by
 //     silence counted in alive time: each tick adds at most two ticks of
 //     the time its thread could run, less the time the monitor then

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"crypto/tls"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,14 +76,7 @@ var longStall = redisstore.WithStallTimeout(5 * time.Second)
 // other packages' tests use them.
 func TestStoreConformanceStoppedServer(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.ServerConfig{})
-	stall := slidelogtest.WithStall(func(t *testing.T) (resume func()) {
-		require.NoError(t, srv.Signal(syscall.SIGSTOP))
-		return func() {
-			if err := srv.Signal(syscall.SIGCONT); err != nil {
-				t.Errorf("resuming the server: %v", err)
-			}
-		}
-	})
+	stall := stopServer(srv)
 	client := func(o func() *redis.Options) func(*testing.T) redis.UniversalClient {
 		return func(*testing.T) redis.UniversalClient { return redis.NewClient(o()) }
 	}
@@ -119,8 +113,35 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 		// fails here, and passes with the default stall timeout.
 		sharedClient(t, plain, stall)
 	})
+	t.Run("UnixSocket", func(t *testing.T) {
+		// The same over a Unix socket, whose kernel keeps the bytes the
+		// node sent that wait unread (SIOCINQ), though no time of their
+		// arrival: the store reads that record as it reads TCP's.
+		sock := filepath.Join(t.TempDir(), "redis.sock")
+		usrv := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--unixsocket", sock, "--unixsocketperm", "700"}})
+		overUnix := client(func() *redis.Options { return &redis.Options{Network: "unix", Addr: sock} })
+		t.Run("PlainOptions", func(t *testing.T) {
+			slidelogtest.RunStoreSuite(t, ownClient(overUnix), stopServer(usrv))
+		})
+		t.Run("PlainOptionsLongStallTimeout", func(t *testing.T) {
+			slidelogtest.RunStoreSuite(t, ownClient(overUnix, longStall), stopServer(usrv))
+		})
+	})
 	t.Run("Cluster", testStoppedCluster)
 	t.Run("Sentinel", testStoppedSentinelMaster)
+}
+
+// stopServer is the store suite's stall of srv: SIGSTOP, and SIGCONT to
+// resume it.
+func stopServer(srv *redistest.Server) slidelogtest.StoreSuiteOption {
+	return slidelogtest.WithStall(func(t *testing.T) (resume func()) {
+		require.NoError(t, srv.Signal(syscall.SIGSTOP))
+		return func() {
+			if err := srv.Signal(syscall.SIGCONT); err != nil {
+				t.Errorf("resuming the server: %v", err)
+			}
+		}
+	})
 }
 
 // testStoppedSentinelMaster runs the suite on a Sentinel set of the
