@@ -1,6 +1,9 @@
 package redisstore_test
 
 import (
+	"net"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +33,12 @@ func TestRefusedConnectionIsAnError(t *testing.T) {
 		{"unresolvable host", func(string) redis.UniversalClient {
 			return redis.NewClient(&redis.Options{Addr: "no-such-host.invalid:6379"})
 		}},
+		{"unix socket, no listener", func(string) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Network: "unix", Addr: closedUnixSocket(t)})
+		}},
+		{"unix socket, no file", func(string) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Network: "unix", Addr: filepath.Join(t.TempDir(), "none.sock")})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := tc.client(closedAddr(t))
@@ -53,6 +62,16 @@ func TestRefusedConnectionIsAnError(t *testing.T) {
 			defer obs.mu.Unlock()
 			assert.Positive(t, obs.reasons["error"], "failovers by reason: %v", obs.reasons)
 			assert.Zero(t, obs.reasons["stalled"], "failovers by reason: %v", obs.reasons)
+
+			// With FailError the refusal is the caller's error: it says
+			// "store unavailable" once, and why.
+			strict, err := slidelog.New(store, slidelog.PerMinute(10), slidelog.WithName("strict"), slidelog.WithFailureMode(slidelog.FailError))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = strict.Close() })
+			_, err = strict.Allow(t.Context(), "k")
+			require.ErrorIs(t, err, slidelog.ErrUnavailable)
+			assert.Equal(t, 1, strings.Count(err.Error(), "store unavailable"), "the error: %v", err)
+			assert.Regexp(t, "dial|lookup", err.Error())
 		})
 	}
 }
@@ -78,4 +97,16 @@ func (o *failovers) Failover(reason string, _ slidelog.FailureMode) {
 		o.reasons = map[string]int{}
 	}
 	o.reasons[reason]++
+}
+
+// closedUnixSocket returns the path of a Unix socket file on which nothing
+// listens: a connection to it is refused (ECONNREFUSED).
+func closedUnixSocket(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "closed.sock")
+	ln, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, ln.Close())
+	return path
 }

@@ -897,10 +897,20 @@ func decode(reply []int64, policies []slidelog.Policy, source slidelog.Source) s
 	return res
 }
 
-// unavailable wraps a Redis error in ErrUnavailable, keeping the context's
-// own error visible when the caller gave up.
+// unavailable wraps a Redis error in ErrUnavailable, once (a node's
+// refusal already wraps it), keeping the context's own error visible when
+// the caller gave up.
 func unavailable(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+	ctxErr := ctx.Err()
+	if ctxErr != nil && errors.Is(err, ctxErr) {
+		ctxErr = nil
+	}
+	switch {
+	case errors.Is(err, slidelog.ErrUnavailable) && ctxErr != nil:
+		return fmt.Errorf("%w (%w)", err, ctxErr)
+	case errors.Is(err, slidelog.ErrUnavailable):
+		return err
+	case ctxErr != nil:
 		return fmt.Errorf("%w: %w (%w)", slidelog.ErrUnavailable, ctxErr, err)
 	}
 	return fmt.Errorf("%w: %w", slidelog.ErrUnavailable, err)
