@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +186,70 @@ func TestNewFailsOnClusterMasterRefusingPassword(t *testing.T) {
 	assert.Contains(t, err.Error(), cl.Nodes[0].Addr)
 	assert.Contains(t, err.Error(), "WRONGPASS")
 	assert.Less(t, took, startBound)
+}
+
+// The refusal of a server at its maxclients is named the same way over a
+// Unix socket (New on a client of network "unix", and Connect with a
+// unix:// URL) and behind Sentinels (New on go-redis's failover client,
+// and on Connect's from a redis+sentinel:// URL): the error wraps
+// ErrUnreachable and names the server (the socket's path; the master the
+// Sentinels name) and its refusal.
+func TestNewNamesRefusalOverUnixAndSentinels(t *testing.T) {
+	check := func(t *testing.T, err error, took time.Duration, addr string) {
+		t.Helper()
+		require.ErrorIs(t, err, redisstore.ErrUnreachable)
+		assert.Contains(t, err.Error(), addr)
+		assert.Contains(t, err.Error(), "max number of clients reached")
+		assert.Less(t, took, startBound)
+	}
+	t.Run("UnixSocket", func(t *testing.T) {
+		sock := filepath.Join(t.TempDir(), "redis.sock")
+		redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--unixsocket", sock, "--unixsocketperm", "700", "--maxclients", "1"}})
+		holder := redis.NewClient(&redis.Options{Network: "unix", Addr: sock, PoolSize: 1})
+		t.Cleanup(func() { _ = holder.Close() })
+		require.NoError(t, holder.Ping(t.Context()).Err(), "the one client the server takes")
+		t.Run("New", func(t *testing.T) {
+			took, err := newErr(t, redis.NewClient(&redis.Options{Network: "unix", Addr: sock}))
+			check(t, err, took, sock)
+		})
+		t.Run("Connect", func(t *testing.T) {
+			start := time.Now()
+			c, err := redisstore.Connect(t.Context(), "unix://"+sock)
+			if c != nil {
+				_ = c.Close()
+			}
+			t.Logf("Connect: %v", err)
+			check(t, err, time.Since(start), sock)
+		})
+	})
+	t.Run("Sentinel", func(t *testing.T) {
+		bed := redistest.StartSentinels(t, redistest.SentinelConfig{DownAfter: time.Minute, FailoverTimeout: 2 * time.Minute})
+		admin := redis.NewClient(&redis.Options{Addr: bed.Master.Addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		// The master takes no client beyond those it has (its replica's
+		// and the Sentinels').
+		info, err := admin.Info(t.Context(), "clients").Result()
+		require.NoError(t, err)
+		require.NoError(t, admin.ConfigSet(t.Context(), "maxclients", redistest.InfoField(info, "connected_clients")).Err())
+		t.Run("New, failover client", func(t *testing.T) {
+			took, err := newErr(t, redis.NewFailoverClient(&redis.FailoverOptions{MasterName: bed.Name, SentinelAddrs: bed.Addrs()}))
+			check(t, err, took, bed.Master.Addr)
+		})
+		t.Run("Connect", func(t *testing.T) {
+			start := time.Now()
+			c, err := redisstore.Connect(t.Context(), bed.URL())
+			if err == nil {
+				// Connect asks the Sentinels, which answer; New then
+				// meets the master.
+				var s *redisstore.Store
+				s, err = redisstore.New(c, redisstore.WithLogger(slog.New(slog.DiscardHandler)))
+				if s != nil {
+					_ = s.Close()
+				}
+				_ = c.Close()
+			}
+			t.Logf("Connect, then New: %v", err)
+			check(t, err, time.Since(start), bed.Master.Addr)
+		})
+	})
 }
