@@ -12,6 +12,7 @@ import (
 
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
@@ -38,11 +39,7 @@ func BenchmarkReplicaAck(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { _ = store.Close() })
-				l, err := slidelog.New(store, slidelog.PerDay(1_000_000_000))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = l.Close() })
+				l := slidelogtest.NewLimiter(b, store, slidelog.PerDay(1_000_000_000))
 				var (
 					next atomic.Uint64
 					mu   sync.Mutex

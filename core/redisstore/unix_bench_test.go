@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
 	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 )
 
@@ -32,11 +33,7 @@ func BenchmarkUnixSocketDecision(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = store.Close() })
-	l, err := slidelog.New(store, slidelog.PerDay(1_000_000_000))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = l.Close() })
+	l := slidelogtest.NewLimiter(b, store, slidelog.PerDay(1_000_000_000))
 	var next atomic.Uint64
 	allow := func() bool {
 		_, err := l.Allow(b.Context(), "k"+strconv.FormatUint(next.Add(1)%10_000, 10))
