@@ -407,7 +407,7 @@ func (c *trackedConn) handshake() (since int64, waiting bool) {
 	case c.unix != nil:
 		// An answer taken from the socket since the load of rseq is
 		// counted before taking is cleared (see readUnix).
-		if queued, ok := unixQueued(c.unix); !ok || queued > 0 || c.taking.Load() || c.rseq.Load() != 0 {
+		if queued, ok := unixQueued(c.unixRaw); !ok || queued > 0 || c.taking.Load() || c.rseq.Load() != 0 {
 			return 0, false
 		}
 	default:
@@ -540,7 +540,7 @@ func (s *connSet) silence() evidence {
 			// them and waits for a CPU is an answer too. The kernel
 			// keeps no time of their arrival, which was at the latest
 			// this process's read of them.
-			queued, ok := unixQueued(c.unix)
+			queued, ok := unixQueued(c.unixRaw)
 			if !ok {
 				ev.unknown = true
 				continue
@@ -704,20 +704,18 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 
 func (c *trackedConn) Read(b []byte) (int, error) {
 	c.reading.Store(true)
+	read := c.Conn.Read
 	if c.unix != nil {
-		n, err := c.readUnix(b) // counts what it reads (see counted)
-		c.reading.Store(false)
-		if err != nil {
-			c.failedIO(err)
-		}
-		return n, err
+		read = c.readUnix // counts what it reads itself, before taking is cleared
 	}
-	n, err := c.Conn.Read(b)
+	n, err := read(b)
 	c.reading.Store(false)
 	if err != nil {
 		c.failedIO(err)
 	}
-	c.counted(n)
+	if c.unix == nil {
+		c.counted(n)
+	}
 	return n, err
 }
 

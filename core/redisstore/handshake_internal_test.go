@@ -72,7 +72,7 @@ func TestWatchHandshakesReadsTheKernel(t *testing.T) {
 	silentUnix := open(unix, "hello")
 	require.Eventually(t, func() bool {
 		_, received, ok := tcpRecv(answered.tcp)
-		queued, uok := unixQueued(answeredUnix.unix)
+		queued, uok := unixQueued(answeredUnix.unixRaw)
 		return ok && received > 0 && uok && queued > 0
 	}, time.Second, time.Millisecond, "the node's answers reach the kernel")
 

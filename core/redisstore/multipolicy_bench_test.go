@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -111,7 +110,7 @@ func decideFrom(b *testing.B, client redis.UniversalClient, keys []string, calle
 	denied := 0
 	work := make(chan struct{}, callers)
 	redisCPU := mastersCPU(b, client)
-	cpu := processCPU()
+	cpu := cpuTime()
 	b.ResetTimer()
 	for range callers {
 		wg.Go(func() {
@@ -134,7 +133,7 @@ func decideFrom(b *testing.B, client redis.UniversalClient, keys []string, calle
 	wg.Wait()
 	b.StopTimer()
 	n := float64(b.N)
-	b.ReportMetric(float64((processCPU()-cpu).Microseconds())/n, "cpu-µs/op")
+	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/n, "cpu-µs/op")
 	b.ReportMetric(float64((mastersCPU(b, client)-redisCPU).Microseconds())/n, "redis-cpu-µs/op")
 	return denied
 }
@@ -168,11 +167,4 @@ func mastersCPU(b *testing.B, client redis.UniversalClient) time.Duration {
 		b.Fatal(err)
 	}
 	return total
-}
-
-// processCPU is this process's user and system CPU time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

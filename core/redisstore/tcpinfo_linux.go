@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,15 +31,11 @@ func tcpRecv(conn *net.TCPConn) (recv time.Duration, received uint64, ok bool) {
 	return time.Duration(info.Last_data_recv) * time.Millisecond, info.Bytes_received, true
 }
 
-// unixQueued returns how many bytes wait unread in conn's socket, as the
-// kernel counts them (SIOCINQ): bytes the node sent that this process has
-// not read yet, counted whether or not it runs. The kernel keeps no time
-// of their arrival on a Unix socket.
-func unixQueued(conn *net.UnixConn) (queued int, ok bool) {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
+// unixQueued returns how many bytes wait unread in the Unix socket whose
+// descriptor is raw, as the kernel counts them (SIOCINQ): bytes the node
+// sent that this process has not read yet, counted whether or not it runs.
+// The kernel keeps no time of their arrival on a Unix socket.
+func unixQueued(raw syscall.RawConn) (queued int, ok bool) {
 	var ierr error
 	if err := raw.Control(func(fd uintptr) {
 		queued, ierr = unix.IoctlGetInt(int(fd), unix.SIOCINQ)

@@ -4,6 +4,7 @@ package redisstore
 
 import (
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -14,7 +15,7 @@ func tcpRecv(*net.TCPConn) (recv time.Duration, received uint64, ok bool) { retu
 // unixQueued reports ok false where the kernel's count of a Unix socket's
 // unread bytes is not read: the store then counts a node's silence in
 // alive time alone.
-func unixQueued(*net.UnixConn) (queued int, ok bool) { return 0, false }
+func unixQueued(syscall.RawConn) (queued int, ok bool) { return 0, false }
 
 // readUnix is the plain Read, counted, where the kernel's count of a Unix
 // socket's unread bytes is not read.

@@ -16,8 +16,9 @@ import (
 
 // BenchmarkUnixSocketDecision is a decision on a redis-server of its own
 // reached over a Unix socket, with go-redis's plain options, at 1, 16 and
-// 64 callers: decisions per second (ns/op) and this process's CPU per
-// decision (cpu-µs/op, getrusage user+sys). A read on a Unix socket looks
+// 64 callers: decisions per second (ns/op), this process's CPU per
+// decision (cpu-µs/op, getrusage user+sys) and the server's
+// (redis-cpu-µs/op, INFO cpu), the server at normal priority. A read on a Unix socket looks
 // at the bytes waiting before it takes them (two system calls where TCP
 // makes one), so that the store can tell an answer from a silent node
 // there too:
@@ -45,7 +46,7 @@ func BenchmarkUnixSocketDecision(b *testing.B) {
 	for _, callers := range []int{1, 16, 64} {
 		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := cpuTime()
+			cpu, rcpu := cpuTime(), mastersCPU(b, client)
 			if callers == 1 {
 				for b.Loop() {
 					if !allow() {
@@ -63,6 +64,7 @@ func BenchmarkUnixSocketDecision(b *testing.B) {
 				})
 			}
 			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((mastersCPU(b, client)-rcpu).Microseconds())/float64(b.N), "redis-cpu-µs/op")
 		})
 	}
 }

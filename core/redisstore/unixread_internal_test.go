@@ -65,7 +65,7 @@ func TestUnixReadCountsAnswerBeforeTakingIt(t *testing.T) {
 	replies <- "+PONG\r\n"
 	_, err = c.Write([]byte("PING\r\n"))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { q, ok := unixQueued(c.unix); return ok && q > 0 }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { q, ok := unixQueued(c.unixRaw); return ok && q > 0 }, time.Second, time.Millisecond)
 	ev = s.silence()
 	require.True(t, ev.answered && !ev.owed, "an answer waiting unread: %+v", ev)
 
