@@ -61,10 +61,13 @@ type Limiter struct {
 	errLog      ratelog.Every // errors of reason "other", and when they were last logged (causelog.go)
 	deny        *denyCache
 	metrics     *observers
-	router      Router // the store, when it is spread over nodes
-	logger      *slog.Logger
-	source      Source // the store's name (StoreInfo.Name)
-	local       bool   // StoreInfo.Local: the store cannot fail or be slow
+	// stopEvents stops the store telling the observers of its events
+	// (Notifier); nil when it does not.
+	stopEvents func()
+	router     Router // the store, when it is spread over nodes
+	logger     *slog.Logger
+	source     Source // the store's name (StoreInfo.Name)
+	local      bool   // StoreInfo.Local: the store cannot fail or be slow
 	// memory is the store's logs when the store keeps them in this
 	// process's memory (package memstore): the limiter decides on them
 	// itself (memory.go). windows are its policies in microseconds.
@@ -180,8 +183,40 @@ func New(store Store, policy Policy, opts ...Option) (_ *Limiter, err error) {
 		l.causes = newCauseLog()
 		l.breakers = newBreakers(cfg.breaker, l.breakerChanged, func(p any) { l.logPanic(panicTimer, p) })
 	}
+	l.stopEvents = l.notify(store)
 	claimed = false // the limiter's until Close
 	return l, nil
+}
+
+// notify has a Notifier store tell the limiter's observers that are a
+// StoreEventObserver of its events, and returns the function that stops
+// it (nil when there is nothing to tell).
+func (l *Limiter) notify(store Store) (stop func()) {
+	n, ok := store.(Notifier)
+	if !ok || l.metrics == nil {
+		return nil
+	}
+	var obs []StoreEventObserver
+	for _, lo := range l.metrics.list {
+		if o, ok := lo.(StoreEventObserver); ok {
+			obs = append(obs, o)
+		}
+	}
+	if len(obs) == 0 {
+		return nil
+	}
+	return n.Notify(func(node string, event StoreEvent) {
+		for _, o := range obs {
+			l.tellStoreEvent(o, nodeLabel(node), event)
+		}
+	})
+}
+
+// tellStoreEvent tells o of a store's event, recovering and logging a
+// panic of its StoreEvent (see StoreEventObserver).
+func (l *Limiter) tellStoreEvent(o StoreEventObserver, node string, event StoreEvent) {
+	defer l.recovered(panicObserver)
+	o.StoreEvent(node, event)
 }
 
 // MustNew is New for policies and options known to be valid, such as
@@ -728,6 +763,9 @@ func (l *Limiter) Close() error {
 		_ = l.fallback.close()
 	}
 	l.breakers.close()
+	if l.stopEvents != nil {
+		l.stopEvents()
+	}
 	// The name is released after the observers are unbound, so that a
 	// new limiter of the name binds them only once this one let go,
 	// and also when an Unbind panics.

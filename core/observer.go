@@ -64,6 +64,22 @@ type LimiterObserver interface {
 	Unbind()
 }
 
+// StoreEventObserver is a LimiterObserver that is also told of the
+// events the limiter's store reports of its own, apart from any call (see
+// Notifier): a limiter checks each LimiterObserver for it in New. The
+// observers of packages prommetrics and otelmetrics count them.
+//
+// StoreEvent runs on the store's goroutine, where no caller of the
+// limiter's waits: like BreakerState, a panic in it is recovered and
+// logged, and the other observers are told all the same. It must not
+// block.
+type StoreEventObserver interface {
+	LimiterObserver
+	// StoreEvent is called with the node the event concerns (an
+	// address, or "store" for a store that is one node) and the event.
+	StoreEvent(node string, event StoreEvent)
+}
+
 // Gauges are a limiter's sizes at one moment.
 type Gauges struct {
 	// DenyCacheEntries is the number of keys in the local deny cache.

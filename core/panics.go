@@ -11,7 +11,7 @@ import (
 type panicSite uint8
 
 const (
-	panicObserver  panicSite = iota // a LimiterObserver's BreakerState
+	panicObserver  panicSite = iota // a LimiterObserver's BreakerState or StoreEvent
 	panicTimer                      // a breaker's open timer, outside the observers
 	panicWriteBack                  // the store writing back the fallback's admissions (Route, Record, WriteBack)
 	numPanicSites

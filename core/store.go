@@ -153,6 +153,29 @@ type Describer interface {
 	Describe() StoreInfo
 }
 
+// StoreEvent is something a store reports of its own, apart from any
+// call (see Notifier). Its value is the "event" label of the metrics.
+type StoreEvent string
+
+// EventDataLost reports that a node lost the logs it held: a Redis master
+// restarted without persistence, flushed, or whose keys were evicted or
+// deleted. Every identity whose log it held starts a new window, so a
+// rolling window that spans the loss may admit up to twice its limit
+// (docs/operations.md, "Bounds").
+const EventDataLost StoreEvent = "data_lost"
+
+// Notifier is a Store that reports events of its own to the limiters on
+// it, such as a node that lost its data (EventDataLost). A limiter with a
+// StoreEventObserver calls Notify once, in New, and the function it
+// returns once, in Close.
+type Notifier interface {
+	Store
+	// Notify calls fn with each event from now on, from a goroutine of
+	// the store's, until the function it returns is called; that
+	// function returns once no call of fn runs, and calls none after.
+	Notify(fn func(node string, event StoreEvent)) (stop func())
+}
+
 // Route is where a request's decision runs, as a Router computes it once
 // per decision; the limiter passes it back in Request.Route.
 type Route struct {

@@ -30,4 +30,5 @@ func Example() {
 	// SlidelogFailOpen critical
 	// SlidelogFailClosed critical
 	// SlidelogErrors warning
+	// SlidelogStoreLostData critical
 }

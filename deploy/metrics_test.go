@@ -35,6 +35,13 @@ func (failingStore) Refund(context.Context, slidelog.Request) error { return nil
 func (failingStore) Reset(context.Context, slidelog.Request) error  { return nil }
 func (failingStore) Close() error                                   { return nil }
 
+// Notify implements slidelog.Notifier: the store reports a lost node at
+// once, so that the store-event counter has a series.
+func (failingStore) Notify(fn func(node string, event slidelog.StoreEvent)) (stop func()) {
+	fn("10.0.0.1:6379", slidelog.EventDataLost)
+	return func() {}
+}
+
 // metricConstants returns the values of core's exported Metric* string
 // constants, read from the source of core/prommetrics/prommetrics.go.
 func metricConstants(t *testing.T) []string {

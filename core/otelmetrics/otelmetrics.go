@@ -29,6 +29,8 @@ const (
 	InstrumentErrors = "slidelog.errors"
 	// InstrumentBreakerState mirrors prommetrics.MetricBreakerState.
 	InstrumentBreakerState = "slidelog.breaker.state"
+	// InstrumentStoreEvents mirrors prommetrics.MetricStoreEvents.
+	InstrumentStoreEvents = "slidelog.store.events"
 	// InstrumentDenyCacheEntries mirrors prommetrics.MetricDenyCacheEntries.
 	InstrumentDenyCacheEntries = "slidelog.deny_cache.entries"
 	// InstrumentFallbackKeys mirrors prommetrics.MetricFallbackKeys.
@@ -81,6 +83,7 @@ type Observer struct {
 	fallbacks  metric.Int64Counter
 	errs       metric.Int64Counter
 	breaker    metric.Int64Gauge
+	events     metric.Int64Counter
 	denyCache  metric.Int64ObservableGauge
 	fallbackKs metric.Int64ObservableGauge
 }
@@ -106,7 +109,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 	o := &Observer{meter: m}
-	var errs [7]error
+	var errs [8]error
 	o.decisions, errs[0] = m.Int64Counter(InstrumentDecisions, metric.WithUnit("{decision}"),
 		metric.WithDescription("Decisions by source (redis, memory, fallback, fail_open, fail_closed, deny_cache) and outcome (allowed, denied)."))
 	o.duration, errs[1] = m.Float64Histogram(InstrumentStoreDuration, metric.WithUnit("s"),
@@ -122,6 +125,8 @@ func New(mp metric.MeterProvider, opts ...Option) (*Observer, error) {
 		metric.WithDescription("Keys in the local deny cache."))
 	o.fallbackKs, errs[6] = m.Int64ObservableGauge(InstrumentFallbackKeys, metric.WithUnit("{key}"),
 		metric.WithDescription("Keys tracked by the local fallback limiter."))
+	o.events, errs[7] = m.Int64Counter(InstrumentStoreEvents, metric.WithUnit("{event}"),
+		metric.WithDescription("Events a store reports of its own, by node and event (data_lost: a node lost the logs it held)."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("otelmetrics: %w", err)
 	}
@@ -250,6 +255,12 @@ func (b *bound) Error(reason string) {
 // BreakerState sets slidelog.breaker.state for node.
 func (b *bound) BreakerState(node string, state slidelog.BreakerState) {
 	b.o.breaker.Record(backgroundCtx, int64(state), metric.WithAttributeSet(attribute.NewSet(b.name, attrNode.String(node))))
+}
+
+// StoreEvent adds one to slidelog.store.events for node and event
+// (slidelog.StoreEventObserver).
+func (b *bound) StoreEvent(node string, event slidelog.StoreEvent) {
+	b.o.events.Add(backgroundCtx, 1, metric.WithAttributeSet(attribute.NewSet(b.name, attrNode.String(node), attribute.String("event", string(event)))))
 }
 
 // Unbind stops reading the limiter's gauges.

@@ -30,6 +30,7 @@ const (
 	MetricFallbackActivations = "slidelog_rate_limit_fallback_activations_total"
 	MetricErrors              = "slidelog_errors_total"
 	MetricBreakerState        = "slidelog_breaker_state"
+	MetricStoreEvents         = "slidelog_store_events_total"
 	MetricDenyCacheEntries    = "slidelog_deny_cache_entries"
 	MetricFallbackKeys        = "slidelog_fallback_keys"
 )
@@ -80,6 +81,7 @@ type metrics struct {
 	fallbacks  *prometheus.CounterVec
 	errs       *prometheus.CounterVec
 	breaker    *prometheus.GaugeVec
+	events     *prometheus.CounterVec
 	sizes      *sizes
 }
 
@@ -143,6 +145,13 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 	if err != nil {
 		return nil, err
 	}
+	events, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricStoreEvents,
+		Help: "Events a store reports of its own, by node and event (data_lost: a node lost the logs it held).",
+	}, []string{"limiter", "node", "event"}))
+	if err != nil {
+		return nil, err
+	}
 	// The size gauges are per limiter name: the limiters of one name on
 	// one registry (their counters share series too) report the sums of
 	// their sizes, and a closed limiter's sizes are no longer read.
@@ -156,6 +165,7 @@ func newMetrics(reg prometheus.Registerer, name string, gauges func() (denied, f
 		fallbacks: fallbacks.MustCurryWith(labels),
 		errs:      errs.MustCurryWith(labels),
 		breaker:   breaker.MustCurryWith(labels),
+		events:    events.MustCurryWith(labels),
 	}
 	m.decisions, m.rejections, m.name = decisions, rejections, name
 	for i, s := range sources {
@@ -216,6 +226,11 @@ func (m *metrics) Error(reason string) {
 
 func (m *metrics) BreakerState(node string, st slidelog.BreakerState) {
 	m.breaker.WithLabelValues(node).Set(float64(st))
+}
+
+// StoreEvent implements slidelog.StoreEventObserver.
+func (m *metrics) StoreEvent(node string, event slidelog.StoreEvent) {
+	m.events.WithLabelValues(node, string(event)).Inc()
 }
 
 // Unbind stops reading the limiter's sizes: its size gauges leave the

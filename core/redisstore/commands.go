@@ -40,7 +40,9 @@ func luaCommands(sources ...string) []string {
 // which the script reads the server's identity (run_id, master_replid):
 // without it every kept admission of a key is sent again with each of
 // the key's decisions until it leaves the journal.
-var optionalCommands = []string{"PEXPIRETIME", "INFO"}
+// GET and SET read and write the canaries (canary.go): without them a
+// master that loses its keys goes unreported.
+var optionalCommands = []string{"PEXPIRETIME", "INFO", "GET", "SET"}
 
 // probe is one command of the start-up check of the user's permissions:
 // the command's name as the docs spell it (a subcommand as
@@ -90,6 +92,8 @@ var probes = []probe{
 	{"SCRIPT|LOAD", func(z, h string) []any { return []any{"script", "load", probeScript} }},
 	{"EVALSHA", func(z, h string) []any { return []any{"evalsha", redis.NewScript(probeScript).Hash(), 0} }},
 	{"EVAL", func(z, h string) []any { return []any{"eval", probeScript, 0} }},
+	{"SET", func(z, h string) []any { return []any{"set", z, "x", "px", 60000} }},
+	{"GET", func(z, h string) []any { return []any{"get", z} }},
 	{"DEL", func(z, h string) []any { return []any{"del", z, h} }},
 }
 

@@ -150,3 +150,7 @@ func MatchServer(ctx context.Context, s *Store, probe redis.UniversalClient) err
 	s.legacy.Store(legacy)
 	return nil
 }
+
+// KeySlot is the Redis Cluster hash slot of key, with no hash tag, as the
+// store computes it to place its canaries.
+func KeySlot(key string) int { return int(crc16(key) % 16384) }

@@ -19,11 +19,12 @@ const (
 	panicRoundTrip panicSite = iota // the client, sending a batch of calls
 	panicConn                       // a connection's SetDeadline, breaking it off
 	panicWriteBack                  // WriteBack's writers
+	panicCanary                     // a reading of the canaries, and the functions given to Notify
 	numPanicSites
 )
 
 // panicSites are the sites' names, the "in" of their records.
-var panicSites = [numPanicSites]string{"round_trip", "connection", "write_back"}
+var panicSites = [numPanicSites]string{"round_trip", "connection", "write_back", "canary"}
 
 // panicLogEvery is how often, at most, a store logs the panics it
 // recovers at one site.

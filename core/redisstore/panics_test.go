@@ -50,8 +50,15 @@ func (h panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // naming wantFunc.
 func requireOnePanicRecord(t *testing.T, buf *logbuf.Buffer, in, value, wantFunc string) {
 	t.Helper()
-	lines := buf.Lines("recovered a panic")
-	require.Len(t, lines, 1, "got %d records of recovered panics, want 1 (at most one per interval):\n%s", len(lines), buf.String())
+	// A reading of the canaries through the same client recovers its
+	// panics at a site of its own ("canary"), with a record of its own.
+	var lines []string
+	for _, l := range buf.Lines("recovered a panic") {
+		if strings.Contains(l, "in="+in+" ") {
+			lines = append(lines, l)
+		}
+	}
+	require.Len(t, lines, 1, "got %d records of recovered panics in %s, want 1 (at most one per interval):\n%s", len(lines), in, buf.String())
 	for _, want := range []string{"level=ERROR", "in=" + in, value, "stack=", wantFunc} {
 		assert.Contains(t, lines[0], want, "the record of a recovered panic")
 	}

@@ -213,6 +213,12 @@ const keyTagBytes = 16
 // choose its key or, with a secret, its slot, and braces, colons or any
 // other byte in an identity are harmless.
 //
+// A master that loses its keys (restarted without persistence, flushed)
+// is found by the store's canary keys, one per master, read again at most
+// once a second while decisions are made: the store logs it at ERROR and
+// tells the limiters on it (Notify, slidelog.EventDataLost). See
+// canary.go and docs/operations.md, "Lost data".
+//
 // Store is safe for concurrent use. Close does not close the client.
 type Store struct {
 	client redis.UniversalClient
@@ -229,6 +235,7 @@ type Store struct {
 	legacy   atomic.Bool // run legacyScript: a master is Redis 6.2
 	pinned   bool        // tests: keep the variant whatever the servers are
 	logger   *slog.Logger
+	canary   *canaries // the canary keys that tell a master lost its data (canary.go)
 	// detected is when (Unix ns) a script that failed to compile last
 	// made the store read the servers' version.
 	detected atomic.Int64
@@ -318,7 +325,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
-	s := &Store{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock, logger: cfg.logger, kept: writeback.New[slidelog.Request]()}
+	s := &Store{client: client, prefix: cfg.keyPrefix, secret: cfg.keySecret, clock: cfg.clock, logger: cfg.logger, kept: writeback.New[slidelog.Request](), canary: newCanaries()}
 	s.kept.OnDrop = func(dropped uint64) {
 		cfg.logger.Warn("redisstore: write-back journal full: admissions dropped, Redis will not count them",
 			"dropped", dropped, "max_entries", writeback.MaxEntries)
@@ -406,7 +413,7 @@ func (s *Store) check(cfg config) error {
 		case c.err != nil:
 			cfg.logger.Warn("redisstore: could not check the commands the redis user may run", "error", c.err)
 		case len(c.refused) > 0:
-			cfg.logger.Warn("redisstore: the redis user may not run these commands (or the server renamed them away), which make decisions cheaper: without PEXPIRETIME each decision runs the whole script; without INFO kept admissions are sent again with each decision of their key",
+			cfg.logger.Warn("redisstore: the redis user may not run these commands (or the server renamed them away), which the store does without at a cost: without PEXPIRETIME each decision runs the whole script; without INFO kept admissions are sent again with each decision of their key; without GET or SET a master that loses its keys goes unreported",
 				"node", c.addr, "commands", c.refused)
 		}
 	}
@@ -434,6 +441,7 @@ func (s *Store) check(cfg config) error {
 	default:
 		cfg.logger.Warn("redisstore: could not check the redis configuration", "error", err)
 	}
+	s.readCanaries(ctx)
 	return nil
 }
 
@@ -613,6 +621,7 @@ func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route 
 // differ only above them are one request (a retry), so a caller choosing
 // its own IDs draws them at random, as a limiter does, or counts them up.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+	s.canaryDue()
 	r := s.routed(ctx, req)
 	if s.kept.Len() > 0 {
 		// The key's kept admissions travel with its decision.
@@ -821,6 +830,7 @@ func (s *Store) Reset(ctx context.Context, req slidelog.Request) error {
 // slidelog.ErrClosed, and so do later ones. It does not close the Redis
 // client, which the caller owns.
 func (s *Store) Close() error {
+	s.closeCanaries()
 	s.pipes.mon.close()
 	return nil
 }
