@@ -57,7 +57,7 @@ type canaries struct {
 	wg     sync.WaitGroup
 
 	// Owned by the running reading (one at a time): the token last read
-	// from each canary, by key; the hash tags of the slots canaries were
+	// from each canary, by canaryTarget.id; the hash tags of the slots canaries were
 	// placed in; whether a refusal of the canary's commands was logged.
 	seen    map[string]string
 	tags    map[int]string
@@ -81,6 +81,10 @@ type canaryTarget struct {
 	client redis.Cmdable
 	key    string
 	node   string // the master's address, as Route.Node gives it
+	// id names the canary in canaries.seen: its key, which on a Cluster
+	// follows its slots from master to master; on a Ring, whose shards
+	// hold one key each, the shard's address and the key.
+	id string
 }
 
 // canaryDue starts a reading of the canaries when one is due: on the
@@ -167,14 +171,14 @@ func (s *Store) readCanaries(ctx context.Context) {
 			if token, err = s.mendCanary(ctx, t); err != nil {
 				continue
 			}
-			c.seen[t.key] = token
+			c.seen[t.id] = token
 			continue
 		} else if err != nil {
 			s.canaryRefused(err)
 			continue
 		}
-		prev, known := c.seen[t.key]
-		c.seen[t.key] = token
+		prev, known := c.seen[t.id]
+		c.seen[t.id] = token
 		if !known || prev == token || prev == "" {
 			continue
 		}
@@ -241,7 +245,8 @@ func (s *Store) canaryTargets(ctx context.Context) []canaryTarget {
 			if len(r.Nodes) == 0 {
 				continue
 			}
-			ts = append(ts, canaryTarget{client: c, key: key + ":{" + s.slotTag(r.Start) + "}", node: r.Nodes[0].Addr})
+			k := key + ":{" + s.slotTag(r.Start) + "}"
+			ts = append(ts, canaryTarget{client: c, key: k, node: r.Nodes[0].Addr, id: k})
 		}
 		return ts
 	case *redis.Ring:
@@ -249,13 +254,14 @@ func (s *Store) canaryTargets(ctx context.Context) []canaryTarget {
 		var ts []canaryTarget
 		_ = c.ForEachShard(ctx, func(_ context.Context, shard *redis.Client) error {
 			mu.Lock()
-			ts = append(ts, canaryTarget{client: shard, key: key, node: shard.Options().Addr})
+			addr := shard.Options().Addr
+			ts = append(ts, canaryTarget{client: shard, key: key, node: addr, id: addr + " " + key})
 			mu.Unlock()
 			return nil
 		})
 		return ts
 	case *redis.Client:
-		return []canaryTarget{{client: c, key: key, node: s.pipes.singleNode()}}
+		return []canaryTarget{{client: c, key: key, node: s.pipes.singleNode(), id: key}}
 	}
 	return nil
 }

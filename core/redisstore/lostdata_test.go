@@ -164,6 +164,46 @@ func TestLostDataIsReported(t *testing.T) {
 		assert.Equal(t, map[string]float64{srv.Addr: 2}, b.events(t))
 	})
 
+	t.Run("Sentinel", func(t *testing.T) {
+		// Down-after far longer than the restart: the Sentinels keep the
+		// restarted master, which its replica then copies, empty.
+		bed := redistest.StartSentinels(t, redistest.SentinelConfig{DownAfter: time.Minute})
+		client, err := redisstore.Connect(t.Context(), bed.URL())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.Close() })
+		w := newLossWatch(t, client, "s")
+		decideFor(t, 2500*time.Millisecond, w)
+		require.Empty(t, w.lossLines(), "a healthy master reported as having lost its keys")
+
+		bed.Master.Kill()
+		require.NoError(t, bed.Master.Restart(t.Context()))
+		decideUntil(t, w)
+		decideFor(t, 2500*time.Millisecond, w)
+		lines := w.lossLines()
+		require.Len(t, lines, 1, "one loss, reported once: %q", lines)
+		assert.Contains(t, lines[0], "node="+bed.Master.Addr)
+		assert.Equal(t, map[string]float64{bed.Master.Addr: 1}, w.events(t))
+	})
+
+	t.Run("Ring", func(t *testing.T) {
+		a, b := redistest.StartServer(t, redistest.ServerConfig{}), redistest.StartServer(t, redistest.ServerConfig{})
+		client := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
+		t.Cleanup(func() { _ = client.Close() })
+		w := newLossWatch(t, client, "r")
+		decideFor(t, 2500*time.Millisecond, w)
+		require.Empty(t, w.lossLines(), "healthy shards reported as having lost their keys")
+
+		admin := redis.NewClient(&redis.Options{Addr: b.Addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		require.NoError(t, admin.FlushAll(t.Context()).Err())
+		decideUntil(t, w)
+		decideFor(t, 2500*time.Millisecond, w)
+		lines := w.lossLines()
+		require.Len(t, lines, 1, "one loss, reported once: %q", lines)
+		assert.Contains(t, lines[0], "node="+b.Addr)
+		assert.Equal(t, map[string]float64{b.Addr: 1}, w.events(t), "only the flushed shard")
+	})
+
 	t.Run("Cluster", func(t *testing.T) {
 		// No replicas, and a node timeout of a minute: the restarted
 		// master keeps its slots, with no data.

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +21,15 @@ import (
 // cannot restore them: it keeps only what no replica acknowledged. This
 // measures the bound docs/operations.md states for it: up to one window's
 // worth of each key of that master admitted again (a window holds at most
-// twice the limit), and the store reports nothing of the loss.
+// twice the limit), and that the store reports the loss (its canary,
+// canary.go) though it cannot undo it.
 func TestReplicaAckMasterRestartedEmpty(t *testing.T) {
 	master := redistest.StartServer(t, redistest.ServerConfig{})
 	replica := redistest.StartServer(t, redistest.ServerConfig{ReplicaOf: master.Addr})
 	client := redis.NewClient(redisstore.ClientOptions(master.Addr))
 	t.Cleanup(func() { _ = client.Close() })
-	s, err := redisstore.New(client, redisstore.WithReplicaAck(1, 50*time.Millisecond))
+	logs := &captured{}
+	s, err := redisstore.New(client, redisstore.WithReplicaAck(1, 50*time.Millisecond), redisstore.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 
@@ -76,4 +79,8 @@ func TestReplicaAckMasterRestartedEmpty(t *testing.T) {
 	if before+after > 2*limit {
 		t.Errorf("got %d admissions in one window, above the stated bound of twice the limit (%d)", before+after, 2*limit)
 	}
+	require.Eventually(t, func() bool {
+		take(uint64(time.Now().UnixNano()))
+		return strings.Contains(strings.Join(logs.errorsLogged(), "\n"), "lost the store's keys")
+	}, 10*time.Second, 50*time.Millisecond, "the loss reported")
 }
