@@ -205,11 +205,22 @@ func (l *Limiter) notify(store Store) (stop func()) {
 	if len(obs) == 0 {
 		return nil
 	}
-	return n.Notify(func(node string, event StoreEvent) {
+	done := false
+	defer func() {
+		if !done {
+			// Notify panicked: New's panic goes on with the limiter
+			// undone, as after a panic of Bind.
+			l.breakers.close()
+			l.metrics.unbind()
+		}
+	}()
+	stop = n.Notify(func(node string, event StoreEvent) {
 		for _, o := range obs {
 			l.tellStoreEvent(o, nodeLabel(node), event)
 		}
 	})
+	done = true
+	return stop
 }
 
 // tellStoreEvent tells o of a store's event, recovering and logging a

@@ -92,3 +92,25 @@ func TestStoreEventsReachObservers(t *testing.T) {
 	t.Cleanup(func() { _ = l2.Close() })
 	assert.Zero(t, store.emit("n", slidelog.EventDataLost), "a limiter with no StoreEventObserver listens")
 }
+
+// panickingNotifier is a store whose Notify panics.
+type panickingNotifier struct{ *memstore.Store }
+
+func (panickingNotifier) Notify(func(string, slidelog.StoreEvent)) func() {
+	panic("notify boom")
+}
+
+// A panic of the store's Notify goes on to New's caller with the limiter
+// undone: its observers unbound and its name released, as after a panic
+// of Bind.
+func TestNotifyPanicUndoesNew(t *testing.T) {
+	store := panickingNotifier{newMemoryStore(t)}
+	obs := &eventObserver{}
+	require.PanicsWithValue(t, "notify boom", func() {
+		_, _ = slidelog.New(store, slidelog.PerMinute(10), slidelog.WithName("boom"), slidelog.WithObserver(obs))
+	})
+	assert.Equal(t, 1, obs.unbound, "the observer bound by New is unbound")
+	l, err := slidelog.New(store, slidelog.PerMinute(10), slidelog.WithName("boom"))
+	require.NoError(t, err, "the name is free again")
+	require.NoError(t, l.Close())
+}

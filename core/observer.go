@@ -24,7 +24,7 @@ import (
 // once the limiter is whole again: Close unbinds the other observers and
 // releases the limiter's name before a panic of Unbind goes on, and New
 // unbinds the observers it bound and releases the name before a panic
-// of Bind does.
+// of Bind, or of a Notifier store's Notify, does.
 // BreakerState runs wherever a breaker changes: on the limiter's timer,
 // or in whichever call happens to find the change. A panic in it is
 // recovered wherever it runs, and logged at ERROR with its value and

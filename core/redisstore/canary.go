@@ -20,7 +20,8 @@ import (
 // answers the next decisions of its identities from empty logs: a
 // rolling window that spans the loss may admit up to twice its limit, and
 // no reply says so. The store finds it out with a canary: a key of its
-// own on every master (one per slot range of a Cluster), holding a random
+// own on every master (on a Cluster, in the first slot the master
+// serves), holding a random
 // token, with no expiry. New writes the canaries that are missing and
 // reads the tokens; while decisions are made, the store reads them again
 // at most once per canaryEvery, on a goroutine of its own. A canary gone,
@@ -39,7 +40,7 @@ import (
 
 // canaryEvery is how often, at most, the store reads its canaries while
 // decisions are made.
-var canaryEvery = time.Second
+const canaryEvery = time.Second
 
 // canaryTimeout bounds one reading of the canaries.
 const canaryTimeout = time.Second
@@ -229,9 +230,10 @@ func (s *Store) canaryRefused(err error) {
 		"error", err)
 }
 
-// canaryTargets lists the canaries: on a Cluster one per slot range of
-// the slot map, placed in the range's first slot; on a Ring one per
-// shard; on a single server (or its failover client) one.
+// canaryTargets lists the canaries: on a Cluster one per master, in the
+// first slot it serves (a canary moves with its slot in a reshard, and
+// stays known by its key); on a Ring one per shard; on a single server
+// (or its failover client) one.
 func (s *Store) canaryTargets(ctx context.Context) []canaryTarget {
 	key := s.prefix + "canary"
 	switch c := s.client.(type) {
@@ -240,13 +242,22 @@ func (s *Store) canaryTargets(ctx context.Context) []canaryTarget {
 		if err != nil {
 			return nil
 		}
-		var ts []canaryTarget
+		// One canary per master, in the first slot it serves, however
+		// many ranges the slot map splits its slots into.
+		first := map[string]int{}
 		for _, r := range ranges {
 			if len(r.Nodes) == 0 {
 				continue
 			}
-			k := key + ":{" + s.slotTag(r.Start) + "}"
-			ts = append(ts, canaryTarget{client: c, key: k, node: r.Nodes[0].Addr, id: k})
+			addr := r.Nodes[0].Addr
+			if slot, ok := first[addr]; !ok || int(r.Start) < slot {
+				first[addr] = int(r.Start)
+			}
+		}
+		var ts []canaryTarget
+		for addr, slot := range first {
+			k := key + ":{" + s.slotTag(slot) + "}"
+			ts = append(ts, canaryTarget{client: c, key: k, node: addr, id: k})
 		}
 		return ts
 	case *redis.Ring:

@@ -298,6 +298,52 @@ func TestFailoverIsNoLoss(t *testing.T) {
 	assert.Empty(t, w.events(t))
 }
 
+// A reshard is no loss: the slot holding a master's canary moves to
+// another master with its keys, canary included, and the store goes on
+// reading it there, by its key.
+func TestReshardIsNoLoss(t *testing.T) {
+	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, NodeTimeout: time.Minute})
+	client := redis.NewClusterClient(redisstore.ClusterOptions(cl.Addrs()...))
+	t.Cleanup(func() { _ = client.Close() })
+	w := newLossWatch(t, client, "reshard")
+	decideFor(t, 1500*time.Millisecond, w)
+
+	// Slot 0, master 0's first, where its canary is, moves to master 1.
+	const slot = 0
+	admins := make([]*redis.Client, cl.Masters)
+	ids := make([]string, cl.Masters)
+	for i := range admins {
+		admins[i] = redis.NewClient(&redis.Options{Addr: cl.Nodes[i].Addr})
+		t.Cleanup(func() { _ = admins[i].Close() })
+		var err error
+		ids[i], err = admins[i].ClusterMyID(t.Context()).Result()
+		require.NoError(t, err)
+	}
+	src, dst := admins[0], admins[1]
+	keys, err := src.ClusterGetKeysInSlot(t.Context(), slot, 1000).Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys, "the canary is in slot %d", slot)
+	require.NoError(t, dst.Do(t.Context(), "cluster", "setslot", slot, "importing", ids[0]).Err())
+	require.NoError(t, src.Do(t.Context(), "cluster", "setslot", slot, "migrating", ids[1]).Err())
+	args := []any{"migrate", "127.0.0.1", cl.Nodes[1].Port, "", 0, 5000, "keys"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	require.NoError(t, src.Do(t.Context(), args...).Err())
+	for _, a := range admins {
+		require.NoError(t, a.Do(t.Context(), "cluster", "setslot", slot, "node", ids[1]).Err())
+	}
+	require.Eventually(t, func() bool {
+		n, err := client.MasterForKey(t.Context(), keys[0])
+		w.decide(t)
+		return err == nil && n.Options().Addr == cl.Nodes[1].Addr
+	}, 20*time.Second, 50*time.Millisecond, "the client finds slot %d on master 1", slot)
+	decideFor(t, 3*time.Second, w)
+	assert.Empty(t, w.lossLines(), "a reshard reported as a loss")
+	assert.Empty(t, w.events(t))
+	t.Logf("moved %q", keys)
+}
+
 // The store's Cluster hash slot of a key is the server's (CLUSTER
 // KEYSLOT), so that each canary lands on the master it names.
 func TestCanarySlotIsTheServers(t *testing.T) {
