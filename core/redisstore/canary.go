@@ -63,13 +63,15 @@ type canaries struct {
 	seen    map[string]string
 	tags    map[int]string
 	refused bool
+	// checked holds the masters checked, by address (latecheck.go).
+	checked map[string]bool
 
 	lmu       sync.RWMutex
 	listeners map[*func(string, slidelog.StoreEvent)]struct{}
 }
 
 func newCanaries() *canaries {
-	c := &canaries{seen: map[string]string{}, tags: map[int]string{}, listeners: map[*func(string, slidelog.StoreEvent)]struct{}{}}
+	c := &canaries{seen: map[string]string{}, tags: map[int]string{}, checked: map[string]bool{}, listeners: map[*func(string, slidelog.StoreEvent)]struct{}{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	// New has just read them.
 	c.next.Store(monotime.Now() + int64(canaryEvery))
@@ -178,6 +180,7 @@ func (s *Store) readCanaries(ctx context.Context) {
 			s.canaryRefused(err)
 			continue
 		}
+		s.lateCheck(ctx, t)
 		prev, known := c.seen[t.id]
 		c.seen[t.id] = token
 		if !known || prev == token || prev == "" {

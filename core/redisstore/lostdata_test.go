@@ -355,3 +355,55 @@ func TestCanarySlotIsTheServers(t *testing.T) {
 		require.EqualValues(t, want, redisstore.KeySlot(key), "key %q", key)
 	}
 }
+
+// A master New could not check is checked when it first answers, and so
+// is a replica promoted since, which New never saw: an evicting
+// maxmemory-policy on either is logged, naming it, as New logs it on the
+// masters it checks.
+func TestLateCheck(t *testing.T) {
+	evicting := func(w *lossWatch, addr string) bool {
+		for _, r := range w.logs.all() {
+			if strings.Contains(r, "evicting maxmemory-policy") && strings.Contains(r, addr) {
+				return true
+			}
+		}
+		return false
+	}
+	t.Run("DownAtNew", func(t *testing.T) {
+		cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, NodeTimeout: time.Minute})
+		down := cl.Nodes[2]
+		down.Kill()
+		client := redis.NewClusterClient(redisstore.ClusterOptions(cl.Addrs()...))
+		t.Cleanup(func() { _ = client.Close() })
+		w := newLossWatch(t, client, "down")
+		require.NoError(t, down.Restart(t.Context()))
+		admin := redis.NewClient(&redis.Options{Addr: down.Addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		require.NoError(t, admin.ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err())
+		require.Eventually(t, func() bool {
+			w.decide(t)
+			return evicting(w, down.Addr)
+		}, 20*time.Second, 50*time.Millisecond, "the master down at New is checked once it answers")
+		for _, n := range cl.Nodes[:2] {
+			assert.False(t, evicting(w, n.Addr), "a master with noeviction")
+		}
+	})
+	t.Run("Promoted", func(t *testing.T) {
+		cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1})
+		client := redis.NewClusterClient(redisstore.ClusterOptions(cl.Addrs()...))
+		t.Cleanup(func() { _ = client.Close() })
+		w := newLossWatch(t, client, "promoted")
+		replica := cl.Nodes[cl.Masters]
+		admin := redis.NewClient(&redis.Options{Addr: replica.Addr})
+		t.Cleanup(func() { _ = admin.Close() })
+		require.NoError(t, admin.ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err())
+		decideFor(t, 1500*time.Millisecond, w)
+		require.False(t, evicting(w, replica.Addr), "a replica is not checked while it is one")
+		require.NoError(t, admin.Do(t.Context(), "CLUSTER", "FAILOVER").Err())
+		require.Eventually(t, func() bool {
+			w.decide(t)
+			return evicting(w, replica.Addr)
+		}, 20*time.Second, 50*time.Millisecond, "the promoted replica is checked")
+		assert.Empty(t, w.lossLines(), "a failover reported as a loss")
+	})
+}

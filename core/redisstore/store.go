@@ -275,7 +275,8 @@ type config struct {
 // script so the first decisions do not wait for it, and reads the
 // maxmemory-policy. On a Cluster, masters that do not answer while others
 // do are logged at ERROR level: decisions on their slots go to the
-// limiter's failure mode until they answer; masters that answer but
+// limiter's failure mode until they answer, and they are checked once
+// they do, as are masters New never saw (latecheck.go); masters that answer but
 // refuse the client (a wrong password, protected mode) fail New with
 // ErrUnreachable. A Cluster node (master or seed) that leaves a request
 // unanswered for the client's ReadTimeout (half a second at most) is
@@ -409,13 +410,7 @@ func (s *Store) check(cfg config) error {
 	legacy := false
 	for _, c := range checks {
 		legacy = legacy || c.legacy
-		switch {
-		case c.err != nil:
-			cfg.logger.Warn("redisstore: could not check the commands the redis user may run", "error", c.err)
-		case len(c.refused) > 0:
-			cfg.logger.Warn("redisstore: the redis user may not run these commands (or the server renamed them away), which the store does without at a cost: without PEXPIRETIME each decision runs the whole script; without INFO kept admissions are sent again with each decision of their key; without GET or SET a master that loses its keys goes unreported",
-				"node", c.addr, "commands", c.refused)
-		}
+		logCommandCheck(cfg.logger, c)
 	}
 	switch err := s.checkVersion(ctx, masters); {
 	case err == nil:
@@ -431,18 +426,37 @@ func (s *Store) check(cfg config) error {
 	s.warm(ctx, masters)
 	s.checkReplicas(ctx, cfg.logger, masters)
 	err = checkConfig(ctx, s.client, masters)
+	if errors.Is(err, ErrUnsafeConfig) && cfg.strict {
+		return err
+	}
+	logConfigCheck(cfg.logger, err)
+	s.canary.checkedAt(s.checkedNodes(ctx, masters))
+	s.readCanaries(ctx)
+	return nil
+}
+
+// logCommandCheck logs what checkCommands found on a server that does
+// not keep the store from running: commands it could not check, and the
+// optional ones the user may not run.
+func logCommandCheck(logger *slog.Logger, c commandCheck) {
+	switch {
+	case c.err != nil:
+		logger.Warn("redisstore: could not check the commands the redis user may run", "error", c.err)
+	case len(c.refused) > 0:
+		logger.Warn("redisstore: the redis user may not run these commands (or the server renamed them away), which the store does without at a cost: without PEXPIRETIME each decision runs the whole script; without INFO kept admissions are sent again with each decision of their key; without GET or SET a master that loses its keys goes unreported",
+			"node", c.addr, "commands", c.refused)
+	}
+}
+
+// logConfigCheck logs what checkConfig found, when it is not nil.
+func logConfigCheck(logger *slog.Logger, err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrUnsafeConfig):
-		if cfg.strict {
-			return err
-		}
-		cfg.logger.Warn("redisstore: evicting maxmemory-policy lets clients through under memory pressure", "error", err)
+		logger.Warn("redisstore: evicting maxmemory-policy lets clients through under memory pressure", "error", err)
 	default:
-		cfg.logger.Warn("redisstore: could not check the redis configuration", "error", err)
+		logger.Warn("redisstore: could not check the redis configuration", "error", err)
 	}
-	s.readCanaries(ctx)
-	return nil
 }
 
 // checkedAddr names the servers New checks in its errors: the address of

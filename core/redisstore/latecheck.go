@@ -1,0 +1,94 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// New checks the masters that answer it. A master it could not check (a
+// Cluster master down at New, every server under WithStartUnreachable)
+// and one it never saw (a replica promoted since, a master added to the
+// Cluster) is checked when a reading of the canaries first finds it
+// answering, once: the commands the store runs (a master whose user may
+// not run one, or that does not know one, is logged at ERROR: its
+// decisions fail and go to the limiter's failure mode), its
+// maxmemory-policy, and, with WithReplicaAck, its replicas, each logged
+// as New logs it.
+
+// checkedAt records the masters New checked, by address.
+func (c *canaries) checkedAt(nodes []string) {
+	for _, n := range nodes {
+		c.checked[n] = true
+	}
+}
+
+// checkedNodes returns the addresses of the masters New checked: those of
+// masters on a Cluster, otherwise those the canaries name.
+func (s *Store) checkedNodes(ctx context.Context, masters []*redis.Client) []string {
+	var out []string
+	if _, ok := s.client.(*redis.ClusterClient); ok {
+		for _, m := range masters {
+			out = append(out, m.Options().Addr)
+		}
+		return out
+	}
+	for _, t := range s.canaryTargets(ctx) {
+		out = append(out, t.node)
+	}
+	return out
+}
+
+// lateCheck checks the master of t, which New did not check, once (see
+// above). It runs on the reading of the canaries, which owns checked.
+func (s *Store) lateCheck(ctx context.Context, t canaryTarget) {
+	c := s.canary
+	if t.node == "" || c.checked[t.node] {
+		return
+	}
+	node, tag := s.nodeClient(ctx, t)
+	if node == nil {
+		return // not found in the slot map now: the next reading
+	}
+	c.checked[t.node] = true
+	addr := nodeName(t.node)
+	check := commandCheck{addr: addr}
+	if cl, ok := s.client.(*redis.ClusterClient); ok {
+		tag, check.err = masterTag(ctx, cl, t.node)
+	}
+	if check.err == nil {
+		check.refused, _, check.err = s.checkCommands(ctx, node, addr, tag, s.pipes.ack != nil)
+	}
+	if errors.Is(check.err, ErrPermission) || errors.Is(check.err, ErrTopology) || errors.Is(check.err, ErrUnsupportedVersion) {
+		s.logger.Error("redisstore: a master that New did not check (down at New, or promoted or added since) cannot run the store's commands: its decisions fail and go to the limiter's failure mode",
+			"node", addr, "error", check.err)
+	} else {
+		logCommandCheck(s.logger, check)
+	}
+	logConfigCheck(s.logger, checkConfig(ctx, s.client, []*redis.Client{node}))
+	s.checkReplicas(ctx, s.logger, []*redis.Client{node})
+}
+
+// nodeClient returns the client of t's master alone, and the hash tag of
+// the check's keys on it: on a Cluster the master's own client from the
+// client's slot map (nil when it is not there), otherwise t's.
+func (s *Store) nodeClient(ctx context.Context, t canaryTarget) (*redis.Client, string) {
+	cl, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		c, _ := t.client.(*redis.Client)
+		return c, checkTag
+	}
+	var mu sync.Mutex
+	var node *redis.Client
+	_ = cl.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		if m.Options().Addr == t.node {
+			mu.Lock()
+			node = m
+			mu.Unlock()
+		}
+		return nil
+	})
+	return node, ""
+}
