@@ -24,7 +24,8 @@ import (
 // serves), holding a random
 // token, with no expiry. New writes the canaries that are missing and
 // reads the tokens; while decisions are made, the store reads them again
-// at most once per canaryEvery, on a goroutine of its own. A canary gone,
+// at most once per canaryEvery, on a goroutine of its own started from
+// a reply to one of its calls. A canary gone,
 // or holding another token (another process found it gone and wrote it
 // anew), is a master that lost its keys: the store logs it at ERROR and
 // tells the limiters on it (slidelog.EventDataLost, Notify), and writes
@@ -34,7 +35,7 @@ import (
 // a failover is no loss; what a replica had not yet copied is bounded
 // apart (WithReplicaAck).
 //
-// The canary reads nothing while no decision is made, and at most one
+// The canary reads nothing while the store makes no call, and at most one
 // reading runs at a time; Close ends it. A reading that fails (a node
 // down or stalled) reports nothing: the decisions report a failing node.
 
@@ -90,12 +91,12 @@ type canaryTarget struct {
 	id string
 }
 
-// canaryDue starts a reading of the canaries when one is due: on the
-// goroutine of a decision, so that a store without decisions reads
-// nothing and keeps no goroutine.
-func (s *Store) canaryDue() {
+// canaryDue starts a reading of the canaries when one is due at now
+// (monotime): it is told of every reply of a node's to a call of the
+// store's (monitor.onReply), so that a store without calls reads nothing
+// and keeps no goroutine, and a call pays for no clock read of its own.
+func (s *Store) canaryDue(now int64) {
 	c := s.canary
-	now := monotime.Now()
 	if now < c.next.Load() || !c.running.CompareAndSwap(false, true) {
 		return
 	}

@@ -110,6 +110,10 @@ type monitor struct {
 	tick   time.Duration
 	logger *slog.Logger
 	panics *panicLog // the panics the store recovers
+	// onReply, when set (before the first call, and never again), is
+	// told of every reply of a node's, with the time replied read: the
+	// store starts a reading of its canaries from it when one is due.
+	onReply func(now int64)
 
 	total atomic.Int64 // calls waiting on all nodes
 	// aliveNeeded is set while some node is judged in alive time (see
@@ -358,7 +362,13 @@ func (b *batcher) end() {
 
 // replied records that the node answered: a reply, or an error reply of
 // the server's own.
-func (b *batcher) replied() { b.lastReply.Store(monotime.Now()) }
+func (b *batcher) replied() {
+	now := monotime.Now()
+	b.lastReply.Store(now)
+	if f := b.mon.onReply; f != nil {
+		f(now)
+	}
+}
 
 // progress is the latest sign of life of b's node that this process has
 // seen: a reply, or a byte read on a connection the kernel keeps no

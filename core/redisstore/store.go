@@ -341,6 +341,7 @@ func newStore(client redis.UniversalClient, opts []Option) (*Store, config, erro
 		cfg.ack.logger = cfg.logger
 	}
 	s.pipes = newPipelines(client, cfg.pipelinesPerNode, cfg.ack, cfg.stall, cfg.logger)
+	s.pipes.mon.onReply = s.canaryDue
 	s.pipes.watchDials(client)
 	s.macs.New = func() any { return &keyMAC{mac: hmac.New(sha256.New, s.secret)} }
 	if c, ok := client.(*redis.ClusterClient); ok {
@@ -635,7 +636,6 @@ func (s *Store) Route(ctx context.Context, req slidelog.Request) slidelog.Route 
 // differ only above them are one request (a retry), so a caller choosing
 // its own IDs draws them at random, as a limiter does, or counts them up.
 func (s *Store) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
-	s.canaryDue()
 	r := s.routed(ctx, req)
 	if s.kept.Len() > 0 {
 		// The key's kept admissions travel with its decision.
