@@ -164,6 +164,25 @@ func TestLostDataIsReported(t *testing.T) {
 		assert.Equal(t, map[string]float64{srv.Addr: 2}, b.events(t))
 	})
 
+	t.Run("PersistentRestart", func(t *testing.T) {
+		// With persistence the restarted server reloads its keys, the
+		// canary among them: no loss, however the restart went.
+		srv := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+		client := redis.NewClient(redisstore.ClientOptions(srv.Addr))
+		t.Cleanup(func() { _ = client.Close() })
+		w := newLossWatch(t, client, "aof")
+		decideFor(t, 1500*time.Millisecond, w)
+		srv.Kill()
+		require.NoError(t, srv.Restart(t.Context()))
+		require.Eventually(t, func() bool {
+			_, err := client.Ping(t.Context()).Result()
+			return err == nil
+		}, 10*time.Second, 50*time.Millisecond)
+		decideFor(t, 3*time.Second, w)
+		assert.Empty(t, w.lossLines(), "a restart that reloaded the keys reported as a loss")
+		assert.Empty(t, w.events(t))
+	})
+
 	t.Run("Sentinel", func(t *testing.T) {
 		// Down-after far longer than the restart: the Sentinels keep the
 		// restarted master, which its replica then copies, empty.
