@@ -404,6 +404,14 @@ func (b *batcher) verdict(silence time.Duration, evidence []any) {
 		b.conns.breakAll()
 	}
 	b.mu.Unlock()
+	// On the monitor's goroutine, where no caller would receive a panic
+	// of the application's logger: it is recovered, and the monitor
+	// goes on.
+	defer func() {
+		if p := recover(); p != nil {
+			b.mon.panics.log(panicMonitor, p)
+		}
+	}()
 	b.mon.logger.Warn("redisstore: node stalled: its waiting calls go to the failure mode",
 		append([]any{"node", b.name(), "silent", silence.Round(time.Millisecond), "stall_timeout", b.mon.stall, "waiting", waiting}, evidence...)...)
 }

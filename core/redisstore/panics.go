@@ -20,11 +20,12 @@ const (
 	panicConn                       // a connection's SetDeadline, breaking it off
 	panicWriteBack                  // WriteBack's writers
 	panicCanary                     // a reading of the canaries, and the functions given to Notify
+	panicMonitor                    // the monitor's goroutine: the logger, logging a stalled node
 	numPanicSites
 )
 
 // panicSites are the sites' names, the "in" of their records.
-var panicSites = [numPanicSites]string{"round_trip", "connection", "write_back", "canary"}
+var panicSites = [numPanicSites]string{"round_trip", "connection", "write_back", "canary", "monitor"}
 
 // panicLogEvery is how often, at most, a store logs the panics it
 // recovers at one site.

@@ -314,3 +314,51 @@ func TestWriteBackClockPanicWaitsForWriters(t *testing.T) {
 	}()
 	assert.Zero(t, inside.Load(), "writers of WriteBack still running once its panic went on")
 }
+
+// panickingHandler is an application's slog handler that panics on the
+// records whose message holds on, and keeps the others.
+type panickingHandler struct {
+	on     string
+	panics atomic.Int64
+	captured
+}
+
+func (h *panickingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.on) {
+		h.panics.Add(1)
+		panic("handler boom")
+	}
+	return h.captured.Handle(ctx, r)
+}
+func (h *panickingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *panickingHandler) WithGroup(string) slog.Handler      { return h }
+
+// A panic of the application's logger on the monitor's goroutine, as it
+// logs a stalled node, is recovered: the process goes on, the stalled
+// calls still end with ErrStalled, and the monitor judges the next stall
+// too (before, the panic ended the process).
+func TestLoggerPanicOnMonitorIsRecovered(t *testing.T) {
+	srv := redistest.StartServer(t, redistest.ServerConfig{})
+	client := redis.NewClient(redisstore.ClientOptions(srv.Addr))
+	t.Cleanup(func() { _ = client.Close() })
+	h := &panickingHandler{on: "node stalled"}
+	s, err := redisstore.New(client, redisstore.WithStallTimeout(200*time.Millisecond), redisstore.WithLogger(slog.New(h)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	req := func(key string) slidelog.Request {
+		return slidelog.Request{Namespace: "loggerpanic", Key: key, Cost: 1, ID: uint64(time.Now().UnixNano()),
+			Policies: []slidelog.Policy{{Limit: 1000, Window: time.Minute}}}
+	}
+	for round := 1; round <= 2; round++ {
+		require.NoError(t, srv.Signal(syscall.SIGSTOP))
+		_, err := s.Take(t.Context(), req("stalled"))
+		require.NoError(t, srv.Signal(syscall.SIGCONT))
+		require.ErrorIs(t, err, slidelog.ErrStalled, "round %d", round)
+		require.Eventually(t, func() bool { return h.panics.Load() >= int64(round) }, 5*time.Second, 10*time.Millisecond,
+			"round %d: the verdict logged", round)
+		require.Eventually(t, func() bool {
+			res, err := s.Take(t.Context(), req("after"))
+			return err == nil && res.Allowed
+		}, 10*time.Second, 50*time.Millisecond, "round %d: decisions after the stall", round)
+	}
+}

@@ -81,7 +81,9 @@
 // limiter that fails open does not admit it) and no breaker counts it
 // against the node. A panic breaking a stalled node's connections
 // off, or in WriteBack's writers, is recovered too (the admission stays
-// kept). Each is logged at ERROR with its value and stack, at most once
+// kept), and so is one of the client, the logger or a function given to
+// Notify in a reading of the canaries, and one of the logger logging a
+// stalled node on the monitor's goroutine. Each is logged at ERROR with its value and stack, at most once
 // per 10 s per kind. A panic on the caller's goroutine alone, such as
 // the clock's in a Take, reaches the caller.
 package redisstore
