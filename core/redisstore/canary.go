@@ -59,8 +59,9 @@ type canaries struct {
 	wg     sync.WaitGroup
 
 	// Owned by the running reading (one at a time): the token last read
-	// from each canary, by canaryTarget.id; the hash tags of the slots canaries were
-	// placed in; whether a refusal of the canary's commands was logged.
+	// from each canary, by canaryTarget.id; the hash tags of the slots
+	// canaries were placed in; whether a refusal of the canary's
+	// commands was logged.
 	seen    map[string]string
 	tags    map[int]string
 	refused bool
@@ -191,10 +192,12 @@ func (s *Store) readCanaries(ctx context.Context) {
 		if gone {
 			how = "gone"
 		}
+		// Told first: a panic of the logger loses the record, not the
+		// event.
+		s.tell(t.node, slidelog.EventDataLost)
 		s.logger.Error("redisstore: a master lost the store's keys (a restart without persistence, FLUSHALL or FLUSHDB, or a deletion under the key prefix): "+
 			"its identities' logs started again from empty, so a rolling window that spans the loss may admit up to twice its limit",
 			"node", nodeName(t.node), "canary", t.key, "found", how)
-		s.tell(t.node, slidelog.EventDataLost)
 	}
 }
 
