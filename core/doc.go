@@ -129,7 +129,9 @@
 // requests of a failing node straight to the failure mode, and a deny
 // cache (WithDenyCache) answers repeated requests of a key the store just
 // denied without a store call. Observers (WithObserver; packages
-// prommetrics and otelmetrics) count every decision and failover.
+// prommetrics and otelmetrics) count every decision and failover, and the
+// events a store reports of its own (Notifier), such as a Redis master
+// that lost its keys.
 //
 // # HTTP and gRPC
 //
