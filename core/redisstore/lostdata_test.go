@@ -129,7 +129,7 @@ func TestLostDataIsReported(t *testing.T) {
 		t.Cleanup(func() { _ = client.Close() })
 		a, b := newLossWatch(t, client, "a"), newLossWatch(t, client, "b")
 
-		decideFor(t, 2500*time.Millisecond, a, b)
+		decideFor(t, 1500*time.Millisecond, a, b)
 		require.Empty(t, a.lossLines(), "a healthy server reported as having lost its keys")
 		require.Empty(t, b.lossLines(), "a healthy server reported as having lost its keys")
 		require.Empty(t, a.events(t))
@@ -138,7 +138,7 @@ func TestLostDataIsReported(t *testing.T) {
 		srv.Kill()
 		require.NoError(t, srv.Restart(t.Context()))
 		decideUntil(t, a, b)
-		decideFor(t, 2500*time.Millisecond, a, b)
+		decideFor(t, 1500*time.Millisecond, a, b)
 		for _, w := range []*lossWatch{a, b} {
 			lines := w.lossLines()
 			require.Len(t, lines, 1, "one loss, reported once: %q", lines)
@@ -178,7 +178,7 @@ func TestLostDataIsReported(t *testing.T) {
 			_, err := client.Ping(t.Context()).Result()
 			return err == nil
 		}, 10*time.Second, 50*time.Millisecond)
-		decideFor(t, 3*time.Second, w)
+		decideFor(t, 2*time.Second, w)
 		assert.Empty(t, w.lossLines(), "a restart that reloaded the keys reported as a loss")
 		assert.Empty(t, w.events(t))
 	})
@@ -191,13 +191,13 @@ func TestLostDataIsReported(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = client.Close() })
 		w := newLossWatch(t, client, "s")
-		decideFor(t, 2500*time.Millisecond, w)
+		decideFor(t, 1500*time.Millisecond, w)
 		require.Empty(t, w.lossLines(), "a healthy master reported as having lost its keys")
 
 		bed.Master.Kill()
 		require.NoError(t, bed.Master.Restart(t.Context()))
 		decideUntil(t, w)
-		decideFor(t, 2500*time.Millisecond, w)
+		decideFor(t, 1500*time.Millisecond, w)
 		lines := w.lossLines()
 		require.Len(t, lines, 1, "one loss, reported once: %q", lines)
 		assert.Contains(t, lines[0], "node="+bed.Master.Addr)
@@ -209,14 +209,14 @@ func TestLostDataIsReported(t *testing.T) {
 		client := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
 		t.Cleanup(func() { _ = client.Close() })
 		w := newLossWatch(t, client, "r")
-		decideFor(t, 2500*time.Millisecond, w)
+		decideFor(t, 1500*time.Millisecond, w)
 		require.Empty(t, w.lossLines(), "healthy shards reported as having lost their keys")
 
 		admin := redis.NewClient(&redis.Options{Addr: b.Addr})
 		t.Cleanup(func() { _ = admin.Close() })
 		require.NoError(t, admin.FlushAll(t.Context()).Err())
 		decideUntil(t, w)
-		decideFor(t, 2500*time.Millisecond, w)
+		decideFor(t, 1500*time.Millisecond, w)
 		lines := w.lossLines()
 		require.Len(t, lines, 1, "one loss, reported once: %q", lines)
 		assert.Contains(t, lines[0], "node="+b.Addr)
@@ -230,14 +230,14 @@ func TestLostDataIsReported(t *testing.T) {
 		client := redis.NewClusterClient(redisstore.ClusterOptions(cl.Addrs()...))
 		t.Cleanup(func() { _ = client.Close() })
 		w := newLossWatch(t, client, "c")
-		decideFor(t, 2500*time.Millisecond, w)
+		decideFor(t, 1500*time.Millisecond, w)
 		require.Empty(t, w.lossLines(), "a healthy Cluster reported as having lost keys")
 
 		lost := cl.Nodes[1]
 		lost.Kill()
 		require.NoError(t, lost.Restart(t.Context()))
 		decideUntil(t, w)
-		decideFor(t, 2500*time.Millisecond, w)
+		decideFor(t, 1500*time.Millisecond, w)
 		lines := w.lossLines()
 		require.Len(t, lines, 1, "one loss, reported once: %q", lines)
 		assert.Contains(t, lines[0], "node="+lost.Addr)
@@ -291,7 +291,7 @@ func TestFailoverIsNoLoss(t *testing.T) {
 	client := redis.NewClusterClient(redisstore.ClusterOptions(cl.Addrs()...))
 	t.Cleanup(func() { _ = client.Close() })
 	w := newLossWatch(t, client, "f")
-	decideFor(t, 2500*time.Millisecond, w)
+	decideFor(t, 1500*time.Millisecond, w)
 
 	// The replica of master 0 takes over, the two in step.
 	replica := cl.Nodes[cl.Masters]
@@ -301,7 +301,7 @@ func TestFailoverIsNoLoss(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(admin.Info(t.Context(), "replication").Val(), "role:master")
 	}, 20*time.Second, 50*time.Millisecond, "CLUSTER FAILOVER on %s", replica.Addr)
-	decideFor(t, 3*time.Second, w)
+	decideFor(t, 2*time.Second, w)
 
 	// The new master crashes: the old one, now its replica, is promoted
 	// after the node timeout.
@@ -312,7 +312,7 @@ func TestFailoverIsNoLoss(t *testing.T) {
 		w.decide(t)
 		return strings.Contains(old.Info(t.Context(), "replication").Val(), "role:master")
 	}, 30*time.Second, 50*time.Millisecond, "the old master promoted again")
-	decideFor(t, 3*time.Second, w)
+	decideFor(t, 2*time.Second, w)
 	assert.Empty(t, w.lossLines(), "a failover reported as a loss")
 	assert.Empty(t, w.events(t))
 }
@@ -357,7 +357,7 @@ func TestReshardIsNoLoss(t *testing.T) {
 		w.decide(t)
 		return err == nil && n.Options().Addr == cl.Nodes[1].Addr
 	}, 20*time.Second, 50*time.Millisecond, "the client finds slot %d on master 1", slot)
-	decideFor(t, 3*time.Second, w)
+	decideFor(t, 2*time.Second, w)
 	assert.Empty(t, w.lossLines(), "a reshard reported as a loss")
 	assert.Empty(t, w.events(t))
 	t.Logf("moved %q", keys)
