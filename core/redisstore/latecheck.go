@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -48,20 +47,20 @@ func (s *Store) lateCheck(ctx context.Context, t canaryTarget) {
 	if t.node == "" || c.checked[t.node] {
 		return
 	}
-	node, tag := s.nodeClient(ctx, t)
+	node := s.nodeClient(ctx, t)
 	if node == nil {
 		return // not found in the slot map now: the next reading
 	}
 	c.checked[t.node] = true
 	addr := nodeName(t.node)
-	check := commandCheck{addr: addr}
+	check, tag := commandCheck{addr: addr}, checkTag
 	if cl, ok := s.client.(*redis.ClusterClient); ok {
 		tag, check.err = masterTag(ctx, cl, t.node)
 	}
 	if check.err == nil {
 		check.refused, _, check.err = s.checkCommands(ctx, node, addr, tag, s.pipes.ack != nil)
 	}
-	if errors.Is(check.err, ErrPermission) || errors.Is(check.err, ErrTopology) || errors.Is(check.err, ErrUnsupportedVersion) {
+	if cannotRun(check.err) {
 		s.logger.Error("redisstore: a master that New did not check (down at New, or promoted or added since) cannot run the store's commands: its decisions fail and go to the limiter's failure mode",
 			"node", addr, "error", check.err)
 	} else {
@@ -71,14 +70,14 @@ func (s *Store) lateCheck(ctx context.Context, t canaryTarget) {
 	s.checkReplicas(ctx, s.logger, []*redis.Client{node})
 }
 
-// nodeClient returns the client of t's master alone, and the hash tag of
-// the check's keys on it: on a Cluster the master's own client from the
-// client's slot map (nil when it is not there), otherwise t's.
-func (s *Store) nodeClient(ctx context.Context, t canaryTarget) (*redis.Client, string) {
+// nodeClient returns the client of t's master alone: on a Cluster the
+// master's own client from the client's slot map (nil when it is not
+// there), otherwise t's.
+func (s *Store) nodeClient(ctx context.Context, t canaryTarget) *redis.Client {
 	cl, ok := s.client.(*redis.ClusterClient)
 	if !ok {
 		c, _ := t.client.(*redis.Client)
-		return c, checkTag
+		return c
 	}
 	var mu sync.Mutex
 	var node *redis.Client
@@ -90,5 +89,5 @@ func (s *Store) nodeClient(ctx context.Context, t canaryTarget) (*redis.Client, 
 		}
 		return nil
 	})
-	return node, ""
+	return node
 }

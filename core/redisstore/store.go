@@ -398,7 +398,7 @@ func (s *Store) check(cfg config) error {
 	checks := s.checkMasters(ctx, cfg.ack != nil, masters)
 	var unusable []error
 	for _, c := range checks {
-		if errors.Is(c.err, ErrPermission) || errors.Is(c.err, ErrTopology) || errors.Is(c.err, ErrUnsupportedVersion) {
+		if cannotRun(c.err) {
 			unusable = append(unusable, c.err)
 		}
 	}
@@ -436,6 +436,12 @@ func (s *Store) check(cfg config) error {
 	s.canary.checkedAt(s.checkedNodes(ctx, masters))
 	s.readCanaries(ctx)
 	return nil
+}
+
+// cannotRun reports whether err, checkCommands', says that the server
+// cannot run the store's commands at all.
+func cannotRun(err error) bool {
+	return errors.Is(err, ErrPermission) || errors.Is(err, ErrTopology) || errors.Is(err, ErrUnsupportedVersion)
 }
 
 // logCommandCheck logs what checkCommands found on a server that does
