@@ -6,7 +6,8 @@
 # cluster), exports SLIDELOG_REDIS_ADDR / SLIDELOG_CLUSTER_ADDRS /
 # SLIDELOG_REQUIRE_REDIS=1, runs `go test -race -count=1 ./...` in every
 # module listed in go.work (core's load-making exactness and stall-bound
-# tests in a step of their own, right after core's others), short FuzzRedisKey and FuzzClientIP runs in core, a short FuzzMiddleware run in each adapter, the install check
+# tests in a step of their own, right after core's others; the fault
+# suite beside the other modules, from the start), short FuzzRedisKey and FuzzClientIP runs in core, a short FuzzMiddleware run in each adapter, the install check
 # (tools/installcheck: each adapter by version from a file proxy of the
 # working tree), and prints a per-module summary. Exits non-zero if anything failed.
 #
@@ -32,11 +33,16 @@ start=$SECONDS
 export SLIDELOG_REQUIRE_PROXIES=1
 
 started=0
+fault_pid=0 # the fault suite's process group, while it runs (below)
 if [[ "${SLIDELOG_RIG_DOWN:-}" == always ]] || ! "$RIG" check; then
   started=1
 fi
 cleanup() {
   local rc=$?
+  if ((fault_pid)); then
+    kill -TERM -- "-$fault_pid" 2>/dev/null
+    wait "$fault_pid" 2>/dev/null
+  fi
   if ((started)); then
     "$RIG" down || echo "test.sh: WARNING: rig down failed" >&2
   else
@@ -77,18 +83,55 @@ step() {
     failed+=("$name ($((SECONDS - t0))s)")
   fi
 }
+# The fault suite runs beside the other modules, from the start: it
+# starts a Cluster of its own (ports 7200-7299) and spends most of its
+# time waiting on it (a failover, a node stopped for seconds), so in
+# sequence it made about a fifth of the run. Its output is printed when
+# it ends. It is waited for before core's isolated tests, which run with
+# nothing beside them.
+fault_log="$(mktemp)"
+fault_t0=$SECONDS
 for m in "${modules[@]}"; do
+  if [[ "$m" == faulttest ]]; then
+    echo "=== module faulttest, beside the others: go test -race -count=1 -timeout=$TEST_TIMEOUT ./... (output when it ends)"
+    # In a process group of its own (setsid), which cleanup stops.
+    setsid bash -c 'cd "$1" && exec go test -race -count=1 -timeout="$TEST_TIMEOUT" ./...' _ "$ROOT/faulttest" >"$fault_log" 2>&1 &
+    fault_pid=$!
+  fi
+done
+wait_faulttest() {
+  ((fault_pid)) || return 0
+  local rc=0
+  wait "$fault_pid" || rc=$?
+  fault_pid=0
   echo
-  skip=()
-  [[ "$m" == core ]] && skip=(-skip "$ISOLATED")
-  echo "=== module $m: go test -race -count=1 -timeout=$TEST_TIMEOUT ${skip[*]} ./..."
-  step "$m" bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" "$@" ./...' _ "$ROOT/$m" "${skip[@]}"
+  echo "=== module faulttest (ran beside the others; done after $((SECONDS - fault_t0))s):"
+  cat "$fault_log"
+  rm -f "$fault_log"
+  if ((rc == 0)); then
+    passed+=("faulttest ($((SECONDS - fault_t0))s, beside the others)")
+  else
+    failed+=("faulttest ($((SECONDS - fault_t0))s, beside the others)")
+  fi
+}
+
+for m in "${modules[@]}"; do
+  [[ "$m" == faulttest ]] && continue
+  echo
+  flags=()
+  # redisstore's tests of servers of their own run in parallel, four at
+  # a time (see core/redisstore/main_test.go).
+  [[ "$m" == core ]] && flags=(-parallel 4 -skip "$ISOLATED")
+  echo "=== module $m: go test -race -count=1 -timeout=$TEST_TIMEOUT ${flags[*]} ./..."
+  step "$m" bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" "$@" ./...' _ "$ROOT/$m" "${flags[@]}"
   if [[ "$m" == core ]]; then
+    wait_faulttest
     echo
     echo "=== module core, on its own: go test -race -count=1 -run '$ISOLATED' ."
     step "core(on its own)" bash -c 'cd "$1" && go test -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .' _ "$ROOT/core"
   fi
 done
+wait_faulttest
 
 # Core fuzz targets, each in its package: a missing target fails the run
 # (it was moved or renamed without this list following).

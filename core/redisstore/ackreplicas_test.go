@@ -197,6 +197,7 @@ func (a *ackLoad) check(r *ackResult) {
 // the limit. The checker trusts only the clients' record of when each
 // admitted call started and ended.
 func TestReplicaAckTwoReplicasSentinel(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	for _, tc := range []struct {
 		name        string
 		priority    bool // the laggard has the better replica-priority
@@ -345,6 +346,7 @@ func checkAckResults(t *testing.T, results []ackResult, laggardPromoted bool) {
 // the laggard is elected. Two shards, one failover each, one after the
 // other, so that a majority of masters is always there to vote.
 func TestReplicaAckTwoReplicasCluster(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	cl := redistest.StartCluster(t, redistest.ClusterConfig{
 		Masters: 3, Replicas: 2, NodeTimeout: 2 * time.Second, RaisePriority: true,
 		Args: []string{"--cluster-require-full-coverage", "no", "--repl-diskless-sync-delay", "0"},

@@ -20,6 +20,7 @@ import (
 // so a decision would wait seconds for it. The store sends such decisions
 // to the failure mode at once, and back to the node once it serves again.
 func TestClusterDownGoesToFailureModeAtOnce(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	// One node of its own, in cluster mode, its slots added by hand.
 	addr := redistest.StartServer(t, redistest.ServerConfig{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}}).Addr
 	admin := redis.NewClient(&redis.Options{Addr: addr})

@@ -123,6 +123,7 @@ func decideUntil(t *testing.T, ws ...*lossWatch) {
 // the canary gone and the ones that find it written anew. A master that
 // did not lose its keys is never reported, and a loss once only.
 func TestLostDataIsReported(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	t.Run("Standalone", func(t *testing.T) {
 		srv := redistest.StartServer(t, redistest.ServerConfig{})
 		client := redis.NewClient(redisstore.ClientOptions(srv.Addr))
@@ -287,6 +288,7 @@ func TestDamagedCanary(t *testing.T) {
 // FAILOVER) nor a master's crash and its replica's promotion is reported
 // as a loss.
 func TestFailoverIsNoLoss(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1})
 	client := redis.NewClusterClient(redisstore.ClusterOptions(cl.Addrs()...))
 	t.Cleanup(func() { _ = client.Close() })
@@ -321,6 +323,7 @@ func TestFailoverIsNoLoss(t *testing.T) {
 // another master with its keys, canary included, and the store goes on
 // reading it there, by its key.
 func TestReshardIsNoLoss(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, NodeTimeout: time.Minute})
 	client := redis.NewClusterClient(redisstore.ClusterOptions(cl.Addrs()...))
 	t.Cleanup(func() { _ = client.Close() })
@@ -380,6 +383,7 @@ func TestCanarySlotIsTheServers(t *testing.T) {
 // maxmemory-policy on either is logged, naming it, as New logs it on the
 // masters it checks.
 func TestLateCheck(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	evicting := func(w *lossWatch, addr string) bool {
 		for _, r := range w.logs.all() {
 			if strings.Contains(r, "evicting maxmemory-policy") && strings.Contains(r, addr) {

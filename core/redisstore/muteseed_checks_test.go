@@ -29,6 +29,7 @@ import (
 // options, in 4 runs). Run it with -count=8: go-redis tries the seeds in
 // an order of its own.
 func TestClusterMuteSeedStillChecksMasters(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3})
 	mute := muteSeed(t)
 	seeds := append([]string{mute}, cl.Addrs()...)
@@ -103,6 +104,7 @@ func TestClusterMuteSeedStillChecksMasters(t *testing.T) {
 // ClusterOptions. Its node timeout is long enough that the other nodes do
 // not mark it failed while the test runs.
 func TestClusterStoppedMasterIsSilentOnce(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, NodeTimeout: time.Minute})
 	stopped := cl.Nodes[1]
 	clients := map[string]func() *redis.ClusterOptions{

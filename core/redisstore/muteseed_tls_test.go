@@ -32,6 +32,7 @@ import (
 // the client's slot map names the proxies and every connection the
 // client makes is over TLS.
 func TestTLSClusterMuteSeedIsLogged(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	certFile, keyFile, pool := selfSigned(t, t.TempDir())
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	require.NoError(t, err)

@@ -195,6 +195,7 @@ func TestNewFailsOnClusterMasterRefusingPassword(t *testing.T) {
 // ErrUnreachable and names the server (the socket's path; the master the
 // Sentinels name) and its refusal.
 func TestNewNamesRefusalOverUnixAndSentinels(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	check := func(t *testing.T, err error, took time.Duration, addr string) {
 		t.Helper()
 		require.ErrorIs(t, err, redisstore.ErrUnreachable)

@@ -24,6 +24,7 @@ import (
 // twice the limit), and that the store reports the loss (its canary,
 // canary.go) though it cannot undo it.
 func TestReplicaAckMasterRestartedEmpty(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	master := redistest.StartServer(t, redistest.ServerConfig{})
 	replica := redistest.StartServer(t, redistest.ServerConfig{ReplicaOf: master.Addr})
 	client := redis.NewClient(redisstore.ClientOptions(master.Addr))

@@ -23,6 +23,7 @@ import (
 // master's address in routes and errors, and follows the master when the
 // Sentinels fail it over.
 func TestConnectSentinel(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	bed := redistest.StartSentinels(t, redistest.SentinelConfig{})
 	first := bed.Master.Addr
 
@@ -103,6 +104,7 @@ func TestConnectSentinel(t *testing.T) {
 // Connect's Sentinel URLs: what is malformed or names no master fails
 // with the address and the cause, passwords hidden.
 func TestConnectSentinelErrors(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	bed := redistest.StartSentinels(t, redistest.SentinelConfig{})
 	dead := closedAddr(t)
 	s0 := bed.Sentinels[0].Addr
@@ -140,6 +142,7 @@ func TestConnectSentinelErrors(t *testing.T) {
 // A replica's address and a Sentinel's port fail Connect and New with
 // ErrTopology, naming the address and what it is.
 func TestStartRefusesReplicaAndSentinel(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	bed := redistest.StartSentinels(t, redistest.SentinelConfig{})
 	for _, tt := range []struct {
 		name, addr, want string

@@ -75,6 +75,7 @@ var longStall = redisstore.WithStallTimeout(5 * time.Second)
 // (testStoppedSentinelMaster). The shared servers are never stopped:
 // other packages' tests use them.
 func TestStoreConformanceStoppedServer(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	srv := redistest.StartServer(t, redistest.ServerConfig{})
 	stall := stopServer(srv)
 	client := func(o func() *redis.Options) func(*testing.T) redis.UniversalClient {

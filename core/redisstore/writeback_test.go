@@ -106,6 +106,7 @@ func TestWriteBackBeforeEveryConcurrentDecision(t *testing.T) {
 // the limit. Independently of the store, the admissions of the key over
 // the whole test (all inside one window) are at most the limit.
 func TestWriteBackAfterRealPromotion(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	master := redistest.StartServer(t, redistest.ServerConfig{})
 	replica := redistest.StartServer(t, redistest.ServerConfig{ReplicaOf: master.Addr}) // in sync when it returns
 	masterAddr, replicaAddr := master.Addr, replica.Addr
