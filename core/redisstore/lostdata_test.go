@@ -319,6 +319,36 @@ func TestFailoverIsNoLoss(t *testing.T) {
 	assert.Empty(t, w.events(t))
 }
 
+// A Sentinel failover is no loss: the replica the Sentinels promote holds
+// the master's keys, canary included, and the store, which follows the
+// Sentinels to it, reads the canary there as it was.
+func TestSentinelFailoverIsNoLoss(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
+	bed := redistest.StartSentinels(t, redistest.SentinelConfig{})
+	client, err := redisstore.Connect(t.Context(), bed.URL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	w := newLossWatch(t, client, "sf")
+	decideFor(t, 1500*time.Millisecond, w)
+
+	// The master crashes; the Sentinels promote its replica after
+	// down-after (2 s).
+	bed.Master.Kill()
+	require.Eventually(t, func() bool {
+		w.decide(t)
+		return bed.MasterAddr(t.Context()) == bed.Replica.Addr
+	}, 30*time.Second, 50*time.Millisecond, "the Sentinels promoted %s", bed.Replica.Addr)
+	// Decisions reach the new master, then at least one reading of its
+	// canary (one a second) follows.
+	require.Eventually(t, func() bool {
+		d, err := w.limiter.Allow(t.Context(), "after")
+		return err == nil && d.Source == redisstore.Source
+	}, 20*time.Second, 50*time.Millisecond, "decisions never reached the new master")
+	decideFor(t, 2*time.Second, w)
+	assert.Empty(t, w.lossLines(), "a Sentinel failover reported as a loss")
+	assert.Empty(t, w.events(t))
+}
+
 // A reshard is no loss: the slot holding a master's canary moves to
 // another master with its keys, canary included, and the store goes on
 // reading it there, by its key.
