@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -144,63 +143,6 @@ func BenchmarkAdmitWithHistoryKeys(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d/slidelog", keys), func(b *testing.B) { admitSlidelog(b, h, 1) })
 		b.Run(fmt.Sprintf("keys=%d/go-limiter", keys), func(b *testing.B) { admitGoLimiter(b, h, 1) })
 	}
-}
-
-// BenchmarkAdmitWithHistoryFloor is the floor under
-// BenchmarkAdmitWithHistory's slidelog row on this machine: a log of
-// entries reduced to what any exact sliding-window log does per
-// admission, on the same keys, clock and order. A Go map of the keys
-// behind a read-write lock, and per key a mutex and a ring of 128
-// entries (time, ID, running count, as the exact log's), where an
-// admission evicts the entries that left the hour and appends one.
-// Nothing else: no Result, no request ID drawn, no refunds, no bound on
-// the keys, no expiry. entries/key reports a key's log length after the
-// run. Set beside go-limiter's row, it is how far any log that reads its
-// oldest entry and writes its newest one in a ring per key can come,
-// whatever else it leaves out.
-func BenchmarkAdmitWithHistoryFloor(b *testing.B) {
-	type entry struct{ at, id, cum int64 }
-	type log struct {
-		mu         sync.Mutex
-		ring       []entry
-		head, tail int
-		total      int64
-	}
-	h := historyKeySet
-	clock := newFastClock()
-	window := historyWindow.Microseconds()
-	var mu sync.RWMutex
-	logs := make(map[string]*log)
-	decide := func(key string) {
-		mu.RLock()
-		l := logs[key]
-		mu.RUnlock()
-		if l == nil {
-			mu.Lock()
-			if l = logs[key]; l == nil {
-				l = &log{ring: make([]entry, 128)}
-				logs[key] = l
-			}
-			mu.Unlock()
-		}
-		now := clock.now().UnixMicro()
-		l.mu.Lock()
-		mask := len(l.ring) - 1
-		for l.head < l.tail && l.ring[l.head&mask].at <= now-window {
-			l.head++
-		}
-		if l.tail-l.head > mask {
-			l.mu.Unlock()
-			b.Fatal("a key's ring is full")
-		}
-		l.total++
-		l.ring[l.tail&mask] = entry{at: now, id: int64(l.tail), cum: l.total}
-		l.tail++
-		l.mu.Unlock()
-	}
-	runHistory(b, h, 1, decide, func(n int) { clock.skew.Add(int64(n) * int64(h.step)) })
-	l := logs[h.names[0]]
-	b.ReportMetric(float64(l.tail-l.head), "entries/key")
 }
 
 // admitSlidelog runs runHistory on h with slidelog on a memory store, as
