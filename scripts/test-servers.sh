@@ -9,7 +9,7 @@
 # first on PATH (the tests that start a redis-server of their own start
 # it), and run with -race, SLIDELOG_REQUIRE_REDIS=1:
 #
-#   core/redisstore                     go test ./redisstore/
+#   core/redisstore                     go test -parallel 4 ./redisstore/ (as scripts/test.sh)
 #   core                                go test . (without the load-making tests)
 #   core, the load-making tests alone   go test -run "$ISOLATED" . (as scripts/test.sh)
 #
@@ -100,7 +100,7 @@ for server in $SERVERS; do
   eval "$("$ROOT/scripts/redis-rig.sh" env)"
   version="$("$bin/redis-server" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')"
   PATH="$bin:$PATH" step "$server v=$version core/redisstore" "$server-redisstore.log" \
-    go test -v -race -count=1 -timeout="$TEST_TIMEOUT" ./redisstore/
+    go test -v -race -count=1 -timeout="$TEST_TIMEOUT" -parallel 4 ./redisstore/
   PATH="$bin:$PATH" step "$server v=$version core" "$server-core.log" \
     go test -v -race -count=1 -timeout="$TEST_TIMEOUT" -skip "$ISOLATED" .
   PATH="$bin:$PATH" step "$server v=$version core (on its own)" "$server-core-isolated.log" \
