@@ -213,10 +213,7 @@ func (panickingHandler) Handle(context.Context, slog.Record) error { panic("hand
 func TestNoLimiterIsLogged(t *testing.T) {
 	for _, shadow := range []bool{false, true} {
 		t.Run(map[bool]string{false: "enforcing", true: "shadow"}[shadow], func(t *testing.T) {
-			var buf logbuf.Buffer
-			prev := slog.Default()
-			slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-			t.Cleanup(func() { slog.SetDefault(prev) })
+			buf := logbuf.CaptureDefault(t)
 			var limited logbuf.Buffer
 			l := loggedLimiter(t, "admin", &limited)
 			opts := []httplimit.Option{httplimit.WithLimiterFunc(func(r *httplimit.Request) *slidelog.Limiter {

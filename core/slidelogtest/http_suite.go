@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -532,10 +531,7 @@ func testLimiterFunc(t *testing.T, e *httpEnv) {
 // limiter's logger applies. A request the function gives a limiter is
 // decided as usual.
 func testNoLimiter(t *testing.T, e *httpEnv) {
-	var logs logbuf.Buffer
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
+	logs := logbuf.CaptureDefault(t)
 	pro := e.limiter(t, slidelog.Policy{Name: "pro", Limit: 3, Window: time.Minute})
 	byPlan := func(r *httplimit.Request) *slidelog.Limiter {
 		if r.HeaderValue("X-Test-Plan") == "pro" {

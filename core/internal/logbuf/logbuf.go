@@ -3,8 +3,11 @@
 package logbuf
 
 import (
+	"log"
+	"log/slog"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // Buffer is an io.Writer safe for concurrent use that keeps everything
@@ -40,4 +43,23 @@ func (l *Buffer) Lines(substr string) []string {
 		}
 	}
 	return out
+}
+
+// CaptureDefault makes slog.Default() write text records to a new Buffer
+// until t ends, and returns the Buffer. At t's end it restores the
+// default logger and the log package's output and flags: slog.SetDefault
+// with another handler points the log package's output at that handler,
+// and setting the previous default back does not undo it, so that every
+// later record of the process's default logger would go on into this
+// Buffer, out of sight.
+func CaptureDefault(t testing.TB) *Buffer {
+	prev, w, flags := slog.Default(), log.Writer(), log.Flags()
+	t.Cleanup(func() {
+		slog.SetDefault(prev)
+		log.SetOutput(w)
+		log.SetFlags(flags)
+	})
+	b := new(Buffer)
+	slog.SetDefault(slog.New(slog.NewTextHandler(b, nil)))
+	return b
 }
