@@ -180,20 +180,40 @@ func EachMaster(ctx context.Context, c redis.UniversalClient, fn func(context.Co
 // ClusterStores returns a slidelogtest.NewStoreFunc that builds Redis stores on the
 // test Redis Cluster, each under its own key prefix; when its test ends
 // the store is closed and its keys are deleted. It fails t when the Cluster is not configured.
+//
+// Each store is made on a client of its own, which has sent no command
+// before the store's New, as the store's documentation asks: the store
+// then owns the client's connections and judges a node's silence by the
+// kernel's record of them, which a busy test process cannot mistake for
+// a stall. (A store on a client that already had connections judges it
+// by its own alive time, and on a loaded machine has taken a healthy
+// node for stalled, sending an exact suite's decisions to the failure
+// mode.)
 func ClusterStores(t *testing.T) slidelogtest.NewStoreFunc {
 	t.Helper()
-	return redisStores(ClusterClient(t))
+	ClusterClient(t) // configured, and answering
+	return redisStores(func(t *testing.T) redis.UniversalClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrsFromEnv(t, EnvClusterAddrs), MaxRedirects: 8, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	})
 }
 
 // RedisStores is ClusterStores for the standalone test Redis.
 func RedisStores(t *testing.T) slidelogtest.NewStoreFunc {
 	t.Helper()
-	return redisStores(RedisClient(t))
+	RedisClient(t) // configured, and answering
+	return redisStores(func(t *testing.T) redis.UniversalClient {
+		c := redis.NewClient(&redis.Options{Addr: addrsFromEnv(t, EnvRedisAddr)[0], ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	})
 }
 
-func redisStores(c redis.UniversalClient) slidelogtest.NewStoreFunc {
+func redisStores(newClient func(t *testing.T) redis.UniversalClient) slidelogtest.NewStoreFunc {
 	return func(t *testing.T, clock func() time.Time) slidelog.Store {
 		t.Helper()
+		c := newClient(t)
 		s, err := redisstore.New(c, redisstore.WithKeyPrefix(KeyPrefix(t, c)), redisstore.WithClock(clock))
 		if err != nil {
 			t.Fatalf("redisstore.New: %v", err)
