@@ -6,8 +6,7 @@
 # cluster), exports SLIDELOG_REDIS_ADDR / SLIDELOG_CLUSTER_ADDRS /
 # SLIDELOG_REQUIRE_REDIS=1, runs `go test -race -count=1 ./...` in every
 # module listed in go.work (core's load-making exactness and stall-bound
-# tests in a step of their own, right after core's others; the fault
-# suite at the end, beside the fuzz runs and the install check), short FuzzRedisKey and FuzzClientIP runs in core, a short FuzzMiddleware run in each adapter, the install check
+# tests in a step of their own, right after core's others), short FuzzRedisKey and FuzzClientIP runs in core, a short FuzzMiddleware run in each adapter, the install check
 # (tools/installcheck: each adapter by version from a file proxy of the
 # working tree), and prints a per-module summary. Exits non-zero if anything failed.
 #
@@ -33,16 +32,11 @@ start=$SECONDS
 export SLIDELOG_REQUIRE_PROXIES=1
 
 started=0
-fault_pid=0 # the fault suite's process group, while it runs (below)
 if [[ "${SLIDELOG_RIG_DOWN:-}" == always ]] || ! "$RIG" check; then
   started=1
 fi
 cleanup() {
   local rc=$?
-  if ((fault_pid)); then
-    kill -TERM -- "-$fault_pid" 2>/dev/null
-    wait "$fault_pid" 2>/dev/null
-  fi
   if ((started)); then
     "$RIG" down || echo "test.sh: WARNING: rig down failed" >&2
   else
@@ -83,45 +77,7 @@ step() {
     failed+=("$name ($((SECONDS - t0))s)")
   fi
 }
-# The fault suite runs at the end, beside the fuzz runs and the install
-# check, which use no Redis: it starts a Cluster of its own (ports
-# 7200-7299, at a raised CPU priority) and spends most of its time
-# waiting on it, so beside them it costs little time. Nothing that
-# decides on the rig runs beside it: its busy-script fault keeps one of
-# its nodes on a CPU for a second at that priority, and beside it, with a
-# CPU hog, the rig's Cluster nodes went silent for 150-165 ms (by the
-# kernel's record), long enough for a suite's decisions to go to the
-# failure mode. Its output is printed when it ends.
-fault_log="$(mktemp)"
-fault_t0=$SECONDS
-has_faulttest=0
-for m in "${modules[@]}"; do [[ "$m" == faulttest ]] && has_faulttest=1; done
-start_faulttest() {
-  ((has_faulttest)) || return 0
-  fault_t0=$SECONDS
-  echo "=== module faulttest, beside the fuzz runs and the install check: go test -race -count=1 -timeout=$TEST_TIMEOUT ./... (output when it ends)"
-  # In a process group of its own (setsid), which cleanup stops.
-  setsid bash -c 'cd "$1" && exec go test -race -count=1 -timeout="$TEST_TIMEOUT" ./...' _ "$ROOT/faulttest" >"$fault_log" 2>&1 &
-  fault_pid=$!
-}
-wait_faulttest() {
-  ((fault_pid)) || return 0
-  local rc=0
-  wait "$fault_pid" || rc=$?
-  fault_pid=0
-  echo
-  echo "=== module faulttest (ran beside the fuzz runs and the install check; done after $((SECONDS - fault_t0))s):"
-  cat "$fault_log"
-  rm -f "$fault_log"
-  if ((rc == 0)); then
-    passed+=("faulttest ($((SECONDS - fault_t0))s, beside the fuzz runs)")
-  else
-    failed+=("faulttest ($((SECONDS - fault_t0))s, beside the fuzz runs)")
-  fi
-}
-
 for m in "${modules[@]}"; do
-  [[ "$m" == faulttest ]] && continue
   echo
   flags=()
   # redisstore's tests of servers of their own run in parallel, four at
@@ -135,8 +91,6 @@ for m in "${modules[@]}"; do
     step "core(on its own)" bash -c 'cd "$1" && go test -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .' _ "$ROOT/core"
   fi
 done
-
-start_faulttest
 
 # Core fuzz targets, each in its package: a missing target fails the run
 # (it was moved or renamed without this list following).
@@ -165,8 +119,6 @@ done
 echo
 echo "=== install-check: go run ./tools/installcheck -version ${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
 step install-check go run ./tools/installcheck -root "$ROOT" -version "${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
-
-wait_faulttest
 
 echo
 echo "=== test.sh summary ($((SECONDS - start))s)"
