@@ -75,9 +75,7 @@ func addrsFromEnv(t testing.TB, name string) []string {
 // does not answer.
 func RedisClient(t testing.TB) *redis.Client {
 	t.Helper()
-	addrs := addrsFromEnv(t, EnvRedisAddr)
-	c := redis.NewClient(&redis.Options{Addr: addrs[0], ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
+	c := newRedisClient(t)
 	ping(t, c, EnvRedisAddr)
 	return c
 }
@@ -87,10 +85,26 @@ func RedisClient(t testing.TB) *redis.Client {
 // does not answer.
 func ClusterClient(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	addrs := addrsFromEnv(t, EnvClusterAddrs)
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRedirects: 8, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
+	c := newClusterClient(t)
 	ping(t, c, EnvClusterAddrs)
+	return c
+}
+
+// newClusterClient returns a client of the test Cluster that has sent no
+// command, closed when the test ends.
+func newClusterClient(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrsFromEnv(t, EnvClusterAddrs), MaxRedirects: 8, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newRedisClient returns a client of the standalone test Redis that has
+// sent no command, closed when the test ends.
+func newRedisClient(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addrsFromEnv(t, EnvRedisAddr)[0], ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -192,22 +206,14 @@ func EachMaster(ctx context.Context, c redis.UniversalClient, fn func(context.Co
 func ClusterStores(t *testing.T) slidelogtest.NewStoreFunc {
 	t.Helper()
 	ClusterClient(t) // configured, and answering
-	return redisStores(func(t *testing.T) redis.UniversalClient {
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrsFromEnv(t, EnvClusterAddrs), MaxRedirects: 8, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	})
+	return redisStores(func(t *testing.T) redis.UniversalClient { return newClusterClient(t) })
 }
 
 // RedisStores is ClusterStores for the standalone test Redis.
 func RedisStores(t *testing.T) slidelogtest.NewStoreFunc {
 	t.Helper()
 	RedisClient(t) // configured, and answering
-	return redisStores(func(t *testing.T) redis.UniversalClient {
-		c := redis.NewClient(&redis.Options{Addr: addrsFromEnv(t, EnvRedisAddr)[0], ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	})
+	return redisStores(func(t *testing.T) redis.UniversalClient { return newRedisClient(t) })
 }
 
 func redisStores(newClient func(t *testing.T) redis.UniversalClient) slidelogtest.NewStoreFunc {
