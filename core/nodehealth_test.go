@@ -103,15 +103,21 @@ func TestCancelledContextEndsWait(t *testing.T) {
 }
 
 // Close ends every decision waiting on a stopped node with ErrClosed
-// within the stall timeout (issue 29: 40 decisions returned about 45 s
-// after Close), whether the decisions read in their callers' goroutines
-// or wait in a queue.
+// once the store judges the node, whether the decisions read in their
+// callers' goroutines or wait in a queue (issue 29: 40 decisions returned
+// about 45 s after Close). Each is held, from its own start, to the bound
+// on a stopped node (docs/operations.md): the stall timeout and a tick,
+// plus wakeUps times the latest wake-up of a sleeping goroutine measured
+// beside it, or stallBound, which holds when other processes take the
+// CPU, if that is longer. Close itself adds nothing to the wait.
 func TestCloseEndsWaitingDecisions(t *testing.T) {
 	_, l, stop := stoppedStore(t, nil)
 	stop()
+	late := lateWakeUps(t)
 	const callers = 40
 	var wg sync.WaitGroup
-	ends := make(chan time.Time, callers)
+	took := make(chan time.Duration, callers)
+	started := make(chan struct{}, callers)
 	for i := range callers {
 		wg.Go(func() {
 			ctx := context.Background()
@@ -120,24 +126,28 @@ func TestCloseEndsWaitingDecisions(t *testing.T) {
 				ctx, cancel = context.WithCancel(ctx)
 				defer cancel()
 			}
+			start := time.Now()
+			started <- struct{}{}
 			_, err := l.Allow(ctx, "k"+strconv.Itoa(i))
-			ends <- time.Now()
+			took <- time.Since(start)
 			assert.ErrorIs(t, err, slidelog.ErrClosed, "caller %d", i)
 		})
 	}
+	for range callers {
+		<-started
+	}
 	time.Sleep(50 * time.Millisecond)
-	closed := time.Now()
 	require.NoError(t, l.Close())
 	wg.Wait()
-	close(ends)
-	var last time.Duration
-	for e := range ends {
-		last = max(last, e.Sub(closed))
+	close(took)
+	var slowest time.Duration
+	for d := range took {
+		slowest = max(slowest, d)
 	}
-	t.Logf("last of %d decisions returned %v after Close", callers, last)
-	// The decisions began 50 ms before Close: their node is judged
-	// stalled a stall timeout and a tick after that.
-	assert.LessOrEqual(t, last, redisstore.DefaultStallTimeout+50*time.Millisecond, "the slowest decision after Close")
+	tick := redisstore.DefaultStallTimeout / 10
+	bound := max(stallBound, redisstore.DefaultStallTimeout+tick+wakeUps*late())
+	t.Logf("the slowest of %d decisions returned %v after its start; bound %v (latest wake-up %v)", callers, slowest, bound, late())
+	assert.LessOrEqual(t, slowest, bound, "the slowest decision, from its start")
 }
 
 // Two limiters on one store see one health per node: the store judges a

@@ -34,6 +34,33 @@ const stallBound = 8 * redisstore.DefaultStallTimeout
 // docs/operations.md, "The bound on a stopped node".
 const wakeUps = 6
 
+// lateWakeUps measures, until the test ends, how late this process wakes
+// a goroutine that sleeps a millisecond: a scheduling delay that no store
+// can take away from a decision. It returns a function that reads the
+// latest delay so far.
+func lateWakeUps(t *testing.T) func() time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var late time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			start := time.Now()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			late = max(late, time.Since(start)-time.Millisecond)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return late
+	}
+}
+
 // spinners starts n CPU-bound goroutines in the test's own process,
 // stopped when the test ends: goroutines queueing for a CPU inside the
 // limiter's process, as a busy service has them.
@@ -157,20 +184,7 @@ func stoppedNodeBound(t *testing.T, load func(), bound time.Duration) {
 			}
 		})
 	}
-	// How late this process wakes a goroutine, measured beside the
-	// decisions: a woken goroutine's scheduling delay, which no store can
-	// take away from a decision.
-	var lateMu sync.Mutex
-	var late time.Duration
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			start := time.Now()
-			time.Sleep(time.Millisecond)
-			lateMu.Lock()
-			late = max(late, time.Since(start)-time.Millisecond)
-			lateMu.Unlock()
-		}
-	})
+	late := lateWakeUps(t)
 	time.Sleep(500 * time.Millisecond)
 	mu.Lock()
 	stopped = time.Now()
@@ -181,9 +195,7 @@ func stoppedNodeBound(t *testing.T, load func(), bound time.Duration) {
 		if bound > 0 {
 			return bound
 		}
-		lateMu.Lock()
-		defer lateMu.Unlock()
-		return redisstore.DefaultStallTimeout + tick + wakeUps*late
+		return redisstore.DefaultStallTimeout + tick + wakeUps*late()
 	}
 	// The breaker probes about every second meanwhile.
 	for time.Since(stopped) < max(3*time.Second, limit()+time.Second) && time.Since(stopped) < 20*time.Second {
@@ -199,7 +211,7 @@ func stoppedNodeBound(t *testing.T, load func(), bound time.Duration) {
 	time.Sleep(500 * time.Millisecond)
 	cancel()
 	wg.Wait()
-	t.Logf("%d decisions, %d by the fallback, slowest %v, started %v after the stop, decided by %v; latest wake-up of a sleeping goroutine %v; stopped for %v", decisions, fallback, slowest, slowestAt.Sub(stopped), slowestSrc, late, resumed.Sub(stopped))
+	t.Logf("%d decisions, %d by the fallback, slowest %v, started %v after the stop, decided by %v; latest wake-up of a sleeping goroutine %v; stopped for %v", decisions, fallback, slowest, slowestAt.Sub(stopped), slowestSrc, late(), resumed.Sub(stopped))
 	require.Positive(t, fallback, "no decision went to the failure mode while Redis was stopped")
 	require.Greater(t, resumed.Sub(stopped), held, "the stop ended within the bound: a decision held for all of it would pass")
 	if bound > 0 {
