@@ -5,10 +5,13 @@
 # suite runs them), brings up scripts/redis-rig.sh (standalone +
 # cluster), exports SLIDELOG_REDIS_ADDR / SLIDELOG_CLUSTER_ADDRS /
 # SLIDELOG_REQUIRE_REDIS=1, runs `go test -race -count=1 ./...` in every
-# module listed in go.work (core's load-making exactness and stall-bound
-# tests in a step of their own, right after core's others), short FuzzRedisKey and FuzzClientIP runs in core, a short FuzzMiddleware run in each adapter, the install check
+# module listed in go.work, short FuzzRedisKey and FuzzClientIP runs in
+# core, a short FuzzMiddleware run in each adapter and the install check
 # (tools/installcheck: each adapter by version from a file proxy of the
-# working tree), and prints a per-module summary. Exits non-zero if anything failed.
+# working tree), and prints a per-step summary. Core's tests run beside
+# all the rest but core's load-making exactness and stall-bound tests and
+# the fault suite, which then run each on their own ("The order of the
+# run", below). Exits non-zero if anything failed.
 #
 # The rig is stopped on exit (success, failure, Ctrl-C) if this run started
 # it. A rig that was already up and healthy before the run (someone's
@@ -32,11 +35,17 @@ start=$SECONDS
 export SLIDELOG_REQUIRE_PROXIES=1
 
 started=0
+lane_pid=0 # the other lane's process group, while it runs (below)
 if [[ "${SLIDELOG_RIG_DOWN:-}" == always ]] || ! "$RIG" check; then
   started=1
 fi
 cleanup() {
   local rc=$?
+  if ((lane_pid)); then
+    kill -TERM -- "-$lane_pid" 2>/dev/null
+    wait "$lane_pid" 2>/dev/null
+  fi
+  rm -f "${results:-}" "${lane_log:-}"
   if ((started)); then
     "$RIG" down || echo "test.sh: WARNING: rig down failed" >&2
   else
@@ -64,68 +73,117 @@ mapfile -t modules < <("$ROOT/scripts/modules.sh")
 ISOLATED='^(TestExactWhenBusy|TestStoppedNodeBoundWithCPUHog|TestClusterExactUnderLoadWithDefaults|TestClusterExactnessUnderConcurrency|TestClusterExactnessAcrossProcesses|TestNewInBusyProcess)$'
 export ISOLATED
 
-passed=()
-failed=()
+# Each step's result, one line each ("ok" or "FAIL", its name and seconds),
+# so that steps run in a background lane are summed up with the others.
+results="$(mktemp)"
+lane_log="$(mktemp)"
 # step runs "$@" and files it under name as passed or failed, with the
 # seconds it took, so the summary shows where the time goes.
 step() {
   local name=$1 t0=$SECONDS
   shift
   if "$@"; then
-    passed+=("$name ($((SECONDS - t0))s)")
+    echo "ok    $name ($((SECONDS - t0))s)" >>"$results"
   else
-    failed+=("$name ($((SECONDS - t0))s)")
+    echo "FAIL  $name ($((SECONDS - t0))s)" >>"$results"
   fi
 }
-for m in "${modules[@]}"; do
+
+# module_step runs module m's tests.
+module_step() {
+  local m=$1
+  shift
   echo
-  flags=()
-  # redisstore's tests of servers of their own run in parallel, four at
-  # a time (see core/redisstore/main_test.go).
-  [[ "$m" == core ]] && flags=(-parallel 4 -skip "$ISOLATED")
-  echo "=== module $m: go test -race -count=1 -timeout=$TEST_TIMEOUT ${flags[*]} ./..."
-  step "$m" bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" "$@" ./...' _ "$ROOT/$m" "${flags[@]}"
-  if [[ "$m" == core ]]; then
+  echo "=== module $m: go test -race -count=1 -timeout=$TEST_TIMEOUT $* ./..."
+  step "$m" bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" "$@" ./...' _ "$ROOT/$m" "$@"
+}
+
+# The other lane: every module but core and the fault suite, then the
+# fuzz runs and the install check. It runs beside core's tests (below),
+# whose longest package, redisstore, mostly waits on servers of its own;
+# its tests, like core's, must pass on a busy machine.
+other_lane() {
+  local m target dir name a
+  for m in "${modules[@]}"; do
+    [[ "$m" == core || "$m" == faulttest ]] && continue
+    module_step "$m"
+  done
+
+  # Core fuzz targets, each in its package: a missing target fails the run
+  # (it was moved or renamed without this list following).
+  for target in "core/redisstore FuzzRedisKey" "core/httplimit FuzzClientIP"; do
+    read -r dir name <<<"$target"
     echo
-    echo "=== module core, on its own: go test -race -count=1 -run '$ISOLATED' ."
-    step "core(on its own)" bash -c 'cd "$1" && go test -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .' _ "$ROOT/core"
-  fi
-done
+    echo "=== $dir: go test -run='^\$' -fuzz='^$name\$' -fuzztime=$FUZZTIME ."
+    step "$dir(fuzz $name)" bash -c 'grep -qs "func $2" "$1"/*_test.go && cd "$1" && go test -run="^\$" -fuzz="^$2\$" -fuzztime="$FUZZTIME" .' _ "$ROOT/$dir" "$name"
+  done
 
-# Core fuzz targets, each in its package: a missing target fails the run
-# (it was moved or renamed without this list following).
-for target in "core/redisstore FuzzRedisKey" "core/httplimit FuzzClientIP"; do
-  read -r dir name <<<"$target"
+  # FuzzMiddleware drives each adapter with crafted requests; a count, not a
+  # duration, for the same reason as above.
+  for a in gin echo echov5 chi fiber grpc connect; do
+    if grep -qs 'func FuzzMiddleware' "$ROOT/adapters/$a"/*_test.go; then
+      echo
+      echo "=== module adapters/$a: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME ."
+      step "adapters/$a(fuzz FuzzMiddleware)" bash -c 'cd "$1" && go test -run="^\$" -fuzz="^FuzzMiddleware\$" -fuzztime="$HTTP_FUZZTIME" .' _ "$ROOT/adapters/$a"
+    fi
+  done
+
+  # install-check: every adapter installs by version, outside the workspace,
+  # from a file-system module proxy built from this working tree, and its
+  # docs page's quick start builds (tools/installcheck; make install-check).
   echo
-  echo "=== $dir: go test -run='^\$' -fuzz='^$name\$' -fuzztime=$FUZZTIME ."
-  step "$dir(fuzz $name)" bash -c 'grep -qs "func $2" "$1"/*_test.go && cd "$1" && go test -run="^\$" -fuzz="^$2\$" -fuzztime="$FUZZTIME" .' _ "$ROOT/$dir" "$name"
-done
-
-# FuzzMiddleware drives each adapter with crafted requests; a count, not a
-# duration, for the same reason as above.
+  echo "=== install-check: go run ./tools/installcheck -version ${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
+  step install-check go run ./tools/installcheck -root "$ROOT" -version "${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
+}
 HTTP_FUZZTIME="${SLIDELOG_HTTP_FUZZTIME:-5000x}"
 export HTTP_FUZZTIME
-for a in gin echo echov5 chi fiber grpc connect; do
-  if grep -qs 'func FuzzMiddleware' "$ROOT/adapters/$a"/*_test.go; then
-    echo
-    echo "=== module adapters/$a: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME ."
-    step "adapters/$a(fuzz FuzzMiddleware)" bash -c 'cd "$1" && go test -run="^\$" -fuzz="^FuzzMiddleware\$" -fuzztime="$HTTP_FUZZTIME" .' _ "$ROOT/adapters/$a"
-  fi
-done
 
-# install-check: every adapter installs by version, outside the workspace,
-# from a file-system module proxy built from this working tree, and its
-# docs page's quick start builds (tools/installcheck; make install-check).
+# The order of the run:
+#  1. core's tests, redisstore's tests of servers of their own four at a
+#     time (see core/redisstore/main_test.go), and beside them the other
+#     lane, whose output is printed when it ends;
+#  2. core's isolated tests, with nothing beside them: they make their
+#     own load and hold decisions to bounds stated for it;
+#  3. the fault suite, alone: its faults (a busy script at the rig's
+#     raised priority, stopped nodes) silenced the rig's nodes when it
+#     ran beside the adapters, and beside the fuzz runs and a CPU hog it
+#     failed its own check (no failure mode for keys of healthy nodes).
+lane_t0=$SECONDS
+# In a process group of its own (setsid), which cleanup stops.
+export -f step module_step other_lane
+export ROOT results FUZZTIME
+modules_list="${modules[*]}"
+export modules_list
+setsid bash -c 'read -ra modules <<<"$modules_list"; other_lane' >"$lane_log" 2>&1 &
+lane_pid=$!
+for m in "${modules[@]}"; do
+  [[ "$m" == core ]] && module_step core -parallel 4 -skip "$ISOLATED"
+done
+wait "$lane_pid"
+lane_pid=0
 echo
-echo "=== install-check: go run ./tools/installcheck -version ${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
-step install-check go run ./tools/installcheck -root "$ROOT" -version "${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
+echo "=== the other lane, which ran beside core's tests (done after $((SECONDS - lane_t0))s):"
+cat "$lane_log"
+echo
+echo "=== module core, on its own: go test -race -count=1 -run '$ISOLATED' ."
+step "core(on its own)" bash -c 'cd "$1" && go test -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .' _ "$ROOT/core"
+for m in "${modules[@]}"; do
+  [[ "$m" == faulttest ]] && module_step faulttest
+done
 
 echo
 echo "=== test.sh summary ($((SECONDS - start))s)"
-for m in "${passed[@]}"; do echo "ok    $m"; done
-for m in "${failed[@]}"; do echo "FAIL  $m"; done
-if ((${#failed[@]})); then
-  echo "test.sh: FAILED: ${failed[*]}"
+grep '^ok' "$results"
+grep '^FAIL' "$results"
+n=$(grep -c . "$results")
+if grep -q '^FAIL' "$results"; then
+  echo "test.sh: FAILED: $(grep '^FAIL' "$results" | cut -c7- | paste -sd' ')"
+  exit 1
+fi
+# Every step files a line: fewer lines than steps would mean a lane that
+# died without filing its steps.
+if ((n < ${#modules[@]} + 11)); then
+  echo "test.sh: FAILED: $n steps filed, want at least $((${#modules[@]} + 11))"
   exit 1
 fi
 echo "test.sh: all modules ok"
