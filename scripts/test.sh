@@ -119,13 +119,13 @@ other_lane() {
   done
 
   # FuzzMiddleware drives each adapter with crafted requests; a count, not a
-  # duration, for the same reason as above.
-  for a in gin echo echov5 chi fiber grpc connect; do
-    if grep -qs 'func FuzzMiddleware' "$ROOT/adapters/$a"/*_test.go; then
-      echo
-      echo "=== module adapters/$a: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME ."
-      step "adapters/$a(fuzz FuzzMiddleware)" bash -c 'cd "$1" && go test -run="^\$" -fuzz="^FuzzMiddleware\$" -fuzztime="$HTTP_FUZZTIME" .' _ "$ROOT/adapters/$a"
-    fi
+  # duration, for the same reason as above. An adapter without it fails
+  # the run, as a core target does.
+  for m in "${modules[@]}"; do
+    [[ "$m" == adapters/* ]] || continue
+    echo
+    echo "=== module $m: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME ."
+    step "$m(fuzz FuzzMiddleware)" bash -c 'grep -qs "func FuzzMiddleware" "$1"/*_test.go && cd "$1" && go test -run="^\$" -fuzz="^FuzzMiddleware\$" -fuzztime="$HTTP_FUZZTIME" .' _ "$ROOT/$m"
   done
 
   # install-check: every adapter installs by version, outside the workspace,
@@ -159,7 +159,11 @@ lane_pid=$!
 for m in "${modules[@]}"; do
   [[ "$m" == core ]] && module_step core -parallel 4 -skip "$ISOLATED"
 done
-wait "$lane_pid"
+# A lane that ended otherwise than by its last step (killed, or a shell
+# error) fails the run: steps it did not reach filed nothing.
+if ! wait "$lane_pid"; then
+  echo "FAIL  the other lane: it ended early" >>"$results"
+fi
 lane_pid=0
 echo
 echo "=== the other lane, which ran beside core's tests (done after $((SECONDS - lane_t0))s):"
@@ -175,15 +179,8 @@ echo
 echo "=== test.sh summary ($((SECONDS - start))s)"
 grep '^ok' "$results"
 grep '^FAIL' "$results"
-n=$(grep -c . "$results")
 if grep -q '^FAIL' "$results"; then
   echo "test.sh: FAILED: $(grep '^FAIL' "$results" | cut -c7- | paste -sd' ')"
-  exit 1
-fi
-# Every step files a line: fewer lines than steps would mean a lane that
-# died without filing its steps.
-if ((n < ${#modules[@]} + 11)); then
-  echo "test.sh: FAILED: $n steps filed, want at least $((${#modules[@]} + 11))"
   exit 1
 fi
 echo "test.sh: all modules ok"
