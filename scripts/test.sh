@@ -35,17 +35,20 @@ start=$SECONDS
 export SLIDELOG_REQUIRE_PROXIES=1
 
 started=0
-lane_pid=0 # the other lane's process group, while it runs (below)
+lanes=() # the background lanes' process groups, while they run (below)
 if [[ "${SLIDELOG_RIG_DOWN:-}" == always ]] || ! "$RIG" check; then
   started=1
 fi
 cleanup() {
   local rc=$?
-  if ((lane_pid)); then
-    kill -TERM -- "-$lane_pid" 2>/dev/null
-    wait "$lane_pid" 2>/dev/null
-  fi
-  rm -f "${results:-}" "${lane_log:-}"
+  local pid
+  for pid in "${lanes[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    echo "test.sh: a lane was stopped; its output so far:" >&2
+    cat "$work/lane.$pid" >&2
+  done
+  rm -rf "${work:-}"
   if ((started)); then
     "$RIG" down || echo "test.sh: WARNING: rig down failed" >&2
   else
@@ -75,8 +78,8 @@ export ISOLATED
 
 # Each step's result, one line each ("ok" or "FAIL", its name and seconds),
 # so that steps run in a background lane are summed up with the others.
-results="$(mktemp)"
-lane_log="$(mktemp)"
+work="$(mktemp -d)"
+results="$work/results"
 # step runs "$@" and files it under name as passed or failed, with the
 # seconds it took, so the summary shows where the time goes.
 step() {
@@ -138,10 +141,51 @@ other_lane() {
 HTTP_FUZZTIME="${SLIDELOG_HTTP_FUZZTIME:-5000x}"
 export HTTP_FUZZTIME
 
+# lane runs the function named $1 in the background, in a process group
+# of its own (setsid), which cleanup stops, its output kept in a file
+# until wait_lanes prints it.
+export -f step module_step other_lane
+export ROOT results FUZZTIME
+modules_list="${modules[*]}"
+export modules_list
+lane() {
+  local log
+  log="$(mktemp "$work/lane.XXXX")"
+  setsid bash -c 'read -ra modules <<<"$modules_list"; "$1"' _ "$1" >"$log" 2>&1 &
+  mv "$log" "$work/lane.$!"
+  lanes+=("$!")
+  lane_names[$!]=$1
+}
+declare -A lane_names
+# wait_lanes waits for every lane and prints its output. A lane that
+# ended otherwise than by its last step (killed, or a shell error) fails
+# the run: steps it did not reach filed nothing.
+wait_lanes() {
+  local pid
+  for pid in "${lanes[@]}"; do
+    if ! wait "$pid"; then
+      echo "FAIL  lane ${lane_names[$pid]}: it ended early" >>"$results"
+    fi
+    echo
+    echo "=== lane ${lane_names[$pid]}, which ran beside core's tests (done after $((SECONDS - lane_t0))s):"
+    cat "$work/lane.$pid"
+  done
+  lanes=()
+}
+# core/redisstore runs in a lane of its own, from the start: it is core's
+# longest package and mostly waits on servers of its own, and go test
+# ./... would start it after core's other packages.
+redisstore_lane() {
+  echo "=== core/redisstore: go test -race -count=1 -timeout=$TEST_TIMEOUT -parallel 4 ./redisstore"
+  step core/redisstore bash -c 'cd "$1" && go test -race -count=1 -timeout="$TEST_TIMEOUT" -parallel 4 ./redisstore' _ "$ROOT/core"
+}
+export -f redisstore_lane
+
 # The order of the run:
-#  1. core's tests, redisstore's tests of servers of their own four at a
-#     time (see core/redisstore/main_test.go), and beside them the other
-#     lane, whose output is printed when it ends;
+#  1. core's tests but its isolated ones, and beside them two lanes:
+#     core/redisstore (whose tests of servers of their own run four at a
+#     time, see core/redisstore/main_test.go) and the other lane; their
+#     output is printed when they end;
 #  2. core's isolated tests, with nothing beside them: they make their
 #     own load and hold decisions to bounds stated for it;
 #  3. the fault suite, alone: its faults (a busy script at the rig's
@@ -149,25 +193,14 @@ export HTTP_FUZZTIME
 #     ran beside the adapters, and beside the fuzz runs and a CPU hog it
 #     failed its own check (no failure mode for keys of healthy nodes).
 lane_t0=$SECONDS
-# In a process group of its own (setsid), which cleanup stops.
-export -f step module_step other_lane
-export ROOT results FUZZTIME
-modules_list="${modules[*]}"
-export modules_list
-setsid bash -c 'read -ra modules <<<"$modules_list"; other_lane' >"$lane_log" 2>&1 &
-lane_pid=$!
-for m in "${modules[@]}"; do
-  [[ "$m" == core ]] && module_step core -parallel 4 -skip "$ISOLATED"
-done
-# A lane that ended otherwise than by its last step (killed, or a shell
-# error) fails the run: steps it did not reach filed nothing.
-if ! wait "$lane_pid"; then
-  echo "FAIL  the other lane: it ended early" >>"$results"
-fi
-lane_pid=0
+lane redisstore_lane
+lane other_lane
+mapfile -t core_pkgs < <(cd "$ROOT/core" && go list ./... | grep -vx 'github.com/slidelog/slidelog/core/redisstore')
+((${#core_pkgs[@]})) || echo "FAIL  core: go list found no package" >>"$results"
 echo
-echo "=== the other lane, which ran beside core's tests (done after $((SECONDS - lane_t0))s):"
-cat "$lane_log"
+echo "=== module core but core/redisstore: go test -race -count=1 -timeout=$TEST_TIMEOUT -skip '$ISOLATED' (${#core_pkgs[@]} packages)"
+step core bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" -skip "$ISOLATED" "$@"' _ "$ROOT/core" "${core_pkgs[@]}"
+wait_lanes
 echo
 echo "=== module core, on its own: go test -race -count=1 -run '$ISOLATED' ."
 step "core(on its own)" bash -c 'cd "$1" && go test -race -count=1 -timeout="$TEST_TIMEOUT" -run "$ISOLATED" .' _ "$ROOT/core"
