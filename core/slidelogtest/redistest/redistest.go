@@ -203,24 +203,26 @@ func EachMaster(ctx context.Context, c redis.UniversalClient, fn func(context.Co
 // silence by its own alive time, and hands each decision to a sender
 // goroutine: the suites ran about three times slower so, and a verdict
 // on a loaded machine could not be checked against the kernel's record.)
-func ClusterStores(t *testing.T) slidelogtest.NewStoreFunc {
+//
+// opts are given to redisstore.New after the key prefix and the clock.
+func ClusterStores(t *testing.T, opts ...redisstore.Option) slidelogtest.NewStoreFunc {
 	t.Helper()
 	ClusterClient(t) // configured, and answering
-	return redisStores(func(t *testing.T) redis.UniversalClient { return newClusterClient(t) })
+	return redisStores(func(t *testing.T) redis.UniversalClient { return newClusterClient(t) }, opts)
 }
 
 // RedisStores is ClusterStores for the standalone test Redis.
-func RedisStores(t *testing.T) slidelogtest.NewStoreFunc {
+func RedisStores(t *testing.T, opts ...redisstore.Option) slidelogtest.NewStoreFunc {
 	t.Helper()
 	RedisClient(t) // configured, and answering
-	return redisStores(func(t *testing.T) redis.UniversalClient { return newRedisClient(t) })
+	return redisStores(func(t *testing.T) redis.UniversalClient { return newRedisClient(t) }, opts)
 }
 
-func redisStores(newClient func(t *testing.T) redis.UniversalClient) slidelogtest.NewStoreFunc {
+func redisStores(newClient func(t *testing.T) redis.UniversalClient, opts []redisstore.Option) slidelogtest.NewStoreFunc {
 	return func(t *testing.T, clock func() time.Time) slidelog.Store {
 		t.Helper()
 		c := newClient(t)
-		s, err := redisstore.New(c, redisstore.WithKeyPrefix(KeyPrefix(t, c)), redisstore.WithClock(clock))
+		s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithKeyPrefix(KeyPrefix(t, c)), redisstore.WithClock(clock)}, opts...)...)
 		if err != nil {
 			t.Fatalf("redisstore.New: %v", err)
 		}
