@@ -24,10 +24,11 @@ func TestMemoryStoreConformance(t *testing.T) {
 
 // The Redis conformance suites make each store on a client of its own,
 // as users are told to (redistest.RedisStores): a store on a client that
-// other stores used judges a node's silence by its own alive time, which
-// beside two CPU hogs and other tests once took a healthy rig node for a
-// stalled one (TestStoreConformanceWithoutPipelining, a decision of 3,000
-// by the fallback).
+// other stores used judges a node's silence by its own alive time, not by
+// the kernel's record, and beside two CPU hogs and other tests one such
+// store judged a rig node stalled (TestStoreConformanceWithoutPipelining,
+// a decision of 3,000 by the fallback), which its evidence cannot tell
+// from a starved process.
 func TestRedisStoreConformance(t *testing.T) {
 	slidelogtest.RunStoreSuite(t, redistest.RedisStores(t))
 }
