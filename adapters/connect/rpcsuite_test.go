@@ -114,16 +114,21 @@ func rpcFactory(withHandler bool) slidelogtest.RPCFactory {
 			if !errors.As(err, &ce) {
 				t.Fatalf("call from %s: %v, want a *connect.Error", peer, err)
 			}
-			r := slidelogtest.RPCReply{Code: ce.Code().String(), Message: ce.Message()}
-			switch ce.Code() {
-			case connect.CodeResourceExhausted:
-				r.Outcome = slidelogtest.RPCDenied
-			case connect.CodeInvalidArgument:
-				r.Outcome = slidelogtest.RPCInvalid
-			default:
-				r.Outcome = slidelogtest.RPCFailed
-			}
-			return r
+			return codeReply(ce.Code(), ce.Message())
 		}
 	}
+}
+
+// codeReply is the reply of a call that failed with code and message.
+func codeReply(code connect.Code, message string) slidelogtest.RPCReply {
+	r := slidelogtest.RPCReply{Code: code.String(), Message: message}
+	switch code {
+	case connect.CodeResourceExhausted:
+		r.Outcome = slidelogtest.RPCDenied
+	case connect.CodeInvalidArgument:
+		r.Outcome = slidelogtest.RPCInvalid
+	default:
+		r.Outcome = slidelogtest.RPCFailed
+	}
+	return r
 }
