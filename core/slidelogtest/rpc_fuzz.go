@@ -3,7 +3,6 @@ package slidelogtest
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +21,11 @@ type RPCFuzzCall func(peer, route, forwarded, apiKey string) RPCReply
 // FuzzRPC drives an RPC adapter (gRPC, Connect) with calls of crafted
 // forwarding and API-key values and procedures, from an untrusted and a
 // trusted peer. newCall returns calls to a handler limited with l and
-// opts. A call must never panic; it is admitted, denied or refused as a
-// bad identity, never anything else; an untrusted peer is always keyed by
-// its own address, and a trusted one never by an address it did not
-// send.
+// opts. A call must never panic; it is admitted or refused as a bad
+// identity, never anything else (each call has a limiter of its own, far
+// from its limit, on a CountingStore that tells its identity); an
+// untrusted peer is always keyed by its own address, and a trusted one
+// never by an address it did not send.
 //
 // Seed inputs run with go test; scripts/test.sh fuzzes each adapter for a
 // fixed number of inputs.
@@ -34,37 +34,37 @@ func FuzzRPC(f *testing.F, newCall func(l *slidelog.Limiter, opts ...httplimit.O
 	f.Add("", "garbage,,, 10.0.0.1", "")
 	f.Add("/a/b/c", "[2001:db8::1]:443", "\x00\x7f")
 	f.Add("/x", strings.Repeat("10.0.0.1,", 100), strings.Repeat("k", 5000))
-	store := memstore.New()
-	f.Cleanup(func() { _ = store.Close() })
-	keys := &keyRecorder{Store: store}
-	l, err := slidelog.New(keys, slidelog.Policy{Name: "fuzz", Limit: 1000, Window: time.Minute})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = l.Close() })
-	byIP := newCall(l, httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"}))
-	byKey := newCall(l, httplimit.WithKeyFunc(httplimit.Composite(httplimit.ByRoute(), httplimit.ByHeader("X-Api-Key"))))
+	byIP := []httplimit.Option{httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}, Header: "X-Forwarded-For"})}
+	byKey := []httplimit.Option{httplimit.WithKeyFunc(httplimit.Composite(httplimit.ByRoute(), httplimit.ByHeader("X-Api-Key")))}
 
 	f.Fuzz(func(t *testing.T, route, forwarded, apiKey string) {
 		for _, tt := range []struct {
 			name string
 			peer string
-			call RPCFuzzCall
+			opts []httplimit.Option
 		}{
 			{"untrusted", "192.0.2.1", byIP},
 			{"trusted", "10.1.2.3", byIP},
 			{"by key", "192.0.2.1", byKey},
 		} {
-			keys.reset()
-			reply := tt.call(tt.peer, route, forwarded, apiKey)
-			switch reply.Outcome {
-			case RPCAdmitted, RPCDenied, RPCInvalid:
-			default:
-				t.Fatalf("%s: %v (%s: %s), want admitted, denied or invalid", tt.name, reply.Outcome, reply.Code, reply.Message)
+			// A store and a limiter per call: the store's keys are then
+			// the call's identity, if it had one.
+			store := NewCountingStore(memstore.New())
+			l, err := slidelog.New(store, slidelog.Policy{Name: "fuzz", Limit: 1000, Window: time.Minute})
+			if err != nil {
+				t.Fatal(err)
 			}
-			id := keys.last()
-			if id == "" && reply.Outcome == RPCDenied {
-				continue // the limiter's deny cache answered without the store
+			reply := newCall(l, tt.opts...)(tt.peer, route, forwarded, apiKey)
+			_ = l.Close()
+			_ = store.Close()
+			switch reply.Outcome {
+			case RPCAdmitted, RPCInvalid:
+			default:
+				t.Fatalf("%s: %v (%s: %s), want admitted or invalid", tt.name, reply.Outcome, reply.Code, reply.Message)
+			}
+			var id string
+			for k := range store.Keys() {
+				id = k
 			}
 			switch tt.name {
 			case "untrusted":
@@ -85,24 +85,6 @@ func FuzzRPC(f *testing.F, newCall func(l *slidelog.Limiter, opts ...httplimit.O
 		}
 	})
 }
-
-// keyRecorder is a store that remembers the identity of its last Take.
-type keyRecorder struct {
-	slidelog.Store
-	mu  sync.Mutex
-	key string
-}
-
-func (s *keyRecorder) Take(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
-	s.mu.Lock()
-	s.key = req.Key
-	s.mu.Unlock()
-	return s.Store.Take(ctx, req)
-}
-
-func (s *keyRecorder) reset() { s.mu.Lock(); s.key = ""; s.mu.Unlock() }
-
-func (s *keyRecorder) last() string { s.mu.Lock(); defer s.mu.Unlock(); return s.key }
 
 // clientIPIdentity returns the identity httplimit.ByClientIP gives a peer
 // at addr: how the engine reads an address from a forwarding header.
