@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +37,10 @@ const (
 // plain options, 192 goroutines on 24 keys at 50 per second, on the
 // Cluster, on the standalone Redis, and on a Redis of the test's own
 // reached over a Unix socket (whose kernel record the store reads
-// differently from TCP's); beside two
+// differently from TCP's), and on the Cluster and the standalone Redis
+// through a client that ran a command before New (whose connections the
+// store cannot track, so that it judges their nodes' silence in alive
+// time, not by the kernel's record); beside two
 // CPU hogs, or with 48 CPU-bound goroutines started in each limiter's own
 // process after New. Every decision must come from Redis (none from the
 // failure mode: a busy process is not a stalled node) and the independent
@@ -47,7 +52,7 @@ func TestExactWhenBusy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes about 45 s")
 	}
-	for _, topo := range []string{"cluster", "standalone", "unix"} {
+	for _, topo := range []string{"cluster", "standalone", "unix", "cluster-used", "standalone-used"} {
 		for _, load := range []string{"two CPU hogs", "48 CPU-bound goroutines"} {
 			t.Run(topo+"/"+load, func(t *testing.T) { busyRun(t, topo, load) })
 		}
@@ -58,7 +63,7 @@ func busyRun(t *testing.T, topo, load string) {
 	var client redis.UniversalClient
 	sock := ""
 	switch topo {
-	case "cluster":
+	case "cluster", "cluster-used":
 		client = redistest.ClusterClient(t)
 	case "unix":
 		sock = filepath.Join(t.TempDir(), "redis.sock")
@@ -129,7 +134,7 @@ func TestBusyChild(t *testing.T) {
 	}
 	var client redis.UniversalClient
 	switch topo {
-	case "cluster":
+	case "cluster", "cluster-used":
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvClusterAddrs), ",")})
 	case "unix":
 		client = redis.NewClient(&redis.Options{Network: "unix", Addr: os.Getenv("SLIDELOG_BUSY_SOCK")})
@@ -137,9 +142,19 @@ func TestBusyChild(t *testing.T) {
 		client = redis.NewClient(&redis.Options{Addr: os.Getenv(redistest.EnvRedisAddr)})
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	store, err := redisstore.New(client, redisstore.WithKeyPrefix(os.Getenv("SLIDELOG_BUSY_PREFIX")))
+	opts := []redisstore.Option{redisstore.WithKeyPrefix(os.Getenv("SLIDELOG_BUSY_PREFIX"))}
+	var untracked *untrackedCount
+	if strings.HasSuffix(topo, "-used") {
+		usedBeforeNew(t, client)
+		untracked = &untrackedCount{Handler: slog.NewTextHandler(os.Stderr, nil)}
+		opts = append(opts, redisstore.WithLogger(slog.New(untracked)))
+	}
+	store, err := redisstore.New(client, opts...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if untracked != nil && untracked.n.Load() == 0 {
+		t.Fatal("the store tracks the connections of a client used before New: this case no longer tests judging in alive time")
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	l, err := slidelog.New(store, slidelog.Policy{Name: "busy", Limit: busyLimit, Window: busyWindow}, slidelog.WithName("busy"))
@@ -183,4 +198,36 @@ func TestBusyChild(t *testing.T) {
 		fmt.Fprintln(w, mustJSON(t, a))
 	}
 	_ = w.Flush()
+}
+
+// untrackedCount counts the store's warnings that a node's connections
+// predate it (and writes every record on).
+type untrackedCount struct {
+	slog.Handler
+	n atomic.Int32
+}
+
+func (u *untrackedCount) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "connections to this node before New") {
+		u.n.Add(1)
+	}
+	return u.Handler.Handle(ctx, r)
+}
+
+// usedBeforeNew runs a command on every master of client, as a program
+// that checks its client with a PING before it makes the store does: the
+// store then finds connections it did not see dialled (see
+// redisstore.New's warning).
+func usedBeforeNew(t *testing.T, client redis.UniversalClient) {
+	t.Helper()
+	if c, ok := client.(*redis.ClusterClient); ok {
+		err := c.ForEachMaster(t.Context(), func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+		if err != nil {
+			t.Fatalf("PING every master before New: %v", err)
+		}
+		return
+	}
+	if err := client.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("PING before New: %v", err)
+	}
 }
