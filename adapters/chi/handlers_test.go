@@ -4,8 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -74,24 +72,3 @@ func TestOrdersRateLimit(t *testing.T) {
 }
 
 // --- docs/testing.md: chi ends ---
-
-// The code docs/testing.md shows for chi is this file's, so it compiles
-// and passes.
-func TestTestingDocShowsThisTest(t *testing.T) {
-	src, err := os.ReadFile("handlers_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../../docs/testing.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(string(src), "// --- docs/testing.md: chi begins ---\n")
-	code, _, found := strings.Cut(rest, "// --- docs/testing.md: chi ends ---")
-	if !found {
-		t.Fatal("handlers_test.go: markers not found")
-	}
-	if !strings.Contains(string(doc), strings.TrimSpace(code)) {
-		t.Error("docs/testing.md does not show the chi test of adapters/chi/handlers_test.go verbatim; copy it there")
-	}
-}

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,24 +91,3 @@ func TestHandlerRateLimit(t *testing.T) {
 }
 
 // --- docs/testing.md: connect ends ---
-
-// The code docs/testing.md shows for Connect is this file's, so it
-// compiles and passes.
-func TestTestingDocShowsThisTest(t *testing.T) {
-	src, err := os.ReadFile("testing_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../../docs/testing.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(string(src), "// --- docs/testing.md: connect begins ---\n")
-	code, _, found := strings.Cut(rest, "// --- docs/testing.md: connect ends ---")
-	if !found {
-		t.Fatal("testing_test.go: markers not found")
-	}
-	if !strings.Contains(string(doc), strings.TrimSpace(code)) {
-		t.Error("docs/testing.md does not show the Connect test of adapters/connect/testing_test.go verbatim; copy it there")
-	}
-}

@@ -73,32 +73,7 @@ func TestKeyByRouteGlobal(t *testing.T) {
 }
 
 func TestInvalidOptionPanics(t *testing.T) {
-	l := slidelogtest.NewLimiter(t, memstore.New(), slidelog.PerMinute(1))
-	for name, opt := range map[string]httplimit.Option{
-		"cidr":        httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/33"}}),
-		"trust all":   httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"0.0.0.0/0"}}),
-		"no header":   httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: []string{"10.0.0.0/8"}}),
-		"header name": httplimit.WithClientIP(httplimit.ClientIP{Header: "X Real IP"}),
-		"ipv6 prefix": httplimit.WithClientIP(httplimit.ClientIP{IPv6Prefix: -1}),
-		"cost":        httplimit.WithCost(0),
-	} {
-		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Error("Middleware did not panic")
-				}
-			}()
-			slideecho.Middleware(l, opt)
-		})
-	}
-	t.Run("nil limiter", func(t *testing.T) {
-		defer func() {
-			if recover() == nil {
-				t.Error("Middleware did not panic")
-			}
-		}()
-		slideecho.Middleware(nil)
-	})
+	slidelogtest.CheckInvalidOptions(t, "slideecho: ", func(l *slidelog.Limiter, opts ...httplimit.Option) { slideecho.Middleware(l, opts...) })
 }
 
 // A handler that returns an error echo turns into a 5xx is refunded.

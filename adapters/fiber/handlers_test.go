@@ -4,8 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -67,24 +65,3 @@ func TestCartRateLimit(t *testing.T) {
 }
 
 // --- docs/testing.md: fiber ends ---
-
-// The code docs/testing.md shows for fiber is this file's, so it compiles
-// and passes.
-func TestTestingDocShowsThisTest(t *testing.T) {
-	src, err := os.ReadFile("handlers_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../../docs/testing.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(string(src), "// --- docs/testing.md: fiber begins ---\n")
-	code, _, found := strings.Cut(rest, "// --- docs/testing.md: fiber ends ---")
-	if !found {
-		t.Fatal("handlers_test.go: markers not found")
-	}
-	if !strings.Contains(string(doc), strings.TrimSpace(code)) {
-		t.Error("docs/testing.md does not show the fiber test of adapters/fiber/handlers_test.go verbatim; copy it there")
-	}
-}

@@ -3,7 +3,6 @@ package slidegin_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -74,24 +73,3 @@ func TestReportsRateLimit(t *testing.T) {
 }
 
 // --- docs/testing.md: gin ends ---
-
-// The code docs/testing.md shows for gin is this file's, so it compiles
-// and passes.
-func TestTestingDocShowsThisTest(t *testing.T) {
-	src, err := os.ReadFile("handlers_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../../docs/testing.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(string(src), "// --- docs/testing.md: gin begins ---\n")
-	code, _, found := strings.Cut(rest, "// --- docs/testing.md: gin ends ---")
-	if !found {
-		t.Fatal("handlers_test.go: markers not found")
-	}
-	if !strings.Contains(string(doc), strings.TrimSpace(code)) {
-		t.Error("docs/testing.md does not show the gin test of adapters/gin/handlers_test.go verbatim; copy it there")
-	}
-}

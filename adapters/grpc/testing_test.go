@@ -3,8 +3,6 @@ package slidegrpc_test
 import (
 	"context"
 	"net"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -123,26 +121,5 @@ func TestBufconnWithoutPeerListener(t *testing.T) {
 	_, err = healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("got %v, want InvalidArgument", err)
-	}
-}
-
-// The code docs/testing.md shows for gRPC is this file's, so it compiles
-// and passes.
-func TestTestingDocShowsThisTest(t *testing.T) {
-	src, err := os.ReadFile("testing_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../../docs/testing.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(string(src), "// --- docs/testing.md: grpc begins ---\n")
-	code, _, found := strings.Cut(rest, "// --- docs/testing.md: grpc ends ---")
-	if !found {
-		t.Fatal("testing_test.go: markers not found")
-	}
-	if !strings.Contains(string(doc), strings.TrimSpace(code)) {
-		t.Error("docs/testing.md does not show the gRPC test of adapters/grpc/testing_test.go verbatim; copy it there")
 	}
 }
