@@ -43,6 +43,43 @@ type failoverRun struct {
 	errors              int
 	promotedAfter       time.Duration
 	ack                 redisstore.ReplicaAckStats
+	// byFailureMode counts the decisions of the limiter's failure mode,
+	// and slowest is the longest a decision took.
+	byFailureMode int
+	slowest       time.Duration
+}
+
+// checkBounded fails t when a decision of the run took longer than hang,
+// or a stopped master's stall reached no decision: a stopped master owes
+// its callers replies, which the store must judge a stall and hand to the
+// failure mode within its stall timeout, not leave them to the client's
+// timeouts.
+func (r *failoverRun) checkBounded(t *testing.T) {
+	t.Helper()
+	if r.slowest > hang {
+		t.Errorf("%s: a decision took %v, longer than %v", r.mode, r.slowest, hang)
+	}
+	if r.mode == "stop" && r.byFailureMode == 0 {
+		t.Errorf("stop: no decision went to the failure mode while the master was stopped")
+	}
+}
+
+// tally counts ds into r: errors, admissions, the failure mode's
+// decisions and the slowest decision.
+func (r *failoverRun) tally(ds []decision) {
+	for _, d := range ds {
+		r.slowest = max(r.slowest, d.took)
+		if d.err != nil {
+			r.errors++
+			continue
+		}
+		if d.allowed {
+			r.admitted++
+		}
+		if d.src == slidelog.SourceFailClosed || d.src == slidelog.SourceFailOpen || d.src == slidelog.SourceFallback {
+			r.byFailureMode++
+		}
+	}
 }
 
 // checkWindows runs the independent checker (slidelogtest.CheckWindows)
@@ -154,15 +191,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	ds := ld.finish()
 
 	r := failoverRun{mode: mode, promotedAfter: promoted.Sub(gapEnd), ack: e.store.ReplicaAckStats()}
-	for _, d := range ds {
-		if d.err != nil {
-			r.errors++
-			continue
-		}
-		if d.allowed {
-			r.admitted++
-		}
-	}
+	r.tally(ds)
 	r.overKeys, r.overPeak, r.excess = checkWindows(ds, failLimit, failWindow)
 	// Admissions of the victim's keys decided wholly within the gap, and
 	// how many of them the new master holds (each entry is stamped with
@@ -234,8 +263,9 @@ func failoverRows(t *testing.T, c *cluster, name string, storeOpts ...redisstore
 			t.Run(fmt.Sprintf("%s/%d", mode, i), func(t *testing.T) {
 				c.t = t
 				r := failover(t, c, mode, storeOpts...)
-				t.Logf("FAILOVER %s %s run %d: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d promoted %v after the gap; acknowledgement %+v",
-					name, mode, i, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.promotedAfter.Round(time.Millisecond), r.ack)
+				t.Logf("FAILOVER %s %s run %d: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d failure_mode=%d slowest=%v promoted %v after the gap; acknowledgement %+v",
+					name, mode, i, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.byFailureMode, r.slowest.Round(time.Millisecond), r.promotedAfter.Round(time.Millisecond), r.ack)
+				r.checkBounded(t)
 				mu.Lock()
 				defer mu.Unlock()
 				all = append(all, r)

@@ -937,7 +937,8 @@ func TestFaults(t *testing.T) {
 	// more of paced load: the Cluster's two (which fail the one Cluster's
 	// masters over, so one at a time: cluster) run beside the Sentinel's
 	// two, which start Sentinel sets of their own, up to go test's
-	// -parallel at once, after the rows above.
+	// -parallel at once (make test gives 4: all at once), after the rows
+	// above.
 	var cluster sync.Mutex
 	// Failover durability: the "before" (no acknowledgement by replicas).
 	t.Run("Failover", func(t *testing.T) {

@@ -95,9 +95,12 @@ func sentinelEnv(t *testing.T, s *sentinelSet, p slidelog.Policy, storeOpts []re
 
 // sentinelFailover is failover on a Sentinel set of its own: the replica
 // misses the master's writes of the last failGap, then the master is
-// killed (mode "kill": kill -9, the sentinels promote the replica) or
-// switched (mode "switch": SENTINEL FAILOVER, a planned switch, while the
-// replica still lags: Sentinel does not wait for it to catch up). In mode
+// killed (mode "kill": kill -9, the sentinels promote the replica), stopped
+// (mode "stop": SIGSTOP until the sentinels promote the replica, then
+// SIGCONT, so that the store first judges the master stalled and the old
+// master comes back, to be made a replica) or switched (mode "switch":
+// SENTINEL FAILOVER, a planned switch, while the replica still lags:
+// Sentinel does not wait for it to catch up). In mode
 // "switch" the gap whose admissions are counted lost runs until the
 // promotion, as the old master admits until Sentinel demotes it.
 func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option) failoverRun {
@@ -120,6 +123,9 @@ func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option)
 	switch mode {
 	case "kill":
 		s.c.kill(s.master)
+	case "stop":
+		s.c.signal(s.master, syscall.SIGSTOP)
+		t.Cleanup(func() { _ = s.master.Signal(syscall.SIGCONT) })
 	case "switch":
 		// The master stays up, but drops the replica's link as soon as it
 		// sends it anything, so the replica cannot catch up before
@@ -149,6 +155,9 @@ func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option)
 			break
 		}
 	}
+	if mode == "stop" {
+		s.c.signal(s.master, syscall.SIGCONT) // it comes back, and the sentinels make it a replica
+	}
 	if promoted.IsZero() {
 		ld.finish()
 		t.Fatalf("the replica %d was not promoted within 30 s", s.replica.Port)
@@ -162,15 +171,7 @@ func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option)
 		// replica missed all of it: the gap runs to the promotion.
 		gapEnd = promoted
 	}
-	for _, d := range ds {
-		if d.err != nil {
-			r.errors++
-			continue
-		}
-		if d.allowed {
-			r.admitted++
-		}
-	}
+	r.tally(ds)
 	r.overKeys, r.overPeak, r.excess = checkWindows(ds, failLimit, failWindow)
 	// Admissions decided wholly within the gap, and how many of them the
 	// new master holds.
@@ -202,16 +203,18 @@ func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option)
 // one row per mode.
 func sentinelRows(t *testing.T, name string, storeOpts ...redisstore.Option) []failoverRun {
 	var all []failoverRun
-	for _, mode := range []string{"kill", "switch"} {
+	for _, mode := range []string{"kill", "stop", "switch"} {
 		t.Run("sentinel-"+mode, func(t *testing.T) {
 			r := sentinelFailover(t, mode, storeOpts...)
 			all = append(all, r)
-			how := "kill -9 of the master"
-			if mode == "switch" {
-				how = "SENTINEL FAILOVER (planned)"
-			}
-			t.Logf("FAULT FAILOVER Sentinel %s %s: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d promoted %v after the gap; kept %+v",
-				name, mode, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.promotedAfter.Round(time.Millisecond), r.ack)
+			how := map[string]string{
+				"kill":   "kill -9 of the master",
+				"stop":   "SIGSTOP of the master until the replica is promoted",
+				"switch": "SENTINEL FAILOVER (planned)",
+			}[mode]
+			t.Logf("FAULT FAILOVER Sentinel %s %s: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d failure_mode=%d slowest=%v promoted %v after the gap; kept %+v",
+				name, mode, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.byFailureMode, r.slowest.Round(time.Millisecond), r.promotedAfter.Round(time.Millisecond), r.ack)
+			r.checkBounded(t)
 			faultReport.mu.Lock()
 			faultReport.failover = append(faultReport.failover, fmt.Sprintf("| Sentinel, %s | %s | 1 | %d | %d | %d | %d | %d (limit %d) | %d | replica promoted %v after the gap |",
 				name, how, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.errors, r.promotedAfter.Round(100*time.Millisecond)))

@@ -85,6 +85,10 @@ for m in "${modules[@]}"; do
   # redisstore's tests of servers of their own run in parallel, four at
   # a time (see core/redisstore/main_test.go).
   [[ "$m" == core ]] && flags=(-parallel 4 -skip "$ISOLATED")
+  # The fault suite's four failover rows run at once: the two Sentinel
+  # rows, each with Sentinel sets of its own, beside the Cluster's two,
+  # which take the one fault Cluster in turn (see faulttest's TestFaults).
+  [[ "$m" == faulttest ]] && flags=(-parallel 4)
   echo "=== module $m: go test -race -count=1 -timeout=$TEST_TIMEOUT ${flags[*]} ./..."
   step "$m" bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" "$@" ./...' _ "$ROOT/$m" "${flags[@]}"
   if [[ "$m" == core ]]; then
