@@ -12,7 +12,7 @@ report="$(mktemp)"
 log="$(mktemp)"
 trap 'rm -f "$report" "$log"' EXIT
 started=$(date -u +%Y-%m-%d)
-if ! (cd faulttest && SLIDELOG_FAULT_REPORT="$report" go test -count=1 -v -timeout 20m -run '^TestFaults$' . 2>&1 | tee "$log" | grep --line-buffered 'FAULT\|FAILOVER\|--- FAIL\|^--- \|^FAIL\|^ok'); then
+if ! (cd faulttest && SLIDELOG_FAULT_REPORT="$report" go test -count=1 -v -timeout 20m -parallel 4 -run '^TestFaults$' . 2>&1 | tee "$log" | grep --line-buffered 'FAULT\|FAILOVER\|--- FAIL\|^--- \|^FAIL\|^ok'); then
   echo "faults.sh: the fault suite failed; docs/operations.md left as it was" >&2
   exit 1
 fi
