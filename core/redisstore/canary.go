@@ -65,15 +65,17 @@ type canaries struct {
 	seen    map[string]string
 	tags    map[int]string
 	refused bool
-	// checked holds the masters checked, by address (latecheck.go).
-	checked map[string]bool
+	// checked holds the masters checked, by address, and lateTries the
+	// late checks cut short so far of those not yet checked (latecheck.go).
+	checked   map[string]bool
+	lateTries map[string]int
 
 	lmu       sync.RWMutex
 	listeners map[*func(string, slidelog.StoreEvent)]struct{}
 }
 
 func newCanaries() *canaries {
-	c := &canaries{seen: map[string]string{}, tags: map[int]string{}, checked: map[string]bool{}, listeners: map[*func(string, slidelog.StoreEvent)]struct{}{}}
+	c := &canaries{seen: map[string]string{}, tags: map[int]string{}, checked: map[string]bool{}, lateTries: map[string]int{}, listeners: map[*func(string, slidelog.StoreEvent)]struct{}{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	// New has just read them.
 	c.next.Store(monotime.Now() + int64(canaryEvery))

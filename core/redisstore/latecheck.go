@@ -15,7 +15,14 @@ import (
 // not run one, or that does not know one, is logged at ERROR: its
 // decisions fail and go to the limiter's failure mode), its
 // maxmemory-policy, and, with WithReplicaAck, its replicas, each logged
-// as New logs it.
+// as New logs it. The check has a second of its own, as New's checks do,
+// not what is left of the reading's; one that still runs out of time is
+// not logged and runs again at the next reading, up to lateTries times,
+// the last logged whatever it found.
+
+// lateTries is how many readings may try a master's late check before the
+// store logs what the last one found, even cut short.
+const lateTries = 3
 
 // checkedAt records the masters New checked, by address.
 func (c *canaries) checkedAt(nodes []string) {
@@ -51,7 +58,8 @@ func (s *Store) lateCheck(ctx context.Context, t canaryTarget) {
 	if node == nil {
 		return // not found in the slot map now: the next reading
 	}
-	c.checked[t.node] = true
+	ctx, cancel := context.WithTimeout(c.ctx, checkTimeout)
+	defer cancel()
 	addr := nodeName(t.node)
 	check, tag := commandCheck{addr: addr}, checkTag
 	if cl, ok := s.client.(*redis.ClusterClient); ok {
@@ -60,13 +68,20 @@ func (s *Store) lateCheck(ctx context.Context, t canaryTarget) {
 	if check.err == nil {
 		check.refused, _, check.err = s.checkCommands(ctx, node, addr, tag, s.pipes.ack != nil)
 	}
+	cfgErr := checkConfig(ctx, s.client, []*redis.Client{node})
+	if ctx.Err() != nil && c.lateTries[t.node]+1 < lateTries {
+		c.lateTries[t.node]++ // cut short: the next reading checks it again
+		return
+	}
+	c.checked[t.node] = true
+	delete(c.lateTries, t.node)
 	if cannotRun(check.err) {
 		s.logger.Error("redisstore: a master that New did not check (down at New, or promoted or added since) cannot run the store's commands: its decisions fail and go to the limiter's failure mode",
 			"node", addr, "error", check.err)
 	} else {
 		logCommandCheck(s.logger, check)
 	}
-	logConfigCheck(s.logger, checkConfig(ctx, s.client, []*redis.Client{node}))
+	logConfigCheck(s.logger, cfgErr)
 	s.checkReplicas(ctx, s.logger, []*redis.Client{node})
 }
 

@@ -433,10 +433,12 @@ func TestLateCheck(t *testing.T) {
 		admin := redis.NewClient(&redis.Options{Addr: down.Addr})
 		t.Cleanup(func() { _ = admin.Close() })
 		require.NoError(t, admin.ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err())
-		require.Eventually(t, func() bool {
+		if !assert.Eventually(t, func() bool {
 			w.decide(t)
 			return evicting(w, down.Addr)
-		}, 20*time.Second, 50*time.Millisecond, "the master down at New is checked once it answers")
+		}, 20*time.Second, 50*time.Millisecond, "the master down at New is checked once it answers") {
+			t.Fatalf("the store's log:\n%s", strings.Join(w.logs.all(), "\n"))
+		}
 		for _, n := range cl.Nodes[:2] {
 			assert.False(t, evicting(w, n.Addr), "a master with noeviction")
 		}
