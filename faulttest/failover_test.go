@@ -44,9 +44,13 @@ type failoverRun struct {
 	promotedAfter       time.Duration
 	ack                 redisstore.ReplicaAckStats
 	// byFailureMode counts the decisions of the limiter's failure mode,
-	// and slowest is the longest a decision took.
+	// and slowest is the longest a decision took: slowestOf is that
+	// decision, and faulted when the master failed (the gap's end), so
+	// that a failure says when it began.
 	byFailureMode int
 	slowest       time.Duration
+	slowestOf     decision
+	faulted       time.Time
 }
 
 // checkBounded fails t when a decision of the run took longer than hang,
@@ -57,18 +61,29 @@ type failoverRun struct {
 func (r *failoverRun) checkBounded(t *testing.T) {
 	t.Helper()
 	if r.slowest > hang {
-		t.Errorf("%s: a decision took %v, longer than %v", r.mode, r.slowest, hang)
+		t.Errorf("%s: a decision took longer than %v: %s", r.mode, hang, r.slowestNote())
 	}
 	if r.mode == "stop" && r.byFailureMode == 0 {
 		t.Errorf("stop: no decision went to the failure mode while the master was stopped")
 	}
 }
 
+// slowestNote describes the slowest decision: how long it took, its key,
+// when it began against the master's failure and the promotion, and
+// what it returned.
+func (r *failoverRun) slowestNote() string {
+	d := r.slowestOf
+	return fmt.Sprintf("%v (key %s, began %v after the master failed, the replica promoted %v after it; allowed=%v source=%v error=%v)",
+		r.slowest.Round(time.Millisecond), d.key, d.start.Sub(r.faulted).Round(time.Millisecond), r.promotedAfter.Round(time.Millisecond), d.allowed, d.src, d.err)
+}
+
 // tally counts ds into r: errors, admissions, the failure mode's
 // decisions and the slowest decision.
 func (r *failoverRun) tally(ds []decision) {
 	for _, d := range ds {
-		r.slowest = max(r.slowest, d.took)
+		if d.took > r.slowest {
+			r.slowest, r.slowestOf = d.took, d
+		}
 		if d.err != nil {
 			r.errors++
 			continue
@@ -190,7 +205,7 @@ func failover(t *testing.T, c *cluster, mode string, storeOpts ...redisstore.Opt
 	time.Sleep(max(4*time.Second, time.Until(began.Add(23*time.Second))))
 	ds := ld.finish()
 
-	r := failoverRun{mode: mode, promotedAfter: promoted.Sub(gapEnd), ack: e.store.ReplicaAckStats()}
+	r := failoverRun{mode: mode, promotedAfter: promoted.Sub(gapEnd), faulted: gapEnd, ack: e.store.ReplicaAckStats()}
 	r.tally(ds)
 	r.overKeys, r.overPeak, r.excess = checkWindows(ds, failLimit, failWindow)
 	// Admissions of the victim's keys decided wholly within the gap, and
@@ -263,8 +278,8 @@ func failoverRows(t *testing.T, c *cluster, name string, storeOpts ...redisstore
 			t.Run(fmt.Sprintf("%s/%d", mode, i), func(t *testing.T) {
 				c.t = t
 				r := failover(t, c, mode, storeOpts...)
-				t.Logf("FAILOVER %s %s run %d: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d failure_mode=%d slowest=%v promoted %v after the gap; acknowledgement %+v",
-					name, mode, i, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.byFailureMode, r.slowest.Round(time.Millisecond), r.promotedAfter.Round(time.Millisecond), r.ack)
+				t.Logf("FAILOVER %s %s run %d: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d failure_mode=%d slowest=%s promoted %v after the gap; acknowledgement %+v",
+					name, mode, i, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.byFailureMode, r.slowestNote(), r.promotedAfter.Round(time.Millisecond), r.ack)
 				r.checkBounded(t)
 				mu.Lock()
 				defer mu.Unlock()

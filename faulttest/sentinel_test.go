@@ -165,7 +165,7 @@ func sentinelFailover(t *testing.T, mode string, storeOpts ...redisstore.Option)
 	time.Sleep(max(4*time.Second, time.Until(began.Add(23*time.Second))))
 	ds := ld.finish()
 
-	r := failoverRun{mode: mode, promotedAfter: promoted.Sub(gapEnd), ack: e.store.ReplicaAckStats()}
+	r := failoverRun{mode: mode, promotedAfter: promoted.Sub(gapEnd), faulted: gapEnd, ack: e.store.ReplicaAckStats()}
 	if mode == "switch" {
 		// The old master admitted until Sentinel demoted it, and the
 		// replica missed all of it: the gap runs to the promotion.
@@ -212,8 +212,8 @@ func sentinelRows(t *testing.T, name string, storeOpts ...redisstore.Option) []f
 				"stop":   "SIGSTOP of the master until the replica is promoted",
 				"switch": "SENTINEL FAILOVER (planned)",
 			}[mode]
-			t.Logf("FAULT FAILOVER Sentinel %s %s: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d failure_mode=%d slowest=%v promoted %v after the gap; kept %+v",
-				name, mode, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.byFailureMode, r.slowest.Round(time.Millisecond), r.promotedAfter.Round(time.Millisecond), r.ack)
+			t.Logf("FAULT FAILOVER Sentinel %s %s: admitted=%d gap_admissions=%d lost=%d keys_over=%d peak=%d (limit %d) excess=%d errors=%d failure_mode=%d slowest=%s promoted %v after the gap; kept %+v",
+				name, mode, r.admitted, r.gapAdmits, r.lost, r.overKeys, r.overPeak, failLimit, r.excess, r.errors, r.byFailureMode, r.slowestNote(), r.promotedAfter.Round(time.Millisecond), r.ack)
 			r.checkBounded(t)
 			faultReport.mu.Lock()
 			faultReport.failover = append(faultReport.failover, fmt.Sprintf("| Sentinel, %s | %s | 1 | %d | %d | %d | %d | %d (limit %d) | %d | replica promoted %v after the gap |",
