@@ -44,12 +44,11 @@ type failoverRun struct {
 	promotedAfter       time.Duration
 	ack                 redisstore.ReplicaAckStats
 	// byFailureMode counts the decisions of the limiter's failure mode,
-	// and slowest is the longest a decision took: slowestOf is that
-	// decision, and faulted when the master failed (the gap's end), so
-	// that a failure says when it began.
+	// slowest is the decision that took longest, and faulted is when
+	// the master failed (the gap's end), so that a failure says when
+	// the slowest decision began.
 	byFailureMode int
-	slowest       time.Duration
-	slowestOf     decision
+	slowest       decision
 	faulted       time.Time
 }
 
@@ -60,7 +59,7 @@ type failoverRun struct {
 // timeouts.
 func (r *failoverRun) checkBounded(t *testing.T) {
 	t.Helper()
-	if r.slowest > hang {
+	if r.slowest.took > hang {
 		t.Errorf("%s: a decision took longer than %v: %s", r.mode, hang, r.slowestNote())
 	}
 	if r.mode == "stop" && r.byFailureMode == 0 {
@@ -72,17 +71,17 @@ func (r *failoverRun) checkBounded(t *testing.T) {
 // when it began against the master's failure and the promotion, and
 // what it returned.
 func (r *failoverRun) slowestNote() string {
-	d := r.slowestOf
+	d := r.slowest
 	return fmt.Sprintf("%v (key %s, began %v after the master failed, the replica promoted %v after it; allowed=%v source=%v error=%v)",
-		r.slowest.Round(time.Millisecond), d.key, d.start.Sub(r.faulted).Round(time.Millisecond), r.promotedAfter.Round(time.Millisecond), d.allowed, d.src, d.err)
+		d.took.Round(time.Millisecond), d.key, d.start.Sub(r.faulted).Round(time.Millisecond), r.promotedAfter.Round(time.Millisecond), d.allowed, d.src, d.err)
 }
 
 // tally counts ds into r: errors, admissions, the failure mode's
 // decisions and the slowest decision.
 func (r *failoverRun) tally(ds []decision) {
 	for _, d := range ds {
-		if d.took > r.slowest {
-			r.slowest, r.slowestOf = d.took, d
+		if d.took > r.slowest.took {
+			r.slowest = d
 		}
 		if d.err != nil {
 			r.errors++

@@ -69,10 +69,9 @@ export ISOLATED
 passed=()
 failed=()
 # step runs "$@" and files it under name as passed or failed, with the
-# seconds it took, so the summary shows where the time goes.
-# The CPU it took (user and system, its processes and theirs) goes
-# beside the wall time: a step that takes less CPU than wall time waits
-# (on Redis, timers, failovers).
+# seconds it took and the CPU its processes took (cputime), so the
+# summary shows where the time goes: a step whose CPU is well under its
+# wall time waits (on Redis, timers, failovers) rather than computes.
 step() {
   local name=$1 t0=$SECONDS cpu rc
   shift
