@@ -139,6 +139,10 @@ func TestBucketRecountStress(t *testing.T) {
 			client redis.UniversalClient
 		}{{"Standalone", redistest.RedisClient(t)}, {"Cluster", redistest.ClusterClient(t)}} {
 			t.Run(sc.name+"/"+topo.name, func(t *testing.T) {
+				// Each run has keys of its own and paces its callers
+				// (they mostly sleep): runs go on side by side, as many
+				// at a time as -parallel lets.
+				t.Parallel()
 				bucketStressRun(t, topo.client, sc, run)
 			})
 		}

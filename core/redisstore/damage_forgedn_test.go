@@ -28,6 +28,7 @@ func TestForgedBucketSumBelowBuckets(t *testing.T) {
 	field := strconv.FormatInt(window.Microseconds(), 10) + "/" + strconv.FormatInt(prec.Microseconds(), 10) + "n"
 	for _, topo := range topologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
+			t.Parallel() // keys of its own; its loop mostly sleeps
 			client := topo.client
 			s := newRedisStore(t, client)
 			key := keysOf(s, "forgedn", "k")[3]

@@ -14,7 +14,10 @@ import (
 // the package's other tests: they spend most of their time waiting on
 // their servers (a Cluster forming, a failover, a Sentinel's vote), which
 // in sequence made most of this package's run. make test runs them four
-// at a time (-parallel 4); go test's default is one per core.
+// at a time (-parallel 4); go test's default is one per core. The runs of
+// a test on the rig's servers that pace their own calls and mostly sleep
+// (TestBucketRecountStress's, TestForgedBucketSumBelowBuckets's) run side
+// by side too, within their test, each on keys of its own.
 //
 // TestMain checks that no goroutine outlives the tests, as
 // goleak.VerifyTestMain does, with up to 3 s for them to end instead of

@@ -69,10 +69,9 @@ var longStall = redisstore.WithStallTimeout(5 * time.Second)
 // the stop (measured: 116 ms after a deadline that passed 40 ms after the
 // stop); with WithStallTimeout(5s) (PlainOptionsLongStallTimeout), the
 // call breaks off the handshakes the node has left unanswered for 250 ms
-// (212 ms after its deadline; before, 5 s). Then the same on a Cluster of
-// the test's own, all its masters stopped (testStoppedCluster), and
-// behind Sentinels of its own, the master stopped
-// (testStoppedSentinelMaster). The shared servers are never stopped:
+// (212 ms after its deadline; before, 5 s). TestStoreConformanceStoppedCluster
+// and TestStoreConformanceStoppedSentinel do the same on a Cluster and
+// behind Sentinels of their own. The shared servers are never stopped:
 // other packages' tests use them.
 func TestStoreConformanceStoppedServer(t *testing.T) {
 	t.Parallel() // servers of its own: see ownServers
@@ -128,8 +127,21 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 			slidelogtest.RunStoreSuite(t, ownClient(overUnix, longStall), stopServer(usrv))
 		})
 	})
-	t.Run("Cluster", testStoppedCluster)
-	t.Run("Sentinel", testStoppedSentinelMaster)
+}
+
+// TestStoreConformanceStoppedCluster is TestStoreConformanceStoppedServer
+// on a Cluster of its own (testStoppedCluster), beside it rather than
+// after it: each waits mostly on its servers.
+func TestStoreConformanceStoppedCluster(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
+	testStoppedCluster(t)
+}
+
+// TestStoreConformanceStoppedSentinel is TestStoreConformanceStoppedServer
+// behind Sentinels of its own (testStoppedSentinelMaster).
+func TestStoreConformanceStoppedSentinel(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
+	testStoppedSentinelMaster(t)
 }
 
 // stopServer is the store suite's stall of srv: SIGSTOP, and SIGCONT to
