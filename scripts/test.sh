@@ -96,9 +96,9 @@ for m in "${modules[@]}"; do
   pkgs=(./...)
   # redisstore's tests of servers of their own run in parallel, four at
   # a time (see core/redisstore/main_test.go). Its binary, core's longest
-  # by far, is named first so that go test starts it first, and core's
-  # other packages run in the second slot beside it: listed in path
-  # order, it started after most of them and the step took it longer.
+  # by far, is named first so that go test starts it first and runs
+  # core's other packages in its second slot beside it (in path order it
+  # started after most of them, and then ran alone).
   [[ "$m" == core ]] && flags=(-parallel 4 -skip "$ISOLATED") pkgs=(./redisstore ./...)
   # The fault suite's four failover rows run at once: the two Sentinel
   # rows, each with Sentinel sets of its own, beside the Cluster's two,

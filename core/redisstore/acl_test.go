@@ -224,6 +224,11 @@ func (c *captured) all() []string {
 	return out
 }
 
+// has reports whether a record's text (see all) contains sub.
+func (c *captured) has(sub string) bool {
+	return slices.ContainsFunc(c.all(), func(r string) bool { return strings.Contains(r, sub) })
+}
+
 // On a Cluster, the documented line with +cluster|slots and +command (as
 // docs/operations.md says) starts a store whose decisions work on every
 // master.

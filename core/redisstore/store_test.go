@@ -129,21 +129,6 @@ func TestStoreConformanceStoppedServer(t *testing.T) {
 	})
 }
 
-// TestStoreConformanceStoppedCluster is TestStoreConformanceStoppedServer
-// on a Cluster of its own (testStoppedCluster), beside it rather than
-// after it: each waits mostly on its servers.
-func TestStoreConformanceStoppedCluster(t *testing.T) {
-	t.Parallel() // servers of its own: see ownServers
-	testStoppedCluster(t)
-}
-
-// TestStoreConformanceStoppedSentinel is TestStoreConformanceStoppedServer
-// behind Sentinels of its own (testStoppedSentinelMaster).
-func TestStoreConformanceStoppedSentinel(t *testing.T) {
-	t.Parallel() // servers of its own: see ownServers
-	testStoppedSentinelMaster(t)
-}
-
 // stopServer is the store suite's stall of srv: SIGSTOP, and SIGCONT to
 // resume it.
 func stopServer(srv *redistest.Server) slidelogtest.StoreSuiteOption {
@@ -157,8 +142,8 @@ func stopServer(srv *redistest.Server) slidelogtest.StoreSuiteOption {
 	})
 }
 
-// testStoppedSentinelMaster runs the suite on a Sentinel set of the
-// test's own (a master, a replica, three Sentinels), through a failover
+// TestStoreConformanceStoppedSentinel runs the suite on a Sentinel set of
+// the test's own (a master, a replica, three Sentinels), through a failover
 // client: the Stalled cases stop the master (SIGSTOP) and resume it, and
 // a call whose context ends meanwhile returns soon after with an error,
 // as on one server, on a client made by Connect from the set's
@@ -167,7 +152,8 @@ func stopServer(srv *redistest.Server) slidelogtest.StoreSuiteOption {
 // stall timeout. The Sentinels' down-after is a minute, far beyond a
 // stall of the suite, so that none fails the master over; the test
 // checks that the master is the same after the suite.
-func testStoppedSentinelMaster(t *testing.T) {
+func TestStoreConformanceStoppedSentinel(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	bed := redistest.StartSentinels(t, redistest.SentinelConfig{DownAfter: time.Minute, FailoverTimeout: 2 * time.Minute})
 	master := bed.Master.Addr
 	defer func() {
@@ -204,8 +190,8 @@ func testStoppedSentinelMaster(t *testing.T) {
 	})
 }
 
-// testStoppedCluster runs the suite on a Redis Cluster of the test's
-// own, whose masters the Stalled cases all stop (SIGSTOP) and resume
+// TestStoreConformanceStoppedCluster runs the suite on a Redis Cluster of
+// the test's own, whose masters the Stalled cases all stop (SIGSTOP) and resume
 // (SIGCONT): a call whose context ends while they are stopped returns
 // soon after, with an error, as on one server, on a ClusterClient of the
 // store's own with go-redis's plain options or with ClusterOptions, and
@@ -215,7 +201,8 @@ func testStoppedSentinelMaster(t *testing.T) {
 // stall of the suite, so that no replica takes over a stopped master;
 // the test checks that none did. The shared Cluster is never stopped:
 // other packages' tests use it.
-func testStoppedCluster(t *testing.T) {
+func TestStoreConformanceStoppedCluster(t *testing.T) {
+	t.Parallel() // servers of its own: see ownServers
 	cl := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: time.Minute})
 	masters := cl.Nodes[:cl.Masters]
 	defer func() {
