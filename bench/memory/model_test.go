@@ -19,6 +19,11 @@ import (
 //     384-byte log whose lock and key are in its first line and whose
 //     exact fields are in its third line pair, its ring of 24-byte entries
 //     apart, as memlog lays them out;
+//   - log-one-pair: lines-today with the log's lock, key and exact fields
+//     in its first 128 bytes (one line pair), found through the slot's
+//     pointer;
+//   - log-three-lines: the same fields over the first 160 bytes of a
+//     256-byte log (a pair and the next pair's first line);
 //   - header-inline: the log's lock, key and exact fields in the index's
 //     slot itself, one 128-byte pair, its ring apart;
 //   - header-inline-no-ring: the same, moving only the counters (wrong,
@@ -31,7 +36,13 @@ func BenchmarkLayoutModel(b *testing.B) {
 			name = "keys=10000"
 		}
 		b.Run(name+"/lines-today", func(b *testing.B) {
-			runModel(b, h, newModelToday(keys).take)
+			runModel(b, h, newModelPointed(keys, newTodayLog).take)
+		})
+		b.Run(name+"/log-one-pair", func(b *testing.B) {
+			runModel(b, h, newModelPointed(keys, newPairLog).take)
+		})
+		b.Run(name+"/log-three-lines", func(b *testing.B) {
+			runModel(b, h, newModelPointed(keys, newWideLog).take)
 		})
 		b.Run(name+"/header-inline", func(b *testing.B) {
 			runModel(b, h, newModelInline(keys).take)
@@ -102,60 +113,104 @@ func (x *modelExact) admit(now int64) int64 {
 	return x.total - x.base
 }
 
-// modelToday is an index of (hash, pointer) slots, the logs apart.
-type modelToday struct {
+// modelPointed is an index of (hash, pointer) slots, the logs apart, as
+// memlog's: each log starts with a modelHead, and its exact fields lie
+// at an offset the log's layout sets.
+type modelPointed struct {
 	seed  maphash.Seed
 	slots []modelSlot
 	mask  uint64
+	// newLog makes a log of the model's layout and returns it and the
+	// offset of its exact fields.
+	newLog func() (unsafe.Pointer, uintptr)
+	off    uintptr
 }
 
 type modelSlot struct {
 	hash uint64
-	log  *modelLog
+	log  unsafe.Pointer // a log starting with a modelHead
 }
 
-// modelLog is 384 bytes, the lock and key in its first line and the
+// modelHead is the start of every log of modelPointed: its lock and key.
+type modelHead struct {
+	mu  sync.Mutex
+	key string
+}
+
+// todayLog is 384 bytes, the lock and key in its first line and the
 // exact fields from byte 256, as memlog's log.
-type modelLog struct {
-	mu   sync.Mutex
-	hash uint64
-	key  string
-	_    [224]byte
-	x    modelExact
-	_    [64]byte
+type todayLog struct {
+	modelHead
+	_ [232]byte
+	x modelExact
+	_ [72]byte
+}
+
+// pairLog is 128 bytes: the lock, key and exact fields in one pair.
+type pairLog struct {
+	modelHead
+	x modelExact
+	_ [128 - 24 - unsafe.Sizeof(modelExact{})]byte
+}
+
+// wideLog is 256 bytes, its exact fields from byte 104, up to byte 160.
+type wideLog struct {
+	modelHead
+	_ [80]byte
+	x modelExact
+	_ [96]byte
 }
 
 var (
-	_ [384 - unsafe.Sizeof(modelLog{})]byte
-	_ [unsafe.Offsetof(modelLog{}.x) - 256]byte
+	_ [384 - unsafe.Sizeof(todayLog{})]byte
+	_ [unsafe.Offsetof(todayLog{}.x) - 256]byte
+	_ [128 - unsafe.Sizeof(pairLog{})]byte
+	_ [256 - unsafe.Sizeof(wideLog{})]byte
+	_ [unsafe.Offsetof(wideLog{}.x) - 104]byte
 )
 
-func newModelToday(keys int) *modelToday {
+func newTodayLog() (unsafe.Pointer, uintptr) {
+	return unsafe.Pointer(new(todayLog)), unsafe.Offsetof(todayLog{}.x)
+}
+
+func newPairLog() (unsafe.Pointer, uintptr) {
+	return unsafe.Pointer(new(pairLog)), unsafe.Offsetof(pairLog{}.x)
+}
+
+func newWideLog() (unsafe.Pointer, uintptr) {
+	return unsafe.Pointer(new(wideLog)), unsafe.Offsetof(wideLog{}.x)
+}
+
+func newModelPointed(keys int, newLog func() (unsafe.Pointer, uintptr)) *modelPointed {
 	size := 16
 	for size < 3*keys {
 		size *= 2
 	}
-	return &modelToday{seed: maphash.MakeSeed(), slots: make([]modelSlot, size), mask: uint64(size - 1)}
+	_, off := newLog()
+	return &modelPointed{seed: maphash.MakeSeed(), slots: make([]modelSlot, size), mask: uint64(size - 1), newLog: newLog, off: off}
 }
 
-func (m *modelToday) take(now func() int64, key string) int64 {
+func (m *modelPointed) take(now func() int64, key string) int64 {
 	h := maphash.String(m.seed, key)
-	var l *modelLog
+	var l unsafe.Pointer
 	for i := h & m.mask; ; i = (i + 1) & m.mask {
 		s := &m.slots[i]
 		if s.log == nil {
-			l = &modelLog{hash: h, key: key, x: modelExact{ring: new([modelRing]modelEntry)}}
+			l, _ = m.newLog()
+			(*modelHead)(l).key = key
+			(*modelExact)(unsafe.Add(l, m.off)).ring = new([modelRing]modelEntry)
 			s.hash, s.log = h, l
 			break
 		}
-		if s.hash == h && s.log.key == key {
+		if s.hash == h && (*modelHead)(s.log).key == key {
 			l = s.log
 			break
 		}
 	}
-	l.mu.Lock()
-	held := l.x.admit(now())
-	l.mu.Unlock()
+	head := (*modelHead)(l)
+	head.mu.Lock()
+	held := (*modelExact)(unsafe.Add(l, m.off)).admit(now())
+	head.mu.Unlock()
 	return held
 }
 

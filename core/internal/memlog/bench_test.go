@@ -42,14 +42,26 @@ func BenchmarkTableTake(b *testing.B) {
 	for _, mode := range []string{"micros", "time"} {
 		for _, keys := range []int{10, 10_000} {
 			b.Run("clock="+mode+"/keys="+strconv.Itoa(keys), func(b *testing.B) {
-				benchTableTake(b, mode, keys, perKey, advance)
+				benchTableTake(b, mode, keys, perKey, advance, "take")
 			})
 		}
 	}
 }
 
-// benchTableTake runs one case of BenchmarkTableTake.
-func benchTableTake(b *testing.B, mode string, keys, perKey, advance int) {
+// BenchmarkTableTakeParts splits BenchmarkTableTake's admission at
+// 10,000 keys (clock=time) into its parts: take is Table.Take itself;
+// lookup finds and locks the key's log, reads the clock and unlocks,
+// deciding nothing; log-take decides on a log whose address the caller
+// already holds (its lock, the clock, window.Log.Take), finding nothing.
+func BenchmarkTableTakeParts(b *testing.B) {
+	for _, part := range []string{"take", "lookup", "log-take"} {
+		b.Run(part, func(b *testing.B) { benchTableTake(b, "time", 10_000, 120, 16, part) })
+	}
+}
+
+// benchTableTake runs one case of BenchmarkTableTake, or with part other
+// than "take" one of BenchmarkTableTakeParts.
+func benchTableTake(b *testing.B, mode string, keys, perKey, advance int, part string) {
 	names := make([]string, keys)
 	for i := range names {
 		names[i] = "client-" + strconv.Itoa(i)
@@ -74,6 +86,30 @@ func benchTableTake(b *testing.B, mode string, keys, perKey, advance int) {
 		take(i)
 		clock.skew.Add(step)
 	}
+	switch part {
+	case "lookup":
+		take = func(i int) bool {
+			l := t.lockOrAdd(&logKey{"ns", names[i%keys]}, read)
+			ok := read.Now() > 0
+			l.mu.Unlock()
+			return ok
+		}
+	case "log-take":
+		logs := make([]*log, keys)
+		for i := range logs {
+			logs[i] = t.lock(&logKey{"ns", names[i]})
+			logs[i].mu.Unlock()
+		}
+		var id uint64
+		take = func(i int) bool {
+			l := logs[i%keys]
+			l.mu.Lock()
+			id++
+			d := l.w.Take(read.Now(), id, 1, policies, out[:])
+			l.mu.Unlock()
+			return d.Allowed
+		}
+	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		if !take(i) {
@@ -84,6 +120,9 @@ func benchTableTake(b *testing.B, mode string, keys, perKey, advance int) {
 		}
 	}
 	b.StopTimer()
+	if part == "lookup" {
+		return // out is the warm-up's
+	}
 	if n := (1 << 40) - out[0].Remaining; n < int64(perKey)-2 || n > int64(perKey)+2 {
 		b.Fatalf("a log holds %d entries, want about %d", n, perKey)
 	}
