@@ -36,13 +36,13 @@ func BenchmarkLayoutModel(b *testing.B) {
 			name = "keys=10000"
 		}
 		b.Run(name+"/lines-today", func(b *testing.B) {
-			runModel(b, h, newModelPointed(keys, newTodayLog).take)
+			runModel(b, h, newModelPointed(keys, todayLayout).take)
 		})
 		b.Run(name+"/log-one-pair", func(b *testing.B) {
-			runModel(b, h, newModelPointed(keys, newPairLog).take)
+			runModel(b, h, newModelPointed(keys, pairLayout).take)
 		})
 		b.Run(name+"/log-three-lines", func(b *testing.B) {
-			runModel(b, h, newModelPointed(keys, newWideLog).take)
+			runModel(b, h, newModelPointed(keys, wideLayout).take)
 		})
 		b.Run(name+"/header-inline", func(b *testing.B) {
 			runModel(b, h, newModelInline(keys).take)
@@ -117,14 +117,24 @@ func (x *modelExact) admit(now int64) int64 {
 // memlog's: each log starts with a modelHead, and its exact fields lie
 // at an offset the log's layout sets.
 type modelPointed struct {
-	seed  maphash.Seed
-	slots []modelSlot
-	mask  uint64
-	// newLog makes a log of the model's layout and returns it and the
-	// offset of its exact fields.
-	newLog func() (unsafe.Pointer, uintptr)
+	seed   maphash.Seed
+	slots  []modelSlot
+	mask   uint64
+	layout modelLayout
+}
+
+// modelLayout is a log's layout for modelPointed: how to make one, and
+// the offset of its exact fields.
+type modelLayout struct {
+	newLog func() unsafe.Pointer
 	off    uintptr
 }
+
+var (
+	todayLayout = modelLayout{func() unsafe.Pointer { return unsafe.Pointer(new(todayLog)) }, unsafe.Offsetof(todayLog{}.x)}
+	pairLayout  = modelLayout{func() unsafe.Pointer { return unsafe.Pointer(new(pairLog)) }, unsafe.Offsetof(pairLog{}.x)}
+	wideLayout  = modelLayout{func() unsafe.Pointer { return unsafe.Pointer(new(wideLog)) }, unsafe.Offsetof(wideLog{}.x)}
+)
 
 type modelSlot struct {
 	hash uint64
@@ -150,7 +160,7 @@ type todayLog struct {
 type pairLog struct {
 	modelHead
 	x modelExact
-	_ [128 - 24 - unsafe.Sizeof(modelExact{})]byte
+	_ [128 - unsafe.Sizeof(modelHead{}) - unsafe.Sizeof(modelExact{})]byte
 }
 
 // wideLog is 256 bytes, its exact fields from byte 104, up to byte 160.
@@ -169,25 +179,12 @@ var (
 	_ [unsafe.Offsetof(wideLog{}.x) - 104]byte
 )
 
-func newTodayLog() (unsafe.Pointer, uintptr) {
-	return unsafe.Pointer(new(todayLog)), unsafe.Offsetof(todayLog{}.x)
-}
-
-func newPairLog() (unsafe.Pointer, uintptr) {
-	return unsafe.Pointer(new(pairLog)), unsafe.Offsetof(pairLog{}.x)
-}
-
-func newWideLog() (unsafe.Pointer, uintptr) {
-	return unsafe.Pointer(new(wideLog)), unsafe.Offsetof(wideLog{}.x)
-}
-
-func newModelPointed(keys int, newLog func() (unsafe.Pointer, uintptr)) *modelPointed {
+func newModelPointed(keys int, layout modelLayout) *modelPointed {
 	size := 16
 	for size < 3*keys {
 		size *= 2
 	}
-	_, off := newLog()
-	return &modelPointed{seed: maphash.MakeSeed(), slots: make([]modelSlot, size), mask: uint64(size - 1), newLog: newLog, off: off}
+	return &modelPointed{seed: maphash.MakeSeed(), slots: make([]modelSlot, size), mask: uint64(size - 1), layout: layout}
 }
 
 func (m *modelPointed) take(now func() int64, key string) int64 {
@@ -196,9 +193,9 @@ func (m *modelPointed) take(now func() int64, key string) int64 {
 	for i := h & m.mask; ; i = (i + 1) & m.mask {
 		s := &m.slots[i]
 		if s.log == nil {
-			l, _ = m.newLog()
+			l = m.layout.newLog()
 			(*modelHead)(l).key = key
-			(*modelExact)(unsafe.Add(l, m.off)).ring = new([modelRing]modelEntry)
+			(*modelExact)(unsafe.Add(l, m.layout.off)).ring = new([modelRing]modelEntry)
 			s.hash, s.log = h, l
 			break
 		}
@@ -209,7 +206,7 @@ func (m *modelPointed) take(now func() int64, key string) int64 {
 	}
 	head := (*modelHead)(l)
 	head.mu.Lock()
-	held := (*modelExact)(unsafe.Add(l, m.off)).admit(now())
+	held := (*modelExact)(unsafe.Add(l, m.layout.off)).admit(now())
 	head.mu.Unlock()
 	return held
 }
