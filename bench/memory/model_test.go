@@ -1,10 +1,15 @@
 package memory
 
 import (
+	"context"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
+
+	slidelog "github.com/slidelog/slidelog/core"
 )
 
 // BenchmarkLayoutModel measures models of the memory store's exact log,
@@ -280,4 +285,150 @@ func (m *modelInline) takeNoRing(now func() int64, key string) int64 {
 	held := x.total - x.base
 	l.mu.Unlock()
 	return held
+}
+
+// wholeLog is a key's state for wholeModel: everything an exact
+// decision reads and writes but the ring's entries, in one 128-byte pair.
+type wholeLog struct {
+	mu                  sync.Mutex
+	dead                atomic.Bool
+	key, namespace      string
+	x                   modelExact
+	retain, retainUntil int64
+}
+
+var _ [128 - unsafe.Sizeof(wholeLog{})]byte
+
+type wholeSlot struct {
+	hash uint64
+	log  *wholeLog
+}
+
+// wholeModel is a model of Limiter.Allow on a memory store, rebuilt whole
+// for one exact policy: the limiter's checks (closed, the key's length,
+// the context), a lookup through a (hash, pointer) slot to a one-pair log
+// (its key and namespace compared, its dead flag read under its lock),
+// the exact decision (eviction, retention, an entry with its ID and
+// running sum), and the Result's fields that a memory decision sets,
+// written and returned by value. It omits what the store needs besides
+// and does off this path or on a log's creation: sweeping, the table's
+// bound and growth, the overflow log, the refund's ticket, denials'
+// RetryAfter.
+type wholeModel struct {
+	closed    atomic.Bool
+	namespace string
+	policy    slidelog.Policy
+	window    int64
+	clock     func() time.Time
+	seed      maphash.Seed
+	slots     []wholeSlot
+	mask      uint64
+}
+
+func newWholeModel(keys int, clock func() time.Time) *wholeModel {
+	size := 16
+	for size < 3*keys {
+		size *= 2
+	}
+	p := slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: historyWindow}
+	return &wholeModel{namespace: "p", policy: p, window: historyWindow.Microseconds(), clock: clock,
+		seed: maphash.MakeSeed(), slots: make([]wholeSlot, size), mask: uint64(size - 1)}
+}
+
+func (m *wholeModel) lock(key string) *wholeLog {
+	h := maphash.String(m.seed, key)
+	for i := h & m.mask; ; i = (i + 1) & m.mask {
+		s := &m.slots[i]
+		if s.log == nil {
+			l := &wholeLog{key: key, namespace: m.namespace}
+			l.x.ring = new([modelRing]modelEntry)
+			s.hash, s.log = h, l
+			l.mu.Lock()
+			return l
+		}
+		if l := s.log; s.hash == h && l.key == key && l.namespace == m.namespace {
+			l.mu.Lock()
+			if !l.dead.Load() {
+				return l
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// allow is wholeModel's Allow. It is not inlined, so that the Result is
+// returned by value, as Limiter.Allow returns it.
+//
+//go:noinline
+func (m *wholeModel) allow(ctx context.Context, key string) (res slidelog.Result, err error) {
+	if m.closed.Load() {
+		return res, slidelog.ErrClosed
+	}
+	if len(key) == 0 || len(key) > 1024 {
+		return res, slidelog.ErrInvalidKey
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	l := m.lock(key)
+	now := m.clock().UnixMicro()
+	l.retain, l.retainUntil = m.window, now+m.window
+	x := &l.x
+	for x.head < x.tail {
+		e := &x.ring[x.head%modelRing]
+		if e.at > now-m.window {
+			break
+		}
+		x.base = e.cum
+		x.head++
+	}
+	limit := int64(m.policy.Limit)
+	units := x.total - x.base
+	allowed := units+1 <= limit
+	if allowed {
+		x.total++
+		x.ids++
+		x.ring[x.tail%modelRing] = modelEntry{at: now, id: x.ids, cum: x.total}
+		x.tail++
+		x.newest = now
+		units++
+	}
+	newest := x.newest
+	l.mu.Unlock()
+	res.Allowed = allowed
+	res.Limit = m.policy.Limit
+	res.Remaining = int(limit - units)
+	res.ResetAfter = time.Duration(newest+m.window-now) * time.Microsecond
+	res.Policy = m.policy
+	res.Source = "memory" // a store's name, as the memory store's decisions carry
+	res.DecidedAt = time.UnixMicro(now)
+	return res, nil
+}
+
+// BenchmarkWholePathModel runs wholeModel as BenchmarkAdmitWithHistoryKeys
+// runs Limiter.Allow (runHistory: the same keys, clock and warm-up), at
+// 10,000 keys on one goroutine: the floor of an admission on a key with
+// history for a decision path rebuilt whole, the layout of the
+// log-one-pair model with the limiter's part around it, to set beside
+// go-limiter's and Allow's in the same runs.
+func BenchmarkWholePathModel(b *testing.B) {
+	h := newHistory(historyKeys)
+	b.Run("whole-model", func(b *testing.B) {
+		clock := newFastClock()
+		m := newWholeModel(historyKeys, clock.now)
+		ctx := context.Background()
+		var res slidelog.Result
+		runHistory(b, h, 1, func(key string) {
+			var err error
+			res, err = m.allow(ctx, key)
+			if err != nil || !res.Allowed {
+				b.Fatalf("%+v, %v", res, err)
+			}
+		}, func(n int) { clock.skew.Add(int64(n) * int64(h.step)) })
+		held := res.Limit - res.Remaining
+		if held < historyPerKey-2 || held > historyPerKey+2 {
+			b.Fatalf("a log holds %d entries, want about %d", held, historyPerKey)
+		}
+		b.ReportMetric(float64(held), "entries/key")
+	})
 }
