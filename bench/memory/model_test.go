@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/memstore"
 )
 
 // BenchmarkLayoutModel measures models of the memory store's exact log,
@@ -288,7 +289,8 @@ func (m *modelInline) takeNoRing(now func() int64, key string) int64 {
 }
 
 // wholeLog is a key's state for wholeModel: everything an exact
-// decision reads and writes but the ring's entries, in one 128-byte pair.
+// decision reads and writes but the ring's entries, in 128 bytes (a block
+// of that size class: one aligned pair of lines).
 type wholeLog struct {
 	mu                  sync.Mutex
 	dead                atomic.Bool
@@ -313,7 +315,7 @@ type wholeSlot struct {
 // written and returned by value. It omits what the store needs besides
 // and does off this path or on a log's creation: sweeping, the table's
 // bound and growth, the overflow log, the refund's ticket, denials'
-// RetryAfter.
+// RetryAfter. Its slots are written without a lock: one goroutine only.
 type wholeModel struct {
 	closed    atomic.Bool
 	namespace string
@@ -400,7 +402,7 @@ func (m *wholeModel) allow(ctx context.Context, key string) (res slidelog.Result
 	res.Remaining = int(limit - units)
 	res.ResetAfter = time.Duration(newest+m.window-now) * time.Microsecond
 	res.Policy = m.policy
-	res.Source = "memory" // a store's name, as the memory store's decisions carry
+	res.Source = memstore.Source
 	res.DecidedAt = time.UnixMicro(now)
 	return res, nil
 }
