@@ -2,7 +2,9 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -301,9 +303,84 @@ type wholeLog struct {
 
 var _ [128 - unsafe.Sizeof(wholeLog{})]byte
 
+// wholeSlot is a slot of wholeModel's flat index.
 type wholeSlot struct {
 	hash uint64
 	log  *wholeLog
+}
+
+// The pieces of today's path that wholeModel adds at each level, each
+// level keeping those below it (BenchmarkWholePathModel's rows).
+const (
+	// levelModel is the model alone.
+	levelModel = iota
+	// levelShards finds a log as memlog's table does: 64 shards, each
+	// with its index behind an atomic pointer, whose slots are an atomic
+	// hash and an atomic pointer, in place of one flat index.
+	levelShards
+	// levelClock reads the clock through an interface whose method calls
+	// the store's clock, as memstore's Now does.
+	levelClock
+	// levelLimiter decides as the limiter does around its table: a
+	// decision function behind Allow, the checks as functions, a request
+	// built on the stack, and a function that writes one policy's Result.
+	levelLimiter
+	// levelTable decides as the table and the log do: a take function
+	// taking the request by pointer, an ID drawn by a function, the
+	// decision and the insertion as functions, the state returned by
+	// value.
+	levelTable
+)
+
+// wholeLevels names BenchmarkWholePathModel's rows, by level.
+var wholeLevels = []string{"whole-model", "shards", "clock-interface", "limiter-layers", "table-log-calls"}
+
+// wholeShard is one of the 64 shards wholeModel finds a log through from
+// levelShards on.
+type wholeShard struct {
+	idx atomic.Pointer[wholeIndex]
+	_   [64]byte // as memlog's shards, a line apart
+}
+
+type wholeIndex struct {
+	slots []wholeSharedSlot
+	mask  uint64
+}
+
+type wholeSharedSlot struct {
+	hash atomic.Uint64
+	log  atomic.Pointer[wholeLog]
+}
+
+// wholeClock is the clock's interface from levelClock on.
+type wholeClock interface{ Now() int64 }
+
+// storeClock reads a clock as memstore reads one given by WithClock.
+type storeClock struct{ clock func() time.Time }
+
+func (c *storeClock) Now() int64 {
+	if c.clock != nil {
+		return c.clock().UnixMicro()
+	}
+	return 0
+}
+
+// wholeRequest, wholeState and wholeDecision stand for memlog's request
+// and window's state and decision at levelLimiter and levelTable.
+type wholeRequest struct {
+	namespace, key string
+	id             uint64
+	cost           int64
+}
+
+type wholeState struct {
+	allowed                           bool
+	remaining, retryAfter, resetAfter int64
+}
+
+type wholeDecision struct {
+	allowed bool
+	steady  int64
 }
 
 // wholeModel is a model of Limiter.Allow on a memory store, rebuilt whole
@@ -316,39 +393,67 @@ type wholeSlot struct {
 // and does off this path or on a log's creation: sweeping, the table's
 // bound and growth, the overflow log, the refund's ticket, denials'
 // RetryAfter. Its slots are written without a lock: one goroutine only.
+//
+// From level 1 on (the constants above) it adds the pieces of today's
+// path one at a time, to measure what each costs.
 type wholeModel struct {
+	level     int
 	closed    atomic.Bool
 	namespace string
-	policy    slidelog.Policy
+	policies  []slidelog.Policy // one
 	window    int64
 	clock     func() time.Time
+	store     wholeClock
 	seed      maphash.Seed
 	slots     []wholeSlot
 	mask      uint64
+	shards    [64]wholeShard
 }
 
-func newWholeModel(keys int, clock func() time.Time) *wholeModel {
+func newWholeModel(level, keys int, clock func() time.Time) *wholeModel {
+	p := slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: historyWindow}
+	m := &wholeModel{level: level, namespace: "p", policies: []slidelog.Policy{p}, window: historyWindow.Microseconds(),
+		clock: clock, store: &storeClock{clock}, seed: maphash.MakeSeed()}
+	size := slotsFor(keys)
+	m.slots, m.mask = make([]wholeSlot, size), uint64(size-1)
+	per := slotsFor(keys / len(m.shards))
+	for i := range m.shards {
+		m.shards[i].idx.Store(&wholeIndex{slots: make([]wholeSharedSlot, per), mask: uint64(per - 1)})
+	}
+	return m
+}
+
+// slotsFor is the power of two of at least 16 slots that leaves an
+// index for keys a third full or less.
+func slotsFor(keys int) int {
 	size := 16
 	for size < 3*keys {
 		size *= 2
 	}
-	p := slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: historyWindow}
-	return &wholeModel{namespace: "p", policy: p, window: historyWindow.Microseconds(), clock: clock,
-		seed: maphash.MakeSeed(), slots: make([]wholeSlot, size), mask: uint64(size - 1)}
+	return size
 }
 
-func (m *wholeModel) lock(key string) *wholeLog {
+// newWholeLog returns key's log, locked.
+func newWholeLog(key, namespace string) *wholeLog {
+	l := &wholeLog{key: key, namespace: namespace}
+	l.x.ring = new([modelRing]modelEntry)
+	l.mu.Lock()
+	return l
+}
+
+// lock returns key's log, locked, adding one when there is none.
+func (m *wholeModel) lock(key, namespace string) *wholeLog {
 	h := maphash.String(m.seed, key)
+	if m.level >= levelShards {
+		return m.lockShared(h, key, namespace)
+	}
 	for i := h & m.mask; ; i = (i + 1) & m.mask {
 		s := &m.slots[i]
 		if s.log == nil {
-			l := &wholeLog{key: key, namespace: m.namespace}
-			l.x.ring = new([modelRing]modelEntry)
-			s.hash, s.log = h, l
-			l.mu.Lock()
-			return l
+			s.hash, s.log = h, newWholeLog(key, namespace)
+			return s.log
 		}
-		if l := s.log; s.hash == h && l.key == key && l.namespace == m.namespace {
+		if l := s.log; s.hash == h && l.key == key && l.namespace == namespace {
 			l.mu.Lock()
 			if !l.dead.Load() {
 				return l
@@ -358,11 +463,74 @@ func (m *wholeModel) lock(key string) *wholeLog {
 	}
 }
 
+// lockShared is lock through the shards.
+func (m *wholeModel) lockShared(h uint64, key, namespace string) *wholeLog {
+	x := m.shards[h%uint64(len(m.shards))].idx.Load()
+	for i := (h / uint64(len(m.shards))) & x.mask; ; i = (i + 1) & x.mask {
+		s := &x.slots[i]
+		l := s.log.Load()
+		if l == nil {
+			l = newWholeLog(key, namespace)
+			s.hash.Store(h)
+			s.log.Store(l)
+			return l
+		}
+		if s.hash.Load() == h && l.key == key && l.namespace == namespace {
+			l.mu.Lock()
+			if !l.dead.Load() {
+				return l
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// now reads the clock in microseconds.
+func (m *wholeModel) now() int64 {
+	if m.level >= levelClock {
+		return m.store.Now()
+	}
+	return m.clock().UnixMicro()
+}
+
+// retainAndEvict sets l's retention to the window at now and drops the
+// entries that left it, returning l's exact fields.
+func (m *wholeModel) retainAndEvict(l *wholeLog, now int64) *modelExact {
+	l.retain, l.retainUntil = m.window, now+m.window
+	x := &l.x
+	for x.head < x.tail && x.ring[x.head%modelRing].at <= now-m.window {
+		x.base = x.ring[x.head%modelRing].cum
+		x.head++
+	}
+	return x
+}
+
+// decide makes the exact decision on l at now for a request of cost 1,
+// recording it under the log's next ID when it is admitted.
+func (m *wholeModel) decide(l *wholeLog, now int64) (allowed bool, units, newest int64) {
+	x := m.retainAndEvict(l, now)
+	units = x.total - x.base
+	allowed = units+1 <= int64(m.policies[0].Limit)
+	if allowed {
+		x.total++
+		x.ids++
+		x.ring[x.tail%modelRing] = modelEntry{at: now, id: x.ids, cum: x.total}
+		x.tail++
+		x.newest = now
+		units++
+	}
+	return allowed, units, x.newest
+}
+
 // allow is wholeModel's Allow. It is not inlined, so that the Result is
 // returned by value, as Limiter.Allow returns it.
 //
 //go:noinline
 func (m *wholeModel) allow(ctx context.Context, key string) (res slidelog.Result, err error) {
+	if m.level >= levelLimiter {
+		err = m.decideLayered(ctx, &res, key, 1)
+		return res, err
+	}
 	if m.closed.Load() {
 		return res, slidelog.ErrClosed
 	}
@@ -372,65 +540,174 @@ func (m *wholeModel) allow(ctx context.Context, key string) (res slidelog.Result
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	l := m.lock(key)
-	now := m.clock().UnixMicro()
-	l.retain, l.retainUntil = m.window, now+m.window
-	x := &l.x
-	for x.head < x.tail {
-		e := &x.ring[x.head%modelRing]
-		if e.at > now-m.window {
-			break
-		}
-		x.base = e.cum
-		x.head++
-	}
-	limit := int64(m.policy.Limit)
-	units := x.total - x.base
-	allowed := units+1 <= limit
-	if allowed {
-		x.total++
-		x.ids++
-		x.ring[x.tail%modelRing] = modelEntry{at: now, id: x.ids, cum: x.total}
-		x.tail++
-		x.newest = now
-		units++
-	}
-	newest := x.newest
+	l := m.lock(key, m.namespace)
+	now := m.now()
+	allowed, units, newest := m.decide(l, now)
 	l.mu.Unlock()
+	p := &m.policies[0]
 	res.Allowed = allowed
-	res.Limit = m.policy.Limit
-	res.Remaining = int(limit - units)
+	res.Limit = p.Limit
+	res.Remaining = int(int64(p.Limit) - units)
 	res.ResetAfter = time.Duration(newest+m.window-now) * time.Microsecond
-	res.Policy = m.policy
+	res.Policy = *p
 	res.Source = memstore.Source
 	res.DecidedAt = time.UnixMicro(now)
 	return res, nil
 }
 
+// decideLayered is allow from levelLimiter on, layered as the limiter's
+// decide, check and memory path are.
+//
+//go:noinline
+func (m *wholeModel) decideLayered(ctx context.Context, res *slidelog.Result, key string, n int) error {
+	if err := m.check(ctx, key); err != nil {
+		return err
+	}
+	policies := m.policies
+	if n < 1 || n > policies[0].Limit {
+		return slidelog.ErrInvalidCost
+	}
+	var req wholeRequest
+	req.namespace, req.key, req.cost = m.namespace, key, int64(n)
+	var st wholeState
+	var d wholeDecision
+	var now int64
+	if m.level >= levelTable {
+		st, d, now = m.take(m.store, &req)
+	} else {
+		l := m.lock(req.key, req.namespace)
+		now = m.now()
+		allowed, units, newest := m.decide(l, now)
+		l.mu.Unlock()
+		st = wholeState{allowed: allowed, remaining: int64(policies[0].Limit) - units, resetAfter: newest + m.window - now}
+		d = wholeDecision{allowed: allowed}
+	}
+	setWholeResult(res, &policies[0], d, now, st)
+	return nil
+}
+
+// check is the limiter's checks, as functions.
+func (m *wholeModel) check(ctx context.Context, key string) error {
+	if m.closed.Load() {
+		return slidelog.ErrClosed
+	}
+	if err := validateWholeKey(key); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func validateWholeKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", slidelog.ErrInvalidKey)
+	}
+	if len(key) > 1024 {
+		return fmt.Errorf("%w: %d bytes, want at most 1024", slidelog.ErrInvalidKey, len(key))
+	}
+	return nil
+}
+
+// setWholeResult writes one policy's Result, as the limiter does.
+//
+//go:noinline
+func setWholeResult(res *slidelog.Result, p *slidelog.Policy, d wholeDecision, now int64, st wholeState) {
+	res.Allowed = d.allowed
+	res.Limit = p.Limit
+	res.Remaining = int(st.remaining)
+	res.RetryAfter = time.Duration(st.retryAfter) * time.Microsecond
+	res.ResetAfter = time.Duration(st.resetAfter) * time.Microsecond
+	res.Policy = *p
+	res.Source = memstore.Source
+	res.DecidedAt = time.UnixMicro(now)
+	res.StableFor = time.Duration(d.steady) * time.Microsecond
+}
+
+// take is the table's take at levelTable.
+//
+//go:noinline
+func (m *wholeModel) take(clock wholeClock, req *wholeRequest) (wholeState, wholeDecision, int64) {
+	l := m.lock(req.key, req.namespace)
+	now := clock.Now()
+	if req.id == 0 {
+		req.id = newWholeID(&l.x)
+	}
+	st, d := m.takeExact(l, now, req.id, req.cost)
+	l.mu.Unlock()
+	return st, d, now
+}
+
+// newWholeID is the log's next request ID, as window.Log.NewID draws it.
+//
+//go:noinline
+func newWholeID(x *modelExact) uint64 {
+	if x.ids == 0 {
+		x.ids = int64(rand.Uint64() >> 1)
+	}
+	x.ids++
+	if x.ids == 0 {
+		x.ids = 1
+	}
+	return uint64(x.ids)
+}
+
+// takeExact is the log's exact decision at levelTable.
+//
+//go:noinline
+func (m *wholeModel) takeExact(l *wholeLog, now int64, id uint64, cost int64) (out wholeState, d wholeDecision) {
+	limit := int64(m.policies[0].Limit)
+	x := m.retainAndEvict(l, now)
+	units := x.total - x.base
+	out.allowed = units+cost <= limit
+	if out.allowed {
+		insertWhole(x, now, int64(id), cost)
+		units += cost
+	}
+	out.remaining = max(0, limit-units)
+	if x.tail == x.head {
+		return out, wholeDecision{allowed: out.allowed}
+	}
+	out.resetAfter = max(0, x.newest+m.window-now)
+	return out, wholeDecision{allowed: out.allowed}
+}
+
+// insertWhole appends an entry, as the log's insertion does in time
+// order (the model's entries all come in order).
+//
+//go:noinline
+func insertWhole(x *modelExact, at, id, cost int64) {
+	x.total += cost
+	x.ring[x.tail%modelRing] = modelEntry{at: at, id: id, cum: x.total}
+	x.tail++
+	x.newest = at
+}
+
 // BenchmarkWholePathModel runs wholeModel as BenchmarkAdmitWithHistoryKeys
 // runs Limiter.Allow (runHistory: the same keys, clock and warm-up), at
-// 10,000 keys on one goroutine: the floor of an admission on a key with
-// history for a decision path rebuilt whole, the layout of the
-// log-one-pair model with the limiter's part around it, to set beside
-// go-limiter's and Allow's in the same runs.
+// 10,000 keys on one goroutine: whole-model is the floor of an admission
+// on a key with history for a decision path rebuilt whole, the layout of
+// the log-one-pair model with the limiter's part around it; each further
+// row adds one more piece of today's path (the level constants), to set
+// beside go-limiter's and Allow's in the same runs.
 func BenchmarkWholePathModel(b *testing.B) {
 	h := newHistory(historyKeys)
-	b.Run("whole-model", func(b *testing.B) {
-		clock := newFastClock()
-		m := newWholeModel(historyKeys, clock.now)
-		ctx := context.Background()
-		var res slidelog.Result
-		runHistory(b, h, 1, func(key string) {
-			var err error
-			res, err = m.allow(ctx, key)
-			if err != nil || !res.Allowed {
-				b.Fatalf("%+v, %v", res, err)
+	for level, name := range wholeLevels {
+		b.Run(name, func(b *testing.B) {
+			clock := newFastClock()
+			m := newWholeModel(level, historyKeys, clock.now)
+			ctx := context.Background()
+			var res slidelog.Result
+			runHistory(b, h, 1, func(key string) {
+				var err error
+				res, err = m.allow(ctx, key)
+				if err != nil || !res.Allowed {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}, func(n int) { clock.skew.Add(int64(n) * int64(h.step)) })
+			held := res.Limit - res.Remaining
+			if held < historyPerKey-2 || held > historyPerKey+2 {
+				b.Fatalf("a log holds %d entries, want about %d", held, historyPerKey)
 			}
-		}, func(n int) { clock.skew.Add(int64(n) * int64(h.step)) })
-		held := res.Limit - res.Remaining
-		if held < historyPerKey-2 || held > historyPerKey+2 {
-			b.Fatalf("a log holds %d entries, want about %d", held, historyPerKey)
-		}
-		b.ReportMetric(float64(held), "entries/key")
-	})
+			b.ReportMetric(float64(held), "entries/key")
+		})
+	}
 }
