@@ -121,6 +121,23 @@ func (x *modelExact) admit(now int64) int64 {
 	return x.total - x.base
 }
 
+// evict drops the entries stamped at or before cutoff: admit's eviction,
+// which admit writes out itself so as to stay small enough to inline.
+func (x *modelExact) evict(cutoff int64) {
+	for x.head < x.tail && x.ring[x.head%modelRing].at <= cutoff {
+		x.base = x.ring[x.head%modelRing].cum
+		x.head++
+	}
+}
+
+// push appends an entry at time at, in time order.
+func (x *modelExact) push(at, id, cost int64) {
+	x.total += cost
+	x.ring[x.tail%modelRing] = modelEntry{at: at, id: id, cum: x.total}
+	x.tail++
+	x.newest = at
+}
+
 // modelPointed is an index of (hash, pointer) slots, the logs apart, as
 // memlog's: each log starts with a modelHead, and its exact fields lie
 // at an offset the log's layout sets.
@@ -497,12 +514,8 @@ func (m *wholeModel) now() int64 {
 // entries that left it, returning l's exact fields.
 func (m *wholeModel) retainAndEvict(l *wholeLog, now int64) *modelExact {
 	l.retain, l.retainUntil = m.window, now+m.window
-	x := &l.x
-	for x.head < x.tail && x.ring[x.head%modelRing].at <= now-m.window {
-		x.base = x.ring[x.head%modelRing].cum
-		x.head++
-	}
-	return x
+	l.x.evict(now - m.window)
+	return &l.x
 }
 
 // decide makes the exact decision on l at now for a request of cost 1,
@@ -512,11 +525,8 @@ func (m *wholeModel) decide(l *wholeLog, now int64) (allowed bool, units, newest
 	units = x.total - x.base
 	allowed = units+1 <= int64(m.policies[0].Limit)
 	if allowed {
-		x.total++
 		x.ids++
-		x.ring[x.tail%modelRing] = modelEntry{at: now, id: x.ids, cum: x.total}
-		x.tail++
-		x.newest = now
+		x.push(now, x.ids, 1)
 		units++
 	}
 	return allowed, units, x.newest
@@ -674,12 +684,7 @@ func (m *wholeModel) takeExact(l *wholeLog, now int64, id uint64, cost int64) (o
 // order (the model's entries all come in order).
 //
 //go:noinline
-func insertWhole(x *modelExact, at, id, cost int64) {
-	x.total += cost
-	x.ring[x.tail%modelRing] = modelEntry{at: at, id: id, cum: x.total}
-	x.tail++
-	x.newest = at
-}
+func insertWhole(x *modelExact, at, id, cost int64) { x.push(at, id, cost) }
 
 // BenchmarkWholePathModel runs wholeModel as BenchmarkAdmitWithHistoryKeys
 // runs Limiter.Allow (runHistory: the same keys, clock and warm-up), at
