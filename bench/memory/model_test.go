@@ -80,9 +80,7 @@ func runModel(b *testing.B, h history, take func(now func() int64, key string) i
 		}
 	}
 	b.StopTimer()
-	if held < historyPerKey-2 || held > historyPerKey+2 {
-		b.Fatalf("a log holds %d entries, want about %d", held, historyPerKey)
-	}
+	checkHeld(b, int(held))
 }
 
 var modelWindow = historyWindow.Microseconds()
@@ -414,7 +412,12 @@ type wholeDecision struct {
 // From level 1 on (the constants above) it adds the pieces of today's
 // path one at a time, to measure what each costs.
 type wholeModel struct {
-	level     int
+	level int
+	// noRing makes the decision move the exact log's counters only, as
+	// header-inline-no-ring does (wrong, but the floor of a log whose
+	// ring's ends are kept in its pair and written to the ring in
+	// batches).
+	noRing    bool
 	closed    atomic.Bool
 	namespace string
 	policies  []slidelog.Policy // one
@@ -521,6 +524,20 @@ func (m *wholeModel) retainAndEvict(l *wholeLog, now int64) *modelExact {
 // decide makes the exact decision on l at now for a request of cost 1,
 // recording it under the log's next ID when it is admitted.
 func (m *wholeModel) decide(l *wholeLog, now int64) (allowed bool, units, newest int64) {
+	if m.noRing {
+		// The counters alone, as header-inline-no-ring moves them.
+		x := &l.x
+		l.retain, l.retainUntil = m.window, now+m.window
+		if x.tail-x.head >= historyPerKey {
+			x.head++
+			x.base++
+		}
+		x.total++
+		x.ids++
+		x.tail++
+		x.newest = now
+		return true, x.total - x.base, now
+	}
 	x := m.retainAndEvict(l, now)
 	units = x.total - x.base
 	allowed = units+1 <= int64(m.policies[0].Limit)
@@ -700,19 +717,109 @@ func BenchmarkWholePathModel(b *testing.B) {
 			clock := newFastClock()
 			m := newWholeModel(level, historyKeys, clock.now)
 			ctx := context.Background()
-			var res slidelog.Result
+			var held int
 			runHistory(b, h, 1, func(key string) {
-				var err error
-				res, err = m.allow(ctx, key)
+				res, err := m.allow(ctx, key)
 				if err != nil || !res.Allowed {
 					b.Fatalf("%+v, %v", res, err)
 				}
+				held = res.Limit - res.Remaining
 			}, func(n int) { clock.skew.Add(int64(n) * int64(h.step)) })
-			held := res.Limit - res.Remaining
-			if held < historyPerKey-2 || held > historyPerKey+2 {
-				b.Fatalf("a log holds %d entries, want about %d", held, historyPerKey)
-			}
-			b.ReportMetric(float64(held), "entries/key")
+			checkHeld(b, held)
 		})
 	}
+}
+
+// BenchmarkDependentCalls runs Limiter.Allow, go-limiter and the
+// whole-path model as BenchmarkAdmitWithHistoryKeys and
+// BenchmarkWholePathModel do (10,000 keys, one goroutine), but with each
+// call's key chosen from the result of the call before it (runDependent):
+// the latency of a decision, as a server meets it between two requests,
+// rather than the throughput of calls back to back, which lets a short
+// path start the next call's loads before the last one returns.
+// whole-model-no-ring is whole-model moving the exact log's counters only
+// (noRing).
+func BenchmarkDependentCalls(b *testing.B) {
+	h := newHistory(historyKeys)
+	ctx := context.Background()
+	b.Run("slidelog", func(b *testing.B) {
+		clock := newFastClock()
+		store := memstore.New(memstore.WithClock(clock.now))
+		defer store.Close()
+		l := slidelog.MustNew(store, slidelog.Policy{Name: "p", Limit: slidelog.MaxLimit, Window: historyWindow})
+		defer l.Close()
+		runDependent(b, h, func(key string) int {
+			res, err := l.Allow(ctx, key)
+			if err != nil || !res.Allowed {
+				b.Fatalf("%+v, %v", res, err)
+			}
+			return int(uint(res.Remaining) >> 63)
+		}, func(n int) { clock.skew.Add(int64(n) * int64(h.step)) })
+		res, err := l.Peek(ctx, h.names[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		checkHeld(b, res.Limit-res.Remaining)
+	})
+	b.Run("go-limiter", func(b *testing.B) {
+		s := goLimiter(b, 1<<62, historyWindow)
+		runDependent(b, h, func(key string) int {
+			_, remaining, _, ok, _ := s.Take(ctx, key)
+			if !ok {
+				b.Fatal("denied")
+			}
+			return int(remaining >> 63)
+		}, func(int) {})
+	})
+	for _, noRing := range []bool{false, true} {
+		name := "whole-model"
+		if noRing {
+			name += "-no-ring"
+		}
+		b.Run(name, func(b *testing.B) {
+			clock := newFastClock()
+			m := newWholeModel(levelModel, historyKeys, clock.now)
+			m.noRing = noRing
+			var held int
+			runDependent(b, h, func(key string) int {
+				res, err := m.allow(ctx, key)
+				if err != nil || !res.Allowed {
+					b.Fatalf("%+v, %v", res, err)
+				}
+				held = res.Limit - res.Remaining
+				return int(uint(res.Remaining) >> 63)
+			}, func(n int) { clock.skew.Add(int64(n) * int64(h.step)) })
+			checkHeld(b, held)
+		})
+	}
+}
+
+// runDependent warms every key of h as runHistory does, then measures
+// decide on the keys in turn on one goroutine, each key's index offset by
+// what the decision before it returned (0, computed from its result), so
+// that no call starts before the one before it has returned.
+func runDependent(b *testing.B, h history, decide func(key string) int, advance func(n int)) {
+	keys := len(h.names)
+	for i := range keys * historyPerKey {
+		decide(h.names[i%keys])
+		advance(1)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	dep := 0
+	for i := 0; b.Loop(); i++ {
+		dep = decide(h.names[(i+dep)%keys])
+		if i%historyAdvance == historyAdvance-1 {
+			advance(historyAdvance)
+		}
+	}
+}
+
+// checkHeld fails b unless a log holds about historyPerKey entries.
+func checkHeld(b *testing.B, held int) {
+	b.Helper()
+	if held < historyPerKey-2 || held > historyPerKey+2 {
+		b.Fatalf("a log holds %d entries, want about %d", held, historyPerKey)
+	}
+	b.ReportMetric(float64(held), "entries/key")
 }
