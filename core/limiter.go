@@ -291,14 +291,24 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (res Result, er
 // Take, through the breaker of the key's node, and the failure mode
 // decides what the store cannot (allowStore).
 func (l *Limiter) decide(ctx context.Context, res *Result, key string, n int) error {
-	if err := l.check(ctx, key); err != nil {
+	// check's tests written out, so that a valid call makes no call for
+	// them but the context's.
+	if l.closed.Load() || key == "" || len(key) > l.maxKeyLength {
+		err := l.check(ctx, key)
 		l.noDecision(err)
 		return err
 	}
-	policies, minLimit, err := l.policiesFor(ctx, key)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		l.noDecision(err)
 		return err
+	}
+	policies, minLimit := l.policies, l.minLimit
+	if l.policyFunc != nil {
+		var err error
+		if policies, minLimit, err = l.policiesFor(ctx, key); err != nil {
+			l.noDecision(err)
+			return err
+		}
 	}
 	if n < 1 || n > minLimit {
 		err := costErrorFor(n, minLimit)

@@ -46,23 +46,36 @@ func (l *Limiter) allowMemory(ctx context.Context, res *Result, key string, n in
 		}
 		return err
 	}
-	// Field by field: a composite literal is built aside and copied, and
-	// the copy reads what was just written at another width, which
-	// stalls. ID 0: the key's log gives the request an ID, which costs
-	// less than a random draw (memlog.Table.Take).
-	var req memlog.Request
-	req.Namespace, req.Key, req.Cost = l.namespace, key, int64(n)
 	var sent time.Time
 	if l.metrics != nil || l.deny != nil {
 		sent = time.Now()
 	}
-	if l.policyFunc != nil && !sameSlice(policies, l.policies) {
-		decideOwn(res, m, &req, policies, l.source)
+	// The key's log gives an admission an ID, which costs less than a
+	// random draw (window.Decision.ID).
+	var id uint64
+	if len(policies) == 1 {
+		w := l.windows[0]
+		if !sameSlice(policies, l.policies) {
+			w = windowOf(policies[0]) // a policy func's
+		}
+		st, d, now := m.Table.TakeOne(m.Clock, l.namespace, key, int64(n), w)
+		setOne(res, &policies[0], d, now, st, l.source)
+		id = d.ID
 	} else {
-		decideMemory(res, m.Table, m.Clock, &req, policies, l.windows, l.source)
+		// Field by field: a composite literal is built aside and copied,
+		// and the copy reads what was just written at another width,
+		// which stalls.
+		var req memlog.Request
+		req.Namespace, req.Key, req.Cost = l.namespace, key, int64(n)
+		if l.policyFunc != nil && !sameSlice(policies, l.policies) {
+			decideOwn(res, m, &req, policies, l.source)
+		} else {
+			decideMemory(res, m.Table, m.Clock, &req, policies, l.windows, l.source)
+		}
+		id = req.ID
 	}
 	if res.Allowed {
-		res.ticket.from, res.ticket.key, res.ticket.id, res.ticket.cost = l, key, req.ID, n
+		res.ticket.from, res.ticket.key, res.ticket.id, res.ticket.cost = l, key, id, n
 		if l.deny != nil {
 			l.deny.remove(key) // a denial cached before it no longer holds
 		}
@@ -106,12 +119,6 @@ const maxStackPolicies = 4
 // res, with source as its Source. A decision on one policy allocates
 // nothing.
 func decideMemory(res *Result, table *memlog.Table, clock memlog.Clock, req *memlog.Request, policies []Policy, windows []window.Policy, source Source) {
-	if len(windows) == 1 {
-		var st [1]window.State
-		d, now := table.Take(clock, req, windows, st[:])
-		setResult(res, policies, d, now, st[:], source)
-		return
-	}
 	var buf [maxStackPolicies]window.State
 	states := buf[:]
 	if len(windows) > len(buf) {
@@ -142,16 +149,7 @@ func peekMemory(res *Result, table *memlog.Table, now int64, req *memlog.Request
 // binding policy.
 func setResult(res *Result, policies []Policy, d window.Decision, now int64, states []window.State, source Source) {
 	if len(policies) == 1 {
-		p, st := &policies[0], &states[0]
-		res.Allowed = d.Allowed
-		res.Limit = p.Limit
-		res.Remaining = int(st.Remaining)
-		res.RetryAfter = micros(st.RetryAfter)
-		res.ResetAfter = micros(st.ResetAfter)
-		res.Policy = *p
-		res.Source = source
-		res.DecidedAt = time.UnixMicro(now)
-		res.StableFor = micros(d.Steady)
+		setOne(res, &policies[0], d, now, states[0], source)
 		return
 	}
 	var buf [maxStackPolicies]PolicyResult
@@ -167,6 +165,19 @@ func setResult(res *Result, policies []Policy, d window.Decision, now int64, sta
 	res.StableFor = micros(d.Steady)
 }
 
+// setOne is setResult on the one policy p, whose state is st.
+func setOne(res *Result, p *Policy, d window.Decision, now int64, st window.State, source Source) {
+	res.Allowed = d.Allowed
+	res.Limit = p.Limit
+	res.Remaining = int(st.Remaining)
+	res.RetryAfter = micros(st.RetryAfter)
+	res.ResetAfter = micros(st.ResetAfter)
+	res.Policy = *p
+	res.Source = source
+	res.DecidedAt = time.UnixMicro(now)
+	res.StableFor = micros(d.Steady)
+}
+
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // windowsOf returns policies in microseconds, as a memory table takes them.
@@ -177,9 +188,14 @@ func windowsOf(policies []Policy) []window.Policy {
 // appendWindows appends policies, in microseconds, to ws.
 func appendWindows(ws []window.Policy, policies []Policy) []window.Policy {
 	for _, p := range policies {
-		ws = append(ws, window.Policy{Limit: int64(p.Limit), Window: p.windowMicros(), Precision: p.Precision.Microseconds()})
+		ws = append(ws, windowOf(p))
 	}
 	return ws
+}
+
+// windowOf returns p in microseconds.
+func windowOf(p Policy) window.Policy {
+	return window.Policy{Limit: int64(p.Limit), Window: p.windowMicros(), Precision: p.Precision.Microseconds()}
 }
 
 // sameSlice reports whether a and b are the same slice of one array.

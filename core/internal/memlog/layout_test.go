@@ -6,16 +6,28 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/slidelog/slidelog/core/internal/window"
 )
 
 // TestLogLayout keeps a log in a 384-byte block, three 128-byte pairs of
-// cache lines, with the fields of a lookup in its first line: the
+// cache lines, with everything an exact decision reads in its first pair
+// (the lookup's fields, the lock, and the window's leading fields): the
 // layout that log's comment describes.
 func TestLogLayout(t *testing.T) {
 	var l log
 	require.Greater(t, unsafe.Sizeof(l), uintptr(352), "a log of 352 bytes or fewer takes a smaller block, aligned to less than a line pair")
 	require.LessOrEqual(t, unsafe.Sizeof(l), uintptr(384))
-	require.Less(t, unsafe.Offsetof(l.key)+unsafe.Sizeof(l.key), uintptr(64))
+	for _, end := range []uintptr{
+		unsafe.Offsetof(l.mu) + unsafe.Sizeof(l.mu),
+		unsafe.Offsetof(l.key) + unsafe.Sizeof(l.key),
+		unsafe.Offsetof(l.ns) + unsafe.Sizeof(l.ns),
+		unsafe.Offsetof(l.nsLen) + unsafe.Sizeof(l.nsLen),
+		unsafe.Offsetof(l.dead) + unsafe.Sizeof(l.dead),
+		unsafe.Offsetof(l.w) + window.ExactDecisionBytes,
+	} {
+		require.LessOrEqual(t, end, uintptr(128))
+	}
 }
 
 // TestLogIs checks a log's identity test on each of its ways: the very

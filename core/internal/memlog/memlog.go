@@ -29,55 +29,65 @@ type logKey struct{ namespace, key string }
 
 // log is one identity's log and the lock that guards it.
 //
-// The fields a decision reads come first, in the order it reads them: a
-// lookup compares hash and key, whose bytes, when few, are kept here too;
-// then it takes mu and reads the window's leading fields. On a table
-// larger than the cache each cache line a decision touches is a miss of
-// its own, and a log's first lines are fetched together. A log is 384
-// bytes (TestLogLayout), a block of that size class, whose lines are
-// aligned in pairs. A log is never copied (its window points into
-// itself).
+// The fields a decision reads come first: a lookup compares the key (and
+// the namespace, by its bytes' address and length), then it takes mu and
+// reads the window's leading fields. On a table larger than the cache
+// each cache line a decision touches is a miss of its own, and the lines
+// of a 128-byte aligned pair are fetched together: a log is 384 bytes
+// (TestLogLayout), a block of that size class, whose lines are aligned in
+// pairs, and its first pair holds everything an exact decision on a key
+// passed as the string the log was made with reads and writes but the
+// ring's entries. A log is never copied (its window points into itself).
 type log struct {
 	mu sync.Mutex
 	// Set when the log is made, before its shard's index publishes it:
-	// the identity, and its hash, under which the shard keeps it; and
-	// the key's first len(kbuf) bytes (all of any identity ByClientIP
-	// makes with its default /64 grouping), for is. 32 bytes leave the
-	// window's leading fields, its request IDs among them, in the log's
-	// second line.
-	hash uint64
-	key  logKey
-	kbuf [32]byte
-	dead atomic.Bool // removed from the table; a caller holding it must look again
+	// the identity, the namespace's bytes and length (namespace), and,
+	// after the window, the hash under which the shard keeps it and the
+	// key's first len(kbuf) bytes (all of any identity ByClientIP makes
+	// with its default /64 grouping), for is.
+	key   string
+	ns    *byte
+	nsLen uint32
+	dead  atomic.Bool // removed from the table; a caller holding it must look again
+	w     window.Log
+	hash  uint64
+	kbuf  [32]byte
 	// in tells whether the log is in its shard. Guarded by the shard's
 	// lock.
 	in bool
-	w  window.Log
 }
 
 // newLog returns an empty log of key, whose hash is h.
 func newLog(key logKey, h uint64) *log {
-	l := &log{key: key, hash: h}
+	l := &log{key: key.key, ns: unsafe.StringData(key.namespace), nsLen: uint32(len(key.namespace)), hash: h}
 	copy(l.kbuf[:], key.key)
 	return l
 }
 
+// namespace returns the log's namespace.
+func (l *log) namespace() string { return unsafe.String(l.ns, l.nsLen) }
+
+// logKey returns the log's name.
+func (l *log) logKey() logKey { return logKey{l.namespace(), l.key} }
+
 // is reports whether the log is key's. The key's bytes are read from the
-// caller's string and, when they fit, from kbuf, which shares the log's
-// first line, rather than from the string the log was made with, which
-// is a miss of its own once it has left the cache; a caller passing that
-// very string compares no bytes at all.
+// caller's string and, when they fit, from kbuf, rather than from the
+// string the log was made with, which is a miss of its own once it has
+// left the cache; a caller passing that very string compares no bytes at
+// all, nor does a caller passing the namespace's very string.
 func (l *log) is(key *logKey) bool {
-	k := key.key
+	k, ns := key.key, key.namespace
 	switch {
-	case len(k) != len(l.key.key) || l.key.namespace != key.namespace:
+	case len(k) != len(l.key) || uint64(len(ns)) != uint64(l.nsLen):
 		return false
-	case unsafe.StringData(k) == unsafe.StringData(l.key.key):
+	case unsafe.StringData(ns) != l.ns && ns != l.namespace():
+		return false
+	case unsafe.StringData(k) == unsafe.StringData(l.key):
 		return true
 	case len(k) <= len(l.kbuf):
 		return string(l.kbuf[:len(k)]) == k
 	}
-	return l.key.key == k
+	return l.key == k
 }
 
 // Clock is the time of a Table's caller, in microseconds.
@@ -92,18 +102,31 @@ type Clock interface{ Now() int64 }
 // call with the same ID: in one process a call is never sent twice. On a
 // key the table already tracks it allocates nothing. The request is taken
 // by pointer: a caller builds it field by field, and a copy of it made at
-// once, to pass it, would read it back at another width and stall. A
-// request of ID 0 is given one of the log's (window.Log.NewID), written
-// to req.ID, which a refund then names.
+// once, to pass it, would read it back at another width and stall. An
+// admitted request of ID 0 is given the log's next ID (Decision.ID),
+// written to req.ID, which a refund then names.
 func (t *Table) Take(clock Clock, req *Request, policies []window.Policy, out []window.State) (window.Decision, int64) {
 	l := t.lockOrAdd(&logKey{req.Namespace, req.Key}, clock)
 	now := clock.Now()
-	if req.ID == 0 {
-		req.ID = l.w.NewID()
-	}
 	d := l.w.Take(now, req.ID, req.Cost, policies, out)
 	l.mu.Unlock()
+	if d.Allowed {
+		req.ID = d.ID
+	}
 	return d, now
+}
+
+// TakeOne is Take on the one policy p, for a request of ID 0 and cost by
+// key in namespace (an admission is given the log's next ID,
+// Decision.ID): it returns p's state, the decision and its time. A
+// limiter deciding on one policy calls it, so that neither the request,
+// the policy nor the state goes through memory of its own.
+func (t *Table) TakeOne(clock Clock, namespace, key string, cost int64, p window.Policy) (window.State, window.Decision, int64) {
+	l := t.lockOrAdd(&logKey{namespace, key}, clock)
+	now := clock.Now()
+	st, d := l.w.TakeOne(now, cost, p)
+	l.mu.Unlock()
+	return st, d, now
 }
 
 // Record writes an admission made elsewhere at time at, without a check:

@@ -163,7 +163,7 @@ func (s *shard) find(h uint64, key *logKey) *log {
 		if l == nil {
 			return nil
 		}
-		if l != tombstone && sl.hash.Load() == h && l.hash == h && l.is(key) {
+		if l != tombstone && sl.hash.Load() == h && l.is(key) {
 			return l
 		}
 	}
@@ -333,7 +333,7 @@ func (t *Table) getOrAdd(h uint64, key *logKey, now int64) *log {
 // Table, rule 3). Called with the shard's lock held: the overflow log's
 // lock is taken after a shard's, never before.
 func (t *Table) seedFromOverflow(l *log, now int64) {
-	o := t.overflowOf(l.key.namespace)
+	o := t.overflowOf(l.namespace())
 	if o == nil {
 		return
 	}
@@ -541,6 +541,19 @@ func (t *Table) lock(key *logKey) *log {
 // on a tracked key reads the time once, under the key's lock.
 func (t *Table) lockOrAdd(key *logKey, clock Clock) *log {
 	h := t.hash(key)
+	if l := t.get(h, key); l != nil {
+		l.mu.Lock()
+		if !l.dead.Load() {
+			return l
+		}
+		l.mu.Unlock()
+	}
+	return t.lockOrAddSlow(h, key, clock)
+}
+
+// lockOrAddSlow is lockOrAdd once the first look found no live log of
+// key, whose hash is h.
+func (t *Table) lockOrAddSlow(h uint64, key *logKey, clock Clock) *log {
 	for {
 		l := t.get(h, key)
 		if l == nil {

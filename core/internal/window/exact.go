@@ -1,13 +1,5 @@
 package window
 
-// entry is one admission in the exact log. Its cost is not stored: it is
-// cum minus the previous entry's cum.
-type entry struct {
-	at  int64  // microseconds
-	id  uint64 // request ID; 0 for an entry seeded from buckets
-	cum int64  // units recorded up to and including this entry (wrapping)
-}
-
 // cursor remembers, for one window length, the position of the oldest
 // entry still in that window, so that counting moves it forward a little
 // per decision instead of searching.
@@ -20,31 +12,76 @@ type cursor struct {
 // further window takes the place of one in turn.
 const maxCursors = 8
 
-// minRing is the smallest capacity of an exact log's ring.
+// minRing is the smallest capacity of an exact log's ring, in entries.
 const minRing = 4
+
+// wideWords is how many words an entry takes in the wide form.
+const wideWords = 3
 
 // exactLog is the exact model: one entry per admission in a ring buffer,
 // oldest first, positions counted from the log's creation so that cursors
 // stay valid as the ring wraps and grows.
 //
+// An entry is an admission's time, its request ID and its cost, and the
+// ring (buf) holds the entries in one of two forms, told apart by the
+// ring's length:
+//
+//   - narrow, a power of two of words (or none): one word per entry, its
+//     time. Every entry costs 1, and the entries' IDs are the log's latest
+//     IDs in order: the newest entry's is the last ID the log gave
+//     (Log.newID), the one before it that ID less one, and so on. An
+//     admission of cost 1 decided on the log appends so, with the next ID
+//     of the log: the common case, which keeps a third of the memory of
+//     the wide form and touches fewer lines of it.
+//   - wide, three times a power of two of words: three words per entry,
+//     its time, its ID (0 for an entry seeded from buckets) and the running
+//     sum of costs up to and including it (wrapping), so that its cost is
+//     its sum less the sum of the entry before it.
+//
+// A narrow log turns wide (widen) before an entry the narrow form cannot
+// hold (a cost other than 1, an ID the log did not give in turn, an entry
+// out of time order) and before a removal; it turns narrow again on an
+// admission that finds it empty.
+//
 // The fields a decision reads come first (see Log). Whether it is in
 // use is its Log's exactLive.
 type exactLog struct {
-	ring       []entry // capacity a power of two; nil until first use
-	head, tail int     // entries occupy positions [head, tail)
-	base       int64   // cum before head: the cum of the last evicted entry
-	// total is the cum of the newest entry (base when there is none) and
-	// newest its time: kept here so that a decision reads neither from
-	// the ring, whose newest line is then only written.
+	head, tail int   // entries occupy positions [head, tail)
+	base       int64 // units recorded before head: the sum of the last evicted entry
+	// total is the units recorded up to the newest entry (base when there
+	// is none) and newest its time: kept here so that a decision reads
+	// neither from the ring, whose newest line is then only written.
 	total, newest int64
 	// retain is the longest exact window a limiter of this log needs,
 	// until retainUntil.
 	retain, retainUntil int64
+	buf                 []int64 // the ring, in either form; nil until first use
 	cursors             []cursor
 	next                int // cursor slot to replace next
 }
 
-func (x *exactLog) get(pos int) *entry { return &x.ring[pos&(len(x.ring)-1)] }
+// narrow reports whether the ring is in the narrow form.
+func (x *exactLog) narrow() bool { n := len(x.buf); return n&(n-1) == 0 }
+
+// size returns how many entries the ring has room for.
+func (x *exactLog) size() int {
+	if x.narrow() {
+		return len(x.buf)
+	}
+	return len(x.buf) / wideWords
+}
+
+// wide returns the index in a wide ring of the first word of the entry at
+// pos.
+func (x *exactLog) wide(pos int) int { return wideWords * (pos & (len(x.buf)/wideWords - 1)) }
+
+// at returns the time of the entry at pos.
+func (x *exactLog) at(pos int) int64 {
+	if n := len(x.buf); n&(n-1) == 0 {
+		return x.buf[pos&(n-1)]
+	}
+	return x.buf[x.wide(pos)]
+}
 
 // cumBefore returns the units recorded before position pos.
 func (x *exactLog) cumBefore(pos int) int64 {
@@ -53,23 +90,57 @@ func (x *exactLog) cumBefore(pos int) int64 {
 		return x.base
 	case pos >= x.tail:
 		return x.total
+	case x.narrow():
+		return x.base + int64(pos-x.head)
 	}
-	return x.get(pos - 1).cum
+	return x.buf[x.wide(pos-1)+2]
 }
 
 func (x *exactLog) len() int { return x.tail - x.head }
 
 // costAt returns the cost of the entry at pos.
-func (x *exactLog) costAt(pos int) int64 { return x.get(pos).cum - x.cumBefore(pos) }
+func (x *exactLog) costAt(pos int) int64 {
+	if x.narrow() {
+		return 1
+	}
+	return x.buf[x.wide(pos)+2] - x.cumBefore(pos)
+}
+
+// idAt returns the request ID of the entry at pos, ids being the last ID
+// the log gave.
+func (x *exactLog) idAt(pos int, ids uint64) uint64 {
+	if x.narrow() {
+		return ids - uint64(x.tail-1-pos)
+	}
+	return uint64(x.buf[x.wide(pos)+1])
+}
 
 // evict drops the entries stamped at or before cutoff.
 func (x *exactLog) evict(cutoff int64) {
+	if x.narrow() {
+		x.evictNarrow(cutoff)
+	} else {
+		x.evictWide(cutoff)
+	}
+}
+
+// evictNarrow is evict on a narrow ring, small enough to inline.
+func (x *exactLog) evictNarrow(cutoff int64) {
+	n := len(x.buf)
+	for x.head < x.tail && x.buf[x.head&(n-1)] <= cutoff {
+		x.head++
+		x.base++
+	}
+}
+
+// evictWide is evict on a wide ring.
+func (x *exactLog) evictWide(cutoff int64) {
 	for x.head < x.tail {
-		e := x.get(x.head)
-		if e.at > cutoff {
+		i := x.wide(x.head)
+		if x.buf[i] > cutoff {
 			return
 		}
-		x.base = e.cum
+		x.base = x.buf[i+2]
 		x.head++
 	}
 }
@@ -79,7 +150,7 @@ func (x *exactLog) evict(cutoff int64) {
 func (x *exactLog) search(lo, hi int, cutoff int64) int {
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if x.get(m).at > cutoff {
+		if x.at(m) > cutoff {
 			hi = m
 		} else {
 			lo = m + 1
@@ -97,10 +168,10 @@ func (x *exactLog) seek(w, cutoff int64) int {
 			continue
 		}
 		pos := min(max(c.pos, x.head), x.tail)
-		for pos < x.tail && x.get(pos).at <= cutoff {
+		for pos < x.tail && x.at(pos) <= cutoff {
 			pos++
 		}
-		for pos > x.head && x.get(pos-1).at > cutoff {
+		for pos > x.head && x.at(pos-1) > cutoff {
 			pos--
 		}
 		c.pos = pos
@@ -116,71 +187,133 @@ func (x *exactLog) seek(w, cutoff int64) int {
 	return pos
 }
 
-// grow makes room for one more entry.
+// grow makes room for one more entry, in the ring's form.
 func (x *exactLog) grow() {
-	if x.len() < len(x.ring) {
+	if x.len() < x.size() {
 		return
 	}
-	n := max(minRing, 2*len(x.ring))
-	ring := make([]entry, n)
-	for p := x.head; p < x.tail; p++ {
-		ring[p&(n-1)] = *x.get(p)
+	x.resize(max(minRing, 2*x.size()), x.narrow(), 0)
+}
+
+// resize moves the entries to a new ring of room for n entries (n a power
+// of two, at least x.len()), narrow or wide; ids is the last ID the log
+// gave, which a narrow ring turned wide needs.
+func (x *exactLog) resize(n int, narrow bool, ids uint64) {
+	if narrow {
+		buf := make([]int64, n)
+		for p := x.head; p < x.tail; p++ {
+			buf[p&(n-1)] = x.at(p)
+		}
+		x.buf = buf
+		return
 	}
-	x.ring = ring
+	buf := make([]int64, wideWords*n)
+	for p := x.head; p < x.tail; p++ {
+		i := wideWords * (p & (n - 1))
+		buf[i], buf[i+1], buf[i+2] = x.at(p), int64(x.idAt(p, ids)), x.cumBefore(p+1)
+	}
+	x.buf = buf
+}
+
+// widen turns a narrow ring wide, ids being the last ID the log gave.
+func (x *exactLog) widen(ids uint64) {
+	if x.narrow() {
+		x.resize(max(minRing, x.size()), false, ids)
+	}
+}
+
+// push appends, to a narrow ring with room for it, an admission at at of
+// cost 1 given the log's next ID, id, prev being the ID before it, and
+// reports whether it did: the common case of insert, small enough to
+// inline. The caller has checked that id is the last ID the log gave.
+func (x *exactLog) push(at int64, id, prev uint64) bool {
+	n := len(x.buf)
+	if n&(n-1) != 0 || x.tail-x.head >= n || id != prev+1 || (x.head < x.tail && x.newest > at) {
+		return false
+	}
+	x.buf[x.tail&(n-1)] = at
+	x.tail++
+	x.total++
+	x.newest = at
+	return true
 }
 
 // insert records an admission in time order (after entries of the same
-// time): an append unless at is older than the newest entry.
-func (x *exactLog) insert(at int64, id uint64, cost int64) {
+// time): an append unless at is older than the newest entry. prev is the
+// last ID the log gave before this admission's, if the log gave it one
+// (newID), and ids the last ID it gave now: an admission given the next
+// ID appends to a narrow ring.
+func (x *exactLog) insert(at int64, id uint64, cost int64, prev, ids uint64) {
+	if cost == 1 && id == ids && (x.head == x.tail || (id == prev+1 && x.newest <= at)) {
+		if !x.narrow() && x.head == x.tail {
+			x.buf = x.buf[:len(x.buf)/wideWords] // narrow again, in the same memory, with room for as many entries
+		}
+		if x.narrow() {
+			x.grow()
+			x.buf[x.tail&(len(x.buf)-1)] = at
+			x.tail++
+			x.total++
+			x.newest = at
+			return
+		}
+	}
+	x.widen(prev)
 	x.grow()
 	x.total += cost
 	if x.head == x.tail || x.newest <= at {
-		*x.get(x.tail) = entry{at: at, id: id, cum: x.total}
+		i := x.wide(x.tail)
+		x.buf[i], x.buf[i+1], x.buf[i+2] = at, int64(id), x.total
 		x.tail++
 		x.newest = at
 		return
 	}
-	i := x.search(x.head, x.tail, at)
-	for p := x.tail; p > i; p-- {
-		e := *x.get(p - 1)
-		e.cum += cost
-		*x.get(p) = e
+	pos := x.search(x.head, x.tail, at)
+	for p := x.tail; p > pos; p-- {
+		i, j := x.wide(p), x.wide(p-1)
+		x.buf[i], x.buf[i+1], x.buf[i+2] = x.buf[j], x.buf[j+1], x.buf[j+2]+cost
 	}
-	*x.get(i) = entry{at: at, id: id, cum: x.cumBefore(i) + cost}
+	i := x.wide(pos)
+	x.buf[i], x.buf[i+1], x.buf[i+2] = at, int64(id), x.cumBefore(pos)+cost
 	x.tail++ // the newest entry stays the newest
 	for k := range x.cursors {
-		if x.cursors[k].pos > i {
+		if x.cursors[k].pos > pos {
 			x.cursors[k].pos++
 		}
 	}
 }
 
-// find returns the position of request id's entry, or -1. ID 0 is never
-// found: seeded entries carry it.
-func (x *exactLog) find(id uint64) int {
+// find returns the position of request id's entry, or -1; ids is the last
+// ID the log gave. ID 0 is never found: seeded entries carry it.
+func (x *exactLog) find(id, ids uint64) int {
 	if id == 0 {
 		return -1
 	}
+	if x.narrow() {
+		if d := ids - id; d < uint64(x.len()) {
+			return x.tail - 1 - int(d)
+		}
+		return -1
+	}
 	for p := x.head; p < x.tail; p++ {
-		if x.get(p).id == id {
+		if uint64(x.buf[x.wide(p)+1]) == id {
 			return p
 		}
 	}
 	return -1
 }
 
-// remove deletes the entry at pos.
-func (x *exactLog) remove(pos int) {
+// remove deletes the entry at pos, ids being the last ID the log gave.
+func (x *exactLog) remove(pos int, ids uint64) {
+	x.widen(ids)
 	cost := x.costAt(pos)
 	for p := pos; p+1 < x.tail; p++ {
-		e := *x.get(p + 1)
-		e.cum -= cost
-		*x.get(p) = e
+		i, j := x.wide(p), x.wide(p+1)
+		x.buf[i], x.buf[i+1], x.buf[i+2] = x.buf[j], x.buf[j+1], x.buf[j+2]-cost
 	}
 	x.tail--
 	x.total -= cost
 	if pos == x.tail && x.tail > x.head {
-		x.newest = x.get(x.tail - 1).at
+		x.newest = x.at(x.tail - 1)
 	}
 	for k := range x.cursors {
 		if x.cursors[k].pos > pos {
@@ -193,6 +326,12 @@ func (x *exactLog) remove(pos int) {
 // counted from position from: the entry whose leaving frees k units. As
 // every entry costs at least 1, it is within k positions of from.
 func (x *exactLog) nth(from int, k int64) int {
+	if x.narrow() {
+		if k >= int64(x.tail-from) {
+			return x.tail - 1
+		}
+		return from + int(k) - 1
+	}
 	base := x.cumBefore(from)
 	lo, hi := from, x.tail
 	if k < int64(hi-lo) {
@@ -200,7 +339,7 @@ func (x *exactLog) nth(from int, k int64) int {
 	}
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if x.get(m).cum-base >= k {
+		if x.buf[x.wide(m)+2]-base >= k {
 			hi = m
 		} else {
 			lo = m + 1
@@ -211,10 +350,10 @@ func (x *exactLog) nth(from int, k int64) int {
 
 // reset forgets every entry and cursor but keeps the ring's memory.
 func (x *exactLog) reset() {
-	ring := x.ring
+	buf := x.buf
 	cursors := x.cursors[:0]
-	*x = exactLog{ring: ring, cursors: cursors}
+	*x = exactLog{buf: buf, cursors: cursors}
 }
 
 // bytes is the memory the exact log holds beyond its own struct.
-func (x *exactLog) bytes() int { return cap(x.ring)*24 + cap(x.cursors)*16 }
+func (x *exactLog) bytes() int { return cap(x.buf)*8 + cap(x.cursors)*16 }

@@ -73,15 +73,29 @@ type Decision struct {
 	// bucket) leaves any policy's window: until then every State of the
 	// denial holds but for the elapsed time. Zero when allowed.
 	Steady int64
+	// ID is, on an admission, the request ID it was recorded under: the
+	// request's, or, for a request of ID 0, the log's next (newID).
+	ID uint64
 }
 
-// NewID returns a request ID for an admission on l: unique among the IDs
-// l has given, never 0. A log's IDs run on from a random start, so that
-// those of two logs (another identity's, or the next log of the same
-// identity once this one is dropped) coincide only by a chance of about
-// one in 2^64 per pair of ranges; a copy made by CopyFrom draws its own.
-// It costs an addition where a random draw per request costs a draw.
-func (l *Log) NewID() uint64 {
+// newID returns a request ID for an admission on l, which the caller
+// records at once (the narrow exact log names its entries by the log's
+// last IDs: see exactLog): unique among the IDs l has given, never 0. A
+// log's IDs run on from a random start, so that those of two logs
+// (another identity's, or the next log of the same identity once this
+// one is dropped) coincide only by a chance of about one in 2^64 per pair
+// of ranges; a copy made by CopyFrom draws its own. It costs an addition
+// where a random draw per request costs a draw.
+func (l *Log) newID() uint64 {
+	if l.ids+1 > 1 { // neither the first ID nor a wrap: small enough to inline
+		l.ids++
+		return l.ids
+	}
+	return l.newIDSlow()
+}
+
+// newIDSlow is newID for the first ID and on a wrap.
+func (l *Log) newIDSlow() uint64 {
 	if l.ids == 0 {
 		l.ids = rand.Uint64()
 	}
@@ -113,21 +127,37 @@ type recent struct {
 // itself. Its fields are laid out for the two common decisions (takeExact,
 // takeBucket): on a table of logs larger than the cache, each cache line a
 // decision touches is a miss of its own, so the fields each reads lie
-// together, the bucketed decision's in the Log's first lines and the exact
-// one's in the exact log's.
+// together. Everything the exact decision reads comes first, in the
+// Log's first ExactDecisionBytes (a holder keeps them in one 128-byte
+// pair of lines with its own: memlog.TestLogLayout); the bucketed
+// decision's fields follow.
 type Log struct {
-	_       noCopy
+	_ noCopy
+	// exactLive is set while the exact log is in use; exactAlone while
+	// it is the only structure in use (no bucket ring), kept here
+	// (setAlone) so that the exact decision need not read the rings'
+	// length from another line.
+	exactLive, exactAlone bool
+	next                  uint8  // slot of recent to write next
+	ids                   uint64 // the last ID newID returned; 0 before the first
+	exact                 exactLog
+	// expires is when the bucket rings' admissions and the retentions
+	// set by the general path lapse; Expires adds the exact log's
+	// retention, which takeExact alone extends.
 	expires int64
-	// exactLive is set while the exact log is in use.
-	exactLive bool
-	next      uint8        // slot of recent to write next
-	ids       uint64       // the last ID NewID returned; 0 before the first
-	rings     []bucketRing // ring0[:n] while it has room
-	recent    []recent     // ring of up to RecentIDs, growing with the first admissions (remember)
-	seq       uint64       // admissions recorded so far
-	ring0     [1]bucketRing
-	exact     exactLog
+	rings   []bucketRing // ring0[:n] while it has room
+	recent  []recent     // ring of up to RecentIDs, growing with the first admissions (remember)
+	seq     uint64       // admissions recorded so far
+	ring0   [1]bucketRing
 }
+
+// ExactDecisionBytes is how many of a Log's first bytes an exact decision
+// on a log of that policy alone (takeExact) reads and writes, the ring's
+// entries aside: up to and including the length of the exact log's ring.
+const ExactDecisionBytes = unsafe.Offsetof(Log{}.exact) + unsafe.Offsetof(exactLog{}.buf) + 2*unsafe.Sizeof(uintptr(0))
+
+// setAlone sets exactAlone after a change of the structures in use.
+func (l *Log) setAlone() { l.exactAlone = l.exactLive && len(l.rings) == 0 }
 
 // ring returns the bucket ring of precision p, or nil.
 func (l *Log) ring(p int64) *bucketRing {
@@ -196,6 +226,7 @@ func (l *Log) prepare(now int64, policies []Policy) {
 	for _, p := range policies {
 		l.expires = max(l.expires, now+p.Window)
 	}
+	l.setAlone()
 }
 
 // retention returns a structure's retention once a limiter used window w
@@ -242,6 +273,7 @@ func uses(policies []Policy, precision int64) bool {
 func (l *Log) newExact() {
 	x := &l.exact
 	l.exactLive = true
+	l.setAlone()
 	r := longestRing(l.rings)
 	if r == nil {
 		return
@@ -250,7 +282,7 @@ func (l *Log) newExact() {
 	for b := r.first; b <= r.last; b++ {
 		c := *r.slot(b)
 		if c-prev > 0 {
-			x.insert((b+1)*r.p-1, 0, c-prev)
+			x.insert((b+1)*r.p-1, 0, c-prev, l.ids, l.ids)
 		}
 		prev = c
 	}
@@ -293,6 +325,7 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 		l.rings = l.ring0[:0]
 	}
 	l.rings = append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq})
+	l.setAlone()
 	if &l.rings[0] != &l.ring0[0] {
 		l.ring0[0] = bucketRing{} // moved out: hold no counters the rings no longer use
 	}
@@ -301,7 +334,7 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 	if x := &l.exact; l.exactLive && (o == nil || x.retain >= o.retain) {
 		for pos := x.head; pos < x.tail; pos++ {
 			// No further ahead than now+w, as record places it.
-			if b := floorDiv(min(x.get(pos).at, now+w), p); b >= lo {
+			if b := floorDiv(min(x.at(pos), now+w), p); b >= lo {
 				r.add(b, x.costAt(pos))
 			}
 		}
@@ -326,10 +359,10 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 // record writes an admission into every structure the log holds: into
 // the exact log unless at has left its retention, into each ring unless
 // its bucket has left the ring's. It reports whether anything was written.
-func (l *Log) record(now, at int64, id uint64, cost int64) bool {
+func (l *Log) record(now, at int64, id uint64, cost int64, prev uint64) bool {
 	wrote := false
 	if x := &l.exact; l.exactLive && at > now-x.retain {
-		x.insert(at, id, cost)
+		x.insert(at, id, cost, prev, l.ids)
 		wrote = true
 	}
 	// An admission stamped after now plus a ring's retention (a store
@@ -393,13 +426,33 @@ func (l *Log) Peek(now int64, cost int64, policies []Policy, out []State) Decisi
 	return l.take(now, 0, cost, policies, out, false)
 }
 
+// TakeOne is Take on the one policy p for a request of ID 0 (an
+// admission is given the log's next ID, Decision.ID): it returns p's
+// state and the decision. A caller deciding on one policy uses it, so
+// that neither the policy nor its state goes through a slice.
+func (l *Log) TakeOne(now int64, cost int64, p Policy) (out State, d Decision) {
+	if l.exactOnly(now, p) {
+		d = l.takeExact(now, 0, cost, p, &out)
+		return out, d
+	}
+	ps := [1]Policy{p}
+	d = l.take(now, 0, cost, ps[:], unsafe.Slice(&out, 1), true)
+	return out, d
+}
+
+// exactOnly reports whether a decision on the one exact policy p at now
+// may go to takeExact: the log holds the exact model only, whose
+// retention is p's window.
+func (l *Log) exactOnly(now int64, p Policy) bool {
+	x := &l.exact
+	return p.Precision == 0 && l.exactAlone && !longerKept(x.retain, x.retainUntil, p.Window, now)
+}
+
 func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []State, record bool) Decision {
 	if record && len(policies) == 1 {
 		p := &policies[0]
-		if p.Precision == 0 && len(l.rings) == 0 && l.exactLive {
-			if x := &l.exact; !longerKept(x.retain, x.retainUntil, p.Window, now) {
-				return l.takeExact(now, id, cost, *p, &out[0])
-			}
+		if l.exactOnly(now, *p) {
+			return l.takeExact(now, id, cost, *p, &out[0])
 		} else if p.Precision > 0 && len(l.rings) == 1 && !l.exactLive {
 			if r := &l.rings[0]; r.p == p.Precision && !longerKept(r.retain, r.retainUntil, p.Window, now) {
 				return l.takeBucket(now, id, cost, *p, &out[0])
@@ -418,8 +471,14 @@ func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []St
 		out[i] = State{Allowed: units+cost <= p.Limit, Remaining: units}
 		allowed = allowed && out[i].Allowed
 	}
+	var recorded uint64 // the admission's ID
 	if allowed && record {
-		l.record(now, now, id, cost)
+		prev := l.ids
+		if id == 0 {
+			id = l.newID()
+		}
+		l.record(now, now, id, cost, prev)
+		recorded = id
 	}
 	var steady int64
 	for i, p := range policies {
@@ -433,9 +492,9 @@ func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []St
 			x := &l.exact
 			pos := x.seek(p.Window, now-p.Window)
 			if !allowed && pos < x.tail {
-				steady = minPositive(steady, x.get(pos).at+p.Window-now)
+				steady = minPositive(steady, x.at(pos)+p.Window-now)
 				if !st.Allowed {
-					st.RetryAfter = x.get(x.nth(pos, units+cost-p.Limit)).at + p.Window - now
+					st.RetryAfter = x.at(x.nth(pos, units+cost-p.Limit)) + p.Window - now
 				}
 			}
 			if x.tail > x.head {
@@ -463,7 +522,7 @@ func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []St
 			st.ResetAfter = max(0, (b+1)*r.p+p.Window-now)
 		}
 	}
-	return Decision{Allowed: allowed, Steady: steady}
+	return Decision{Allowed: allowed, Steady: steady, ID: recorded}
 }
 
 // takeExact is Take for the common case: one exact policy p on a log
@@ -474,25 +533,35 @@ func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []St
 func (l *Log) takeExact(now int64, id uint64, cost int64, p Policy, out *State) Decision {
 	x := &l.exact
 	x.retain, x.retainUntil = p.Window, now+p.Window
-	x.evict(now - p.Window)
-	l.expires = max(l.expires, now+p.Window)
+	// retainUntil now counts in Expires. The eviction of a narrow ring
+	// is written in line: evict, with both forms, is too large to inline.
+	if cutoff := now - p.Window; x.narrow() {
+		x.evictNarrow(cutoff)
+	} else {
+		x.evictWide(cutoff)
+	}
 	units := x.total - x.base
 	allowed := units+cost <= p.Limit
 	*out = State{Allowed: allowed}
-	if allowed {
-		x.insert(now, id, cost)
-		units += cost
+	if !allowed {
+		out.Remaining = max(0, p.Limit-units)
+		if x.tail == x.head {
+			return Decision{}
+		}
+		out.ResetAfter = max(0, x.newest+p.Window-now)
+		out.RetryAfter = x.at(x.nth(x.head, units+cost-p.Limit)) + p.Window - now
+		return Decision{Steady: x.at(x.head) + p.Window - now}
 	}
-	out.Remaining = max(0, p.Limit-units)
-	if x.tail == x.head {
-		return Decision{Allowed: allowed}
+	prev := l.ids
+	if id == 0 {
+		id = l.newID()
 	}
+	if cost != 1 || id != l.ids || !x.push(now, id, prev) {
+		x.insert(now, id, cost, prev, l.ids)
+	}
+	out.Remaining = max(0, p.Limit-units-cost)
 	out.ResetAfter = max(0, x.newest+p.Window-now)
-	if allowed {
-		return Decision{Allowed: true}
-	}
-	out.RetryAfter = x.get(x.nth(x.head, units+cost-p.Limit)).at + p.Window - now
-	return Decision{Steady: x.get(x.head).at + p.Window - now}
+	return Decision{Allowed: true, ID: id}
 }
 
 // takeBucket is Take for the other common case: one bucketed policy p on
@@ -510,6 +579,9 @@ func (l *Log) takeBucket(now int64, id uint64, cost int64, p Policy, out *State)
 	allowed := units+cost <= p.Limit
 	*out = State{Allowed: allowed}
 	if allowed {
+		if id == 0 {
+			id = l.newID()
+		}
 		b := floorDiv(now, r.p)
 		r.add(b, cost)
 		l.seq++
@@ -518,7 +590,7 @@ func (l *Log) takeBucket(now int64, id uint64, cost int64, p Policy, out *State)
 		l.expires = max(l.expires, end)
 		out.Remaining = max(0, p.Limit-units-cost)
 		out.ResetAfter = max(0, end-now)
-		return Decision{Allowed: true}
+		return Decision{Allowed: true, ID: id}
 	}
 	// A denial: units+cost > p.Limit while cost <= p.Limit, so units > 0.
 	out.Remaining = max(0, p.Limit-units)
@@ -573,14 +645,14 @@ func (l *Log) Record(now, at int64, id uint64, cost int64, policies []Policy) bo
 	if l.Recorded(id) {
 		return false
 	}
-	return l.record(now, at, id, cost)
+	return l.record(now, at, id, cost, l.ids)
 }
 
 // Recorded reports whether the log holds an admission of request id: in
 // the exact log, or among the last RecentIDs admissions for buckets. It
 // scans, so it is for rare paths.
 func (l *Log) Recorded(id uint64) bool {
-	if l.exact.find(id) >= 0 {
+	if l.exact.find(id, l.ids) >= 0 {
 		return true
 	}
 	return l.findRecent(id) >= 0
@@ -618,9 +690,9 @@ func (l *Log) Refund(id uint64) bool {
 	var at, cost int64
 	var seq uint64 // 0: not in the recent set
 	inExact := false
-	if pos := l.exact.find(id); pos >= 0 {
-		at, cost, inExact = l.exact.get(pos).at, l.exact.costAt(pos), true
-		l.exact.remove(pos)
+	if pos := l.exact.find(id, l.ids); pos >= 0 {
+		at, cost, inExact = l.exact.at(pos), l.exact.costAt(pos), true
+		l.exact.remove(pos, l.ids)
 	}
 	if i := l.findRecent(id); i >= 0 {
 		at, cost, seq = l.recent[i].at, l.recent[i].cost, l.recent[i].seq
@@ -648,12 +720,13 @@ func (l *Log) Refund(id uint64) bool {
 // admissions, counts, retentions and recent IDs, in memory of its own.
 func (l *Log) CopyFrom(src *Log) {
 	l.expires, l.exactLive, l.next, l.seq = src.expires, src.exactLive, src.next, src.seq
-	l.ids = 0 // IDs of its own (NewID)
+	l.ids = 0 // IDs of its own (newID)
 	l.recent = slices.Clone(src.recent)
 	x, y := &l.exact, &src.exact
-	x.ring, x.cursors = slices.Clone(y.ring), slices.Clone(y.cursors)
+	x.buf, x.cursors = slices.Clone(y.buf), slices.Clone(y.cursors)
 	x.head, x.tail, x.base, x.total, x.newest = y.head, y.tail, y.base, y.total, y.newest
 	x.retain, x.retainUntil, x.next = y.retain, y.retainUntil, y.next
+	x.widen(src.ids) // its entries' IDs are src's, not those l will give
 	switch len(src.rings) {
 	case 0:
 		l.rings = nil
@@ -666,12 +739,18 @@ func (l *Log) CopyFrom(src *Log) {
 		l.rings[i] = src.rings[i]
 		l.rings[i].cum = slices.Clone(src.rings[i].cum)
 	}
+	l.setAlone()
 }
 
 // Expires returns when (microseconds) every admission has left the longest
 // window a limiter used and that retention has lapsed: from then the log
 // decides like an empty one and may be dropped.
-func (l *Log) Expires() int64 { return l.expires }
+func (l *Log) Expires() int64 {
+	if l.exactLive {
+		return max(l.expires, l.exact.retainUntil)
+	}
+	return l.expires
+}
 
 // Reset forgets every admission, keeping the memory for reuse.
 func (l *Log) Reset() {
@@ -683,6 +762,7 @@ func (l *Log) Reset() {
 	l.rings = l.rings[:0]
 	clear(l.recent)
 	l.next, l.seq, l.expires = 0, 0, 0
+	l.setAlone()
 }
 
 // Bytes returns the memory the log holds, its own struct included, for

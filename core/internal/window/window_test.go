@@ -144,7 +144,11 @@ func (m *model) take(now int64, id uint64, cost int64) (Decision, []State) {
 		}
 		out[i] = st
 	}
-	return Decision{Allowed: allowed, Steady: steady}, out
+	d := Decision{Allowed: allowed, Steady: steady}
+	if allowed {
+		d.ID = id
+	}
+	return d, out
 }
 
 func (m *model) record(now, at int64, id uint64, cost int64) bool {
@@ -207,13 +211,20 @@ func advance(r *rand.Rand, now int64, outOf int, long int64, shorts int, short i
 }
 
 // checkTake takes cost units for id at now on l and on the model m, and
-// requires the same decision and the same state of every policy.
-func checkTake(t *testing.T, m *model, l *Log, now int64, id uint64, cost int64, policies []Policy, out []State, where string) {
+// requires the same decision and the same state of every policy. An id of
+// 0 asks the log for one: the model records the admission under the ID
+// the log gave. It returns the ID an admission was recorded under, or 0.
+func checkTake(t *testing.T, m *model, l *Log, now int64, id uint64, cost int64, policies []Policy, out []State, where string) uint64 {
 	t.Helper()
-	wantD, want := m.take(now, id, cost)
 	gotD := l.Take(now, id, cost, policies, out)
+	if id == 0 && gotD.Allowed {
+		require.NotZero(t, gotD.ID, where)
+		id = gotD.ID
+	}
+	wantD, want := m.take(now, id, cost)
 	require.Equal(t, wantD, gotD, where)
 	require.Equal(t, want, out[:len(policies)], where)
+	return gotD.ID
 }
 
 // checkRefund refunds id on l and on the model m and requires the same
@@ -280,7 +291,14 @@ func TestAgainstModel(t *testing.T) {
 			switch op := r.IntN(10); {
 			case op < 7:
 				cost := 1 + r.Int64N(minLimit)
-				checkTake(t, m, &l, now, ids.fresh(), cost, policies, out, where)
+				if r.IntN(2) == 0 {
+					cost = 1 // the narrow exact log's
+				}
+				if r.IntN(2) == 0 {
+					checkTake(t, m, &l, now, ids.fresh(), cost, policies, out, where)
+				} else if id := checkTake(t, m, &l, now, 0, cost, policies, out, where); id != 0 {
+					ids.ids = append(ids.ids, id) // the log's, which Record and Refund may name
+				}
 			case op < 9:
 				id := ids.fresh()
 				if r.IntN(3) == 0 {
@@ -294,6 +312,84 @@ func TestAgainstModel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNarrowAgainstModel runs random sequences on exact policies alone,
+// mostly admissions of cost 1 given the log's IDs (the narrow exact log's
+// appends), among them what turns the log wide (a cost of 2, a request's
+// own ID, a late Record, a Refund) and what empties it (a long pause),
+// and compares every field with the brute-force model. It requires that
+// the sequences spend most steps narrow with entries held, and that they
+// turn wide and narrow again, so that both forms and the changes between
+// them are what is compared.
+func TestNarrowAgainstModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var narrowSteps, steps, widenings, narrowings int
+	for seq := range 300 {
+		policies := randomPoliciesOf(r, []int64{0}, 10_000, 400_000, 40)
+		minLimit := policies[0].Limit
+		for _, p := range policies {
+			minLimit = min(minLimit, p.Limit)
+		}
+		m := newModel(policies)
+		var l Log
+		out := make([]State, 3)
+		now := int64(1_700_000_000_000_000) + r.Int64N(1_000_000)
+		ids := &idSource{r: r}
+		wasNarrow := true
+		peak := 0 // the most entries the exact log held
+		for step := range 300 {
+			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
+			now = advance(r, now, 40, 500_000, 20, 3_000)
+			switch op := r.IntN(80); {
+			case op >= 4 || op < 2:
+				cost := int64(1)
+				if op == 0 {
+					cost = min(2, minLimit)
+				}
+				id := uint64(0)
+				if op == 1 {
+					id = ids.fresh()
+				}
+				if got := checkTake(t, m, &l, now, id, cost, policies, out, where); got != 0 && id == 0 {
+					ids.ids = append(ids.ids, got)
+				}
+			case op == 2:
+				id := ids.recent()
+				at := now - r.Int64N(100_000)
+				require.Equal(t, m.record(now, at, id, 1), l.Record(now, at, id, 1, policies), where)
+			default:
+				checkRefund(t, m, &l, ids.recent(), where)
+			}
+			x := &l.exact
+			narrow := x.narrow()
+			steps++
+			if narrow && x.len() > 1 {
+				narrowSteps++
+			}
+			if wasNarrow && !narrow {
+				widenings++
+			} else if !wasNarrow && narrow {
+				narrowings++
+			}
+			wasNarrow = narrow
+			for p := x.head; p < x.tail; p++ {
+				require.Equal(t, x.costAt(p), x.cumBefore(p+1)-x.cumBefore(p), where)
+				if p > x.head {
+					require.LessOrEqual(t, x.at(p-1), x.at(p), where)
+				}
+			}
+			require.Equal(t, x.total-x.base, x.cumBefore(x.tail)-x.cumBefore(x.head), where)
+			// The ring grows by doubling when full, and keeps its room as
+			// it changes form: never more than twice the most it held.
+			peak = max(peak, x.len())
+			require.LessOrEqual(t, x.size(), max(minRing, 2*peak), where)
+		}
+	}
+	t.Logf("%d of %d steps narrow with entries; %d widenings, %d narrowings", narrowSteps, steps, widenings, narrowings)
+	require.Greater(t, narrowSteps, steps/4, "too few steps with a narrow log holding entries")
+	require.Greater(t, widenings, 100, "too few narrow logs turned wide")
+	require.Greater(t, narrowings, 100, "too few wide logs turned narrow again")
 }
 
 // TestBucketedNeverOverAdmits checks every rolling window of a flood
@@ -471,7 +567,7 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 			p.Precision = []int64{1_000, 7_000, 50_000}[r.IntN(3)]
 			p.Precision = min(p.Precision, p.Window)
 		}
-		var fast, general Log
+		var fast, general, single Log
 		one, two := []Policy{p}, []Policy{p, p}
 		outF, outG := make([]State, 1), make([]State, 2)
 		now := int64(1_700_000_000_000_000) + r.Int64N(1_000_000)
@@ -482,10 +578,33 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 			case 1, 2:
 				now += r.Int64N(3_000)
 			}
+			// Half the requests have an ID of their own, half take the
+			// log's: each log gives its own, so the IDs are compared
+			// apart from the rest of the decision.
 			id, cost := uint64(seq*1000+step+1), 1+r.Int64N(p.Limit)
+			if step%2 == 1 {
+				id = 0
+				if r.IntN(2) == 0 {
+					cost = 1
+				}
+			}
 			dF := fast.Take(now, id, cost, one, outF)
 			dG := general.Take(now, id, cost, two, outG)
 			where := fmt.Sprintf("sequence %d step %d policy %+v", seq, step, p)
+			if id == 0 {
+				stS, dS := single.TakeOne(now, cost, p)
+				require.Equal(t, dF.Allowed, dS.Allowed, where)
+				require.Equal(t, outF[0], stS, where)
+				for _, d := range []*Decision{&dF, &dG, &dS} {
+					require.Equal(t, d.Allowed, d.ID != 0, where)
+					d.ID = 0
+				}
+				require.Equal(t, dF, dS, where)
+			} else {
+				outS := make([]State, 1)
+				require.Equal(t, dF, single.Take(now, id, cost, one, outS), where)
+				require.Equal(t, outF[0], outS[0], where)
+			}
 			require.Equal(t, dG, dF, where)
 			require.Equal(t, outG[0], outF[0], where)
 			require.Equal(t, general.Expires(), fast.Expires(), where)
@@ -594,7 +713,7 @@ func TestCopyFromIsDeep(t *testing.T) {
 	}
 }
 
-// NewID: never 0, distinct on one log, a random start per log (so two
+// newID: never 0, distinct on one log, a random start per log (so two
 // logs' first IDs differ), a fresh start when the IDs wrap, and a copy
 // that does not go on with its source's IDs.
 func TestNewID(t *testing.T) {
@@ -602,7 +721,7 @@ func TestNewID(t *testing.T) {
 	seen := map[uint64]bool{}
 	var first uint64
 	for i := range 1000 {
-		id := a.NewID()
+		id := a.newID()
 		require.NotZero(t, id)
 		require.False(t, seen[id], "ID %d given twice", id)
 		seen[id] = true
@@ -610,13 +729,13 @@ func TestNewID(t *testing.T) {
 			first = id
 		}
 	}
-	require.NotEqual(t, first, b.NewID(), "a second log's IDs start where the first's did")
+	require.NotEqual(t, first, b.newID(), "a second log's IDs start where the first's did")
 	a.ids = ^uint64(0)
-	require.NotZero(t, a.NewID(), "a wrapped ID")
+	require.NotZero(t, a.newID(), "a wrapped ID")
 	var c Log
 	c.CopyFrom(&a)
 	last := a.ids
-	require.NotEqual(t, last+1, c.NewID(), "a copy goes on with its source's IDs")
+	require.NotEqual(t, last+1, c.newID(), "a copy goes on with its source's IDs")
 }
 
 // TestBriefIdentitySmall: an identity seen once holds a ring of a few
