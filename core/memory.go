@@ -58,7 +58,7 @@ func (l *Limiter) allowMemory(ctx context.Context, res *Result, key string, n in
 		if !sameSlice(policies, l.policies) {
 			w = windowOf(policies[0]) // a policy func's
 		}
-		st, d, now := m.Table.TakeOne(m.Clock, l.namespace, key, int64(n), w)
+		st, d, now := m.Table.TakeOne(&m.Clock, l.namespace, key, int64(n), w)
 		setOne(res, &policies[0], d, now, st, l.source)
 		id = d.ID
 	} else {
@@ -70,7 +70,7 @@ func (l *Limiter) allowMemory(ctx context.Context, res *Result, key string, n in
 		if l.policyFunc != nil && !sameSlice(policies, l.policies) {
 			decideOwn(res, m, &req, policies, l.source)
 		} else {
-			decideMemory(res, m.Table, m.Clock, &req, policies, l.windows, l.source)
+			decideMemory(res, m.Table, &m.Clock, &req, policies, l.windows, l.source)
 		}
 		id = req.ID
 	}
@@ -107,7 +107,7 @@ func (l *Limiter) peekMemory(key string, policies []Policy) (Result, error) {
 // that a decision on the limiter's policies does not clear the array.
 func decideOwn(res *Result, m *memlog.Memory, req *memlog.Request, policies []Policy, source Source) {
 	var buf [maxStackPolicies]window.Policy
-	decideMemory(res, m.Table, m.Clock, req, policies, appendWindows(buf[:0], policies), source)
+	decideMemory(res, m.Table, &m.Clock, req, policies, appendWindows(buf[:0], policies), source)
 }
 
 // maxStackPolicies is how many policies a decision on memory converts in

@@ -46,10 +46,8 @@ const DefaultMaxKeys = 100_000
 // follow each other in time however long they waited for it.
 type Store struct {
 	mem   memlog.Memory
-	table *memlog.Table // mem.Table
-	clock func() time.Time
-	start time.Time
-	base  int64 // start in Unix microseconds
+	table *memlog.Table    // mem.Table
+	clock func() time.Time // WithClock's, which mem.Clock reads
 }
 
 // Option configures a Store.
@@ -88,9 +86,8 @@ func New(opts ...Option) *Store {
 			o(&cfg)
 		}
 	}
-	start := time.Now()
-	s := &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock, start: start, base: start.UnixMicro()}
-	s.mem.Table, s.mem.Clock, s.mem.Owner = s.table, s, s
+	s := &Store{table: memlog.NewTable(cfg.maxKeys), clock: cfg.clock}
+	s.mem.Table, s.mem.Clock, s.mem.Owner = s.table, memlog.NewStoreClock(cfg.clock), s
 	return s
 }
 
@@ -115,12 +112,7 @@ func (s *Store) Len() int { return s.table.Len() }
 func (s *Store) now() int64 { return s.Now() }
 
 // Now implements memlog.Clock: the store's time in microseconds.
-func (s *Store) Now() int64 {
-	if s.clock != nil {
-		return s.clock().UnixMicro()
-	}
-	return s.base + time.Since(s.start).Microseconds()
-}
+func (s *Store) Now() int64 { return s.mem.Clock.Now() }
 
 func (s *Store) usable(ctx context.Context) error {
 	if s.mem.Closed.Load() {

@@ -121,7 +121,7 @@ func (t *Table) Take(clock Clock, req *Request, policies []window.Policy, out []
 // Decision.ID): it returns p's state, the decision and its time. A
 // limiter deciding on one policy calls it, so that neither the request,
 // the policy nor the state goes through memory of its own.
-func (t *Table) TakeOne(clock Clock, namespace, key string, cost int64, p window.Policy) (window.State, window.Decision, int64) {
+func (t *Table) TakeOne(clock *StoreClock, namespace, key string, cost int64, p window.Policy) (window.State, window.Decision, int64) {
 	l := t.lockOrAdd(&logKey{namespace, key}, clock)
 	now := clock.Now()
 	st, d := l.w.TakeOne(now, cost, p)

@@ -9,7 +9,9 @@
 // Two models share a Log, chosen per policy by [Policy.Precision]:
 //
 //   - Exact (Precision 0): one entry per admission (time, request ID,
-//     running sum of costs) in a ring buffer, oldest first. Each window
+//     cost) in a ring buffer, oldest first: one word per entry while every
+//     admission costs 1 and carries the log's next ID (as a request given
+//     no ID of its own does), three otherwise (see exactLog). Each window
 //     length keeps a cursor on its oldest entry, moved forward as time
 //     passes, so a decision against k policies costs O(k) amortised. The
 //     ring holds the entries of the longest exact window, which admissions
@@ -30,8 +32,10 @@
 // decided and recorded again. Retries only happen across a network, so a
 // memory store need not look for them; [Log.Recorded] tells, by a scan,
 // when a caller must know. Record and Refund find admissions by ID: in the
-// exact ring by a scan, and for the bucketed model in a set of the last
-// [RecentIDs] admissions (see Refund for what that bounds).
+// exact ring by its position when the log gave the IDs in turn, otherwise
+// by a scan, and for the bucketed model in a set of the last [RecentIDs]
+// admissions (see Refund for what that bounds). A request of ID 0 is
+// given the log's next ID on admission ([Decision].ID).
 package window
 
 import (
