@@ -29,65 +29,54 @@ type logKey struct{ namespace, key string }
 
 // log is one identity's log and the lock that guards it.
 //
-// The fields a decision reads come first: a lookup compares the key (and
-// the namespace, by its bytes' address and length), then it takes mu and
-// reads the window's leading fields. On a table larger than the cache
-// each cache line a decision touches is a miss of its own, and the lines
-// of a 128-byte aligned pair are fetched together: a log is 384 bytes
-// (TestLogLayout), a block of that size class, whose lines are aligned in
-// pairs, and its first pair holds everything an exact decision on a key
-// passed as the string the log was made with reads and writes but the
-// ring's entries. A log is never copied (its window points into itself).
+// The fields a decision reads come first, in the order it reads them: a
+// lookup compares the key, whose bytes, when few, are kept here too; then
+// it takes mu and reads the window's leading fields, those of an exact
+// decision first (window.ExactDecisionBytes). On a table larger than the
+// cache each cache line a decision touches is a miss of its own, and a
+// log's lines are fetched in aligned pairs: a log is 384 bytes
+// (TestLogLayout), a block of that size class, and a decision reads its
+// first two pairs. A log is never copied (its window points into itself).
 type log struct {
 	mu sync.Mutex
 	// Set when the log is made, before its shard's index publishes it:
-	// the identity, the namespace's bytes and length (namespace), and,
-	// after the window, the hash under which the shard keeps it and the
-	// key's first len(kbuf) bytes (all of any identity ByClientIP makes
-	// with its default /64 grouping), for is.
-	key   string
-	ns    *byte
-	nsLen uint32
-	dead  atomic.Bool // removed from the table; a caller holding it must look again
-	w     window.Log
-	hash  uint64
-	kbuf  [32]byte
+	// the identity, and the key's first len(kbuf) bytes (all of any
+	// identity ByClientIP makes with its default /64 grouping), for is;
+	// and, after the window, the hash under which the shard keeps it,
+	// which the shard's slot holds too.
+	key  logKey
+	kbuf [32]byte
+	dead atomic.Bool // removed from the table; a caller holding it must look again
 	// in tells whether the log is in its shard. Guarded by the shard's
 	// lock.
-	in bool
+	in   bool
+	w    window.Log
+	hash uint64
 }
 
 // newLog returns an empty log of key, whose hash is h.
 func newLog(key logKey, h uint64) *log {
-	l := &log{key: key.key, ns: unsafe.StringData(key.namespace), nsLen: uint32(len(key.namespace)), hash: h}
+	l := &log{key: key, hash: h}
 	copy(l.kbuf[:], key.key)
 	return l
 }
 
-// namespace returns the log's namespace.
-func (l *log) namespace() string { return unsafe.String(l.ns, l.nsLen) }
-
-// logKey returns the log's name.
-func (l *log) logKey() logKey { return logKey{l.namespace(), l.key} }
-
 // is reports whether the log is key's. The key's bytes are read from the
-// caller's string and, when they fit, from kbuf, rather than from the
-// string the log was made with, which is a miss of its own once it has
-// left the cache; a caller passing that very string compares no bytes at
-// all, nor does a caller passing the namespace's very string.
+// caller's string and, when they fit, from kbuf, which shares the log's
+// first line, rather than from the string the log was made with, which
+// is a miss of its own once it has left the cache; a caller passing that
+// very string compares no bytes at all.
 func (l *log) is(key *logKey) bool {
-	k, ns := key.key, key.namespace
+	k := key.key
 	switch {
-	case len(k) != len(l.key) || uint64(len(ns)) != uint64(l.nsLen):
+	case len(k) != len(l.key.key) || l.key.namespace != key.namespace:
 		return false
-	case unsafe.StringData(ns) != l.ns && ns != l.namespace():
-		return false
-	case unsafe.StringData(k) == unsafe.StringData(l.key):
+	case unsafe.StringData(k) == unsafe.StringData(l.key.key):
 		return true
 	case len(k) <= len(l.kbuf):
 		return string(l.kbuf[:len(k)]) == k
 	}
-	return l.key == k
+	return l.key.key == k
 }
 
 // Clock is the time of a Table's caller, in microseconds.

@@ -333,7 +333,7 @@ func (t *Table) getOrAdd(h uint64, key *logKey, now int64) *log {
 // Table, rule 3). Called with the shard's lock held: the overflow log's
 // lock is taken after a shard's, never before.
 func (t *Table) seedFromOverflow(l *log, now int64) {
-	o := t.overflowOf(l.namespace())
+	o := t.overflowOf(l.key.namespace)
 	if o == nil {
 		return
 	}

@@ -90,7 +90,8 @@ func TestIndexFindsWhatStays(t *testing.T) {
 	logOf := func(i int) *log {
 		// Few hash values, so that probe sequences overlap and cross
 		// tombstones; the key tells logs of one hash apart.
-		return newLog(logKey{"n", strconv.Itoa(i)}, uint64(i%5)*numShards)
+		k := logKey{"n", strconv.Itoa(i)}
+		return &log{key: k, hash: uint64(i%5) * numShards}
 	}
 	// The logs that stay come after others in their probe sequences,
 	// which then leave.
@@ -118,8 +119,8 @@ func TestIndexFindsWhatStays(t *testing.T) {
 				default:
 				}
 				for _, l := range stay {
-					if k := l.logKey(); s.find(l.hash, &k) != l {
-						t.Errorf("log %q not found while others churn", l.key)
+					if s.find(l.hash, &l.key) != l {
+						t.Errorf("log %q not found while others churn", l.key.key)
 						return
 					}
 				}
@@ -138,10 +139,10 @@ func TestIndexFindsWhatStays(t *testing.T) {
 		}
 		for _, l := range last {
 			if !s.unlink(l) {
-				t.Fatalf("log %q not unlinked", l.key)
+				t.Fatalf("log %q not unlinked", l.key.key)
 			}
-			if k := l.logKey(); s.find(l.hash, &k) != nil {
-				t.Fatalf("log %q found after unlink", l.key)
+			if s.find(l.hash, &l.key) != nil {
+				t.Fatalf("log %q found after unlink", l.key.key)
 			}
 		}
 		s.mu.Unlock()
