@@ -128,11 +128,22 @@ func BenchmarkAdmitWithHistory(b *testing.B) {
 	}
 }
 
+// BenchmarkAdmitWithHistorySplit is BenchmarkAdmitWithHistory's parallel
+// row (one goroutine per core) with each goroutine on a share of the keys
+// of its own (splitCallers): there, the goroutines walk the same keys,
+// half of them apart, and meet on a key whenever one has gained half the
+// keys on the other, so that their decisions then wait on one lock and
+// pass the key's lines between cores.
+func BenchmarkAdmitWithHistorySplit(b *testing.B) {
+	b.Run("slidelog", func(b *testing.B) { admitSlidelog(b, historyKeySet, splitCallers) })
+	b.Run("go-limiter", func(b *testing.B) { admitGoLimiter(b, historyKeySet, splitCallers) })
+}
+
 // BenchmarkAdmitWithHistoryKeys is BenchmarkAdmitWithHistory on one
 // goroutine over 10 to 30,000 keys: how an admission's cost grows with
 // the memory the keys' state takes, against go-limiter's. A key's exact
-// log of 120 entries takes about 3.5 KB (the log, 384 bytes; its ring of
-// 128 entries of 24 bytes) where go-limiter's bucket takes about 100, so
+// log of 120 entries takes about 1.5 KB (the log, 384 bytes; its ring of
+// 128 entries of 8 bytes) where go-limiter's bucket takes about 100, so
 // that from about 1,000 keys on, the lines a decision touches (the
 // index's slot, the log's first lines, the ring's oldest entry and next
 // free slot) no longer stay in a core's cache between two decisions on
@@ -180,7 +191,8 @@ func admitGoLimiter(b *testing.B, h history, callers int) {
 }
 
 // callerMode is how many goroutines a benchmark decides on: 1 (serial,
-// a plain loop), 0 for one per core (parallel), or that many.
+// a plain loop), 0 for one per core (parallel), splitCallers for one per
+// core each on its own share of the keys, or that many.
 type callerMode struct {
 	name    string
 	callers int
@@ -189,6 +201,10 @@ type callerMode struct {
 // callerModes are the callers BenchmarkAdmitWithHistory runs with: one,
 // one per core, and the 16 and 64 that the Redis benchmarks report.
 var callerModes = []callerMode{{"serial", 1}, {"parallel", 0}, {"16-callers", 16}, {"64-callers", 64}}
+
+// splitCallers is the callers of BenchmarkAdmitWithHistorySplit: one
+// goroutine per core, each deciding on a share of the keys of its own.
+const splitCallers = -1
 
 // runHistory warms every key of h with historyPerKey decisions, reporting
 // the heap that leaves in use per key (heap-B/key), then measures decide
@@ -231,9 +247,13 @@ func runHistory(b *testing.B, h history, callers int, decide func(key string), a
 	b.ReportMetric(float64(goroutines), "callers")
 	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
-		k := int(next.Add(1)) * keys / goroutines
+		g := int(next.Add(1)) - 1
+		k, span := (g+1)*keys/goroutines, keys // all the keys, from a place of its own
+		if callers == splitCallers {
+			k, span = g*keys/goroutines, keys/goroutines // its share alone
+		}
 		for i := 0; pb.Next(); i++ {
-			decide(h.names[(k+i)%keys])
+			decide(h.names[(k+i%span)%keys])
 			if i%historyAdvance == historyAdvance-1 {
 				advance(historyAdvance)
 			}
