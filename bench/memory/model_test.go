@@ -128,6 +128,22 @@ func (x *modelExact) evict(cutoff int64) {
 	}
 }
 
+// countOnly moves the counters as an admission at now would, the log
+// holding historyPerKey entries, without touching the ring (wrong, but
+// the floor of a layout's lines: header-inline-no-ring,
+// whole-model-no-ring), and returns the entries held.
+func (x *modelExact) countOnly(now int64) int64 {
+	if x.tail-x.head >= historyPerKey {
+		x.head++
+		x.base++
+	}
+	x.total++
+	x.ids++
+	x.tail++
+	x.newest = now
+	return x.total - x.base
+}
+
 // push appends an entry at time at, in time order.
 func (x *modelExact) push(at, id, cost int64) {
 	x.total += cost
@@ -290,17 +306,7 @@ func (m *modelInline) take(now func() int64, key string) int64 {
 func (m *modelInline) takeNoRing(now func() int64, key string) int64 {
 	l := m.find(key)
 	l.mu.Lock()
-	x := &l.x
-	t := now()
-	if x.tail-x.head >= historyPerKey {
-		x.head++
-		x.base++
-	}
-	x.total++
-	x.ids++
-	x.tail++
-	x.newest = t
-	held := x.total - x.base
+	held := l.x.countOnly(now())
 	l.mu.Unlock()
 	return held
 }
@@ -525,18 +531,8 @@ func (m *wholeModel) retainAndEvict(l *wholeLog, now int64) *modelExact {
 // recording it under the log's next ID when it is admitted.
 func (m *wholeModel) decide(l *wholeLog, now int64) (allowed bool, units, newest int64) {
 	if m.noRing {
-		// The counters alone, as header-inline-no-ring moves them.
-		x := &l.x
 		l.retain, l.retainUntil = m.window, now+m.window
-		if x.tail-x.head >= historyPerKey {
-			x.head++
-			x.base++
-		}
-		x.total++
-		x.ids++
-		x.tail++
-		x.newest = now
-		return true, x.total - x.base, now
+		return true, l.x.countOnly(now), now
 	}
 	x := m.retainAndEvict(l, now)
 	units = x.total - x.base

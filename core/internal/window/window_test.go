@@ -269,6 +269,17 @@ func randomPoliciesOf(r *rand.Rand, precs []int64, minW, spanW, maxLimit int) []
 	return ps
 }
 
+// startSequence returns what a random sequence on policies starts with:
+// the model, the policies' smallest limit, a random time and a source of
+// IDs.
+func startSequence(r *rand.Rand, policies []Policy) (m *model, minLimit, now int64, ids *idSource) {
+	minLimit = policies[0].Limit
+	for _, p := range policies {
+		minLimit = min(minLimit, p.Limit)
+	}
+	return newModel(policies), minLimit, int64(1_700_000_000_000_000) + r.Int64N(1_000_000), &idSource{r: r}
+}
+
 // TestAgainstModel runs random sequences of Take, Record and Refund with
 // random costs, times and one to three policies, mixing exact and
 // bucketed, and compares every field with the brute-force model.
@@ -276,15 +287,9 @@ func TestAgainstModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for seq := range 400 {
 		policies := randomPolicies(r)
-		minLimit := policies[0].Limit
-		for _, p := range policies {
-			minLimit = min(minLimit, p.Limit)
-		}
-		m := newModel(policies)
+		m, minLimit, now, ids := startSequence(r, policies)
 		var l Log
 		out := make([]State, 3)
-		now := int64(1_700_000_000_000_000) + r.Int64N(1_000_000)
-		ids := &idSource{r: r}
 		for step := range 300 {
 			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
 			now = advance(r, now, 10, 300_000, 2, 3_000)
@@ -327,15 +332,9 @@ func TestNarrowAgainstModel(t *testing.T) {
 	var narrowSteps, steps, widenings, narrowings int
 	for seq := range 300 {
 		policies := randomPoliciesOf(r, []int64{0}, 10_000, 400_000, 40)
-		minLimit := policies[0].Limit
-		for _, p := range policies {
-			minLimit = min(minLimit, p.Limit)
-		}
-		m := newModel(policies)
+		m, minLimit, now, ids := startSequence(r, policies)
 		var l Log
 		out := make([]State, 3)
-		now := int64(1_700_000_000_000_000) + r.Int64N(1_000_000)
-		ids := &idSource{r: r}
 		wasNarrow := true
 		peak := 0 // the most entries the exact log held
 		for step := range 300 {
