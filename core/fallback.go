@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/slidelog/slidelog/core/internal/memlog"
 	"github.com/slidelog/slidelog/core/internal/window"
@@ -18,7 +17,7 @@ type fallback struct {
 	windows  []window.Policy
 	minLimit int
 	maxKeys  int
-	start    time.Time
+	clock    memlog.StoreClock // the monotonic clock, in microseconds
 	// divideBy, when not zero, makes the fallback enforce each request's
 	// own policies divided by it (WithPolicyFunc) instead of policies.
 	divideBy int
@@ -33,7 +32,7 @@ func newFallback(policies []Policy, maxKeys int) *fallback {
 	for _, p := range policies {
 		minLimit = min(minLimit, p.Limit)
 	}
-	return &fallback{policies: policies, windows: windowsOf(policies), minLimit: minLimit, maxKeys: maxKeys, start: time.Now()}
+	return &fallback{policies: policies, windows: windowsOf(policies), minLimit: minLimit, maxKeys: maxKeys, clock: memlog.NewStoreClock(nil)}
 }
 
 // get returns the fallback's table, creating it on first use; nil after
@@ -57,12 +56,6 @@ func (f *fallback) get(create bool) *memlog.Table {
 	}
 	return t
 }
-
-// now is the fallback's time in microseconds, from the monotonic clock.
-func (f *fallback) now() int64 { return f.start.UnixMicro() + time.Since(f.start).Microseconds() }
-
-// Now implements memlog.Clock.
-func (f *fallback) Now() int64 { return f.now() }
 
 // take decides req locally. A cost above the fallback's smallest limit is
 // capped at it: such a request takes the whole local window. The request
@@ -88,7 +81,7 @@ func (f *fallback) take(ctx context.Context, req Request) (Result, Request, erro
 	req.Cost = min(req.Cost, minLimit)
 	var res Result
 	r := f.request(req)
-	decideMemory(&res, t, f, &r, policies, windows, SourceFallback)
+	decideMemory(&res, t, &f.clock, &r, policies, windows, SourceFallback)
 	return res, req, nil
 }
 
