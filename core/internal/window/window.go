@@ -132,19 +132,16 @@ type recent struct {
 // takeBucket): on a table of logs larger than the cache, each cache line a
 // decision touches is a miss of its own, so the fields each reads lie
 // together. Everything the exact decision reads comes first, in the
-// Log's first ExactDecisionBytes (a holder keeps them in one 128-byte
-// pair of lines with its own: memlog.TestLogLayout); the bucketed
-// decision's fields follow.
+// Log's first ExactDecisionBytes (memlog.TestLogLayout holds them within
+// its log's first two 128-byte pairs of lines), then the bucketed
+// decision's fields.
 type Log struct {
 	_ noCopy
-	// exactLive is set while the exact log is in use; exactAlone while
-	// it is the only structure in use (no bucket ring), kept here
-	// (setAlone) so that the exact decision need not read the rings'
-	// length from another line.
-	exactLive, exactAlone bool
-	next                  uint8  // slot of recent to write next
-	ids                   uint64 // the last ID newID returned; 0 before the first
-	exact                 exactLog
+	// exactLive is set while the exact log is in use.
+	exactLive bool
+	next      uint8  // slot of recent to write next
+	ids       uint64 // the last ID newID returned; 0 before the first
+	exact     exactLog
 	// expires is when the bucket rings' admissions and the retentions
 	// set by the general path lapse; Expires adds the exact log's
 	// retention, which takeExact alone extends.
@@ -159,9 +156,6 @@ type Log struct {
 // on a log of that policy alone (takeExact) reads and writes, the ring's
 // entries aside: up to and including the length of the exact log's ring.
 const ExactDecisionBytes = unsafe.Offsetof(Log{}.exact) + unsafe.Offsetof(exactLog{}.buf) + 2*unsafe.Sizeof(uintptr(0))
-
-// setAlone sets exactAlone after a change of the structures in use.
-func (l *Log) setAlone() { l.exactAlone = l.exactLive && len(l.rings) == 0 }
 
 // ring returns the bucket ring of precision p, or nil.
 func (l *Log) ring(p int64) *bucketRing {
@@ -230,7 +224,6 @@ func (l *Log) prepare(now int64, policies []Policy) {
 	for _, p := range policies {
 		l.expires = max(l.expires, now+p.Window)
 	}
-	l.setAlone()
 }
 
 // retention returns a structure's retention once a limiter used window w
@@ -277,7 +270,6 @@ func uses(policies []Policy, precision int64) bool {
 func (l *Log) newExact() {
 	x := &l.exact
 	l.exactLive = true
-	l.setAlone()
 	r := longestRing(l.rings)
 	if r == nil {
 		return
@@ -329,7 +321,6 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 		l.rings = l.ring0[:0]
 	}
 	l.rings = append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq})
-	l.setAlone()
 	if &l.rings[0] != &l.ring0[0] {
 		l.ring0[0] = bucketRing{} // moved out: hold no counters the rings no longer use
 	}
@@ -449,7 +440,7 @@ func (l *Log) TakeOne(now int64, cost int64, p Policy) (out State, d Decision) {
 // retention is p's window.
 func (l *Log) exactOnly(now int64, p Policy) bool {
 	x := &l.exact
-	return p.Precision == 0 && l.exactAlone && !longerKept(x.retain, x.retainUntil, p.Window, now)
+	return p.Precision == 0 && l.exactLive && len(l.rings) == 0 && !longerKept(x.retain, x.retainUntil, p.Window, now)
 }
 
 func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []State, record bool) Decision {
@@ -743,7 +734,6 @@ func (l *Log) CopyFrom(src *Log) {
 		l.rings[i] = src.rings[i]
 		l.rings[i].cum = slices.Clone(src.rings[i].cum)
 	}
-	l.setAlone()
 }
 
 // Expires returns when (microseconds) every admission has left the longest
@@ -766,7 +756,6 @@ func (l *Log) Reset() {
 	l.rings = l.rings[:0]
 	clear(l.recent)
 	l.next, l.seq, l.expires = 0, 0, 0
-	l.setAlone()
 }
 
 // Bytes returns the memory the log holds, its own struct included, for
