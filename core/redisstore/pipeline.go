@@ -199,13 +199,29 @@ type sender struct {
 
 // startLocked starts a sender for batch; b.mu is held and a slot taken.
 func (b *batcher) startLocked(batch []*scriptCall) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(b.roundTripContext())
 	s := &sender{ctx: ctx, cancel: cancel}
 	if b.senders == nil {
 		b.senders = make(map[*sender]struct{})
 	}
 	b.senders[s] = struct{}{}
 	go b.run(s, batch)
+}
+
+// roundTripContext is the root of the contexts b's round trips run in:
+// it carries b, so that a reply the client's hooks see during a round
+// trip reaches the batcher that sent it (see sentBy).
+func (b *batcher) roundTripContext() context.Context {
+	return context.WithValue(context.Background(), sentByKey{}, b)
+}
+
+// sentByKey is the key of the batcher in a round trip's context.
+type sentByKey struct{}
+
+// sentBy returns the batcher whose round trip ctx is, or nil.
+func sentBy(ctx context.Context) *batcher {
+	b, _ := ctx.Value(sentByKey{}).(*batcher)
+	return b
 }
 
 // cancelInlineLocked cancels the round trips of the calls sent inline;
@@ -421,7 +437,7 @@ func (b *batcher) inline(call *scriptCall) ([]int64, error) {
 func (b *batcher) leadLocked(call *scriptCall) {
 	b.inlineN++
 	if b.inlineCtx == nil {
-		b.inlineCtx, b.inlineCancel = context.WithCancel(context.Background())
+		b.inlineCtx, b.inlineCancel = context.WithCancel(b.roundTripContext())
 	}
 	call.leadCtx, call.leadGen = b.inlineCtx, b.inlineGen
 }
@@ -841,13 +857,13 @@ func (p *pipelines) batcher(node string) *batcher {
 
 // refuse sends the callers waiting on the node at addr to their failure
 // mode: a dial to it failed, or it replied that it cannot serve.
-func (p *pipelines) refuse(addr string, err error) {
+func (p *pipelines) refuse(addr string, err error) (b, unrouted *batcher) {
 	if p.single != nil {
 		p.single.refuse(err)
-		return
+		return p.single, nil
 	}
 	p.mu.Lock()
-	b, unrouted := p.nodes[addr], p.nodes[""]
+	b, unrouted = p.nodes[addr], p.nodes[""]
 	p.mu.Unlock()
 	if b != nil {
 		b.refuse(err)
@@ -856,6 +872,21 @@ func (p *pipelines) refuse(addr string, err error) {
 		// Calls whose node the slot map does not know yet wait on
 		// whatever node the client dials for them.
 		unrouted.refuse(err)
+	}
+	return b, unrouted
+}
+
+// cannotServeReply is refuse for a reply by which the node at addr said
+// it cannot serve (see cannotServe), to a command run in ctx: when ctx is
+// a round trip's of a batcher (see sentBy), that batcher's callers go to
+// the failure mode too, whatever name it knows the node by. A Cluster
+// client routes a key whose slot has no master to any node it knows, and
+// it may know one server by two addresses (a seed's, and the one the
+// slot map gives).
+func (p *pipelines) cannotServeReply(ctx context.Context, addr string, err error) {
+	b, unrouted := p.refuse(addr, err)
+	if sb := sentBy(ctx); sb != nil && sb != b && sb != unrouted {
+		sb.refuse(err)
 	}
 }
 
@@ -933,7 +964,7 @@ func (h dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		if err != nil && cannotServe(err) {
-			h.p.refuse(h.addr, err)
+			h.p.cannotServeReply(ctx, h.addr, err)
 		}
 		return err
 	}
@@ -944,7 +975,7 @@ func (h dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		err := next(ctx, cmds)
 		for _, c := range cmds {
 			if e := c.Err(); e != nil && cannotServe(e) {
-				h.p.refuse(h.addr, e)
+				h.p.cannotServeReply(ctx, h.addr, e)
 				break
 			}
 		}
