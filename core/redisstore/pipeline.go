@@ -155,6 +155,9 @@ type batcher struct {
 	inlineCancel context.CancelFunc
 	inlineN      int
 	inlineGen    uint64
+	// root is the parent of the contexts of the round trips, made once
+	// (see roundTripContext).
+	root context.Context
 }
 
 // refusedFor is how long after a failed dial, with no reply since, a call
@@ -210,9 +213,12 @@ func (b *batcher) startLocked(batch []*scriptCall) {
 
 // roundTripContext is the root of the contexts b's round trips run in:
 // it carries b, so that a reply the client's hooks see during a round
-// trip reaches the batcher that sent it (see sentBy).
+// trip reaches the batcher that sent it (see sentBy). b.mu is held.
 func (b *batcher) roundTripContext() context.Context {
-	return context.WithValue(context.Background(), sentByKey{}, b)
+	if b.root == nil {
+		b.root = context.WithValue(context.Background(), sentByKey{}, b)
+	}
+	return b.root
 }
 
 // sentByKey is the key of the batcher in a round trip's context.

@@ -36,7 +36,10 @@ func TestCannotServeRefusesTheSendingBatcher(t *testing.T) {
 	require.ErrorIs(t, run(context.Background(), cmd), down)
 	require.False(t, sender.refused.Load())
 
-	ctx, cancel := context.WithCancel(sender.roundTripContext())
+	sender.mu.Lock()
+	root := sender.roundTripContext()
+	sender.mu.Unlock()
+	ctx, cancel := context.WithCancel(root)
 	defer cancel()
 	require.ErrorIs(t, run(ctx, cmd), down)
 	require.True(t, sender.refused.Load(), "the batcher whose call got CLUSTERDOWN was not refused")
