@@ -90,8 +90,7 @@ func TestIndexFindsWhatStays(t *testing.T) {
 	logOf := func(i int) *log {
 		// Few hash values, so that probe sequences overlap and cross
 		// tombstones; the key tells logs of one hash apart.
-		k := logKey{"n", strconv.Itoa(i)}
-		return &log{key: k, hash: uint64(i%5) * numShards}
+		return newLog(logKey{"n", strconv.Itoa(i)}, uint64(i%5)*numShards)
 	}
 	// The logs that stay come after others in their probe sequences,
 	// which then leave.
