@@ -78,6 +78,75 @@ type env struct {
 	reg    *prometheus.Registry
 	keys   []string
 	nodeOf map[string]string
+	// refusals records the cannot-serve replies (CLUSTERDOWN, LOADING,
+	// MASTERDOWN, TRYAGAIN) the client's node clients got, with the node
+	// that sent each, for a failure's message.
+	refusals refusalLog
+}
+
+// refusalLog records replies by which a node said it cannot serve, as a
+// go-redis hook on every node client sees them.
+type refusalLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+// watch adds to every node client of c a hook that records its
+// cannot-serve replies.
+func (rl *refusalLog) watch(c *redis.ClusterClient) {
+	c.OnNewNode(func(n *redis.Client) {
+		n.AddHook(refusalHook{rl: rl, addr: n.Options().Addr})
+	})
+}
+
+func (rl *refusalLog) note(addr string, cmds ...redis.Cmder) {
+	for _, cmd := range cmds {
+		err := cmd.Err()
+		if err == nil {
+			continue
+		}
+		for _, p := range []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN"} {
+			if strings.HasPrefix(err.Error(), p) {
+				rl.mu.Lock()
+				rl.got = append(rl.got, fmt.Sprintf("%s %s from %s", time.Now().Format("15:04:05.000"), err, addr))
+				rl.mu.Unlock()
+				break
+			}
+		}
+	}
+}
+
+// String returns the first replies recorded, one per line.
+func (rl *refusalLog) String() string {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if len(rl.got) == 0 {
+		return "no node answered CLUSTERDOWN, LOADING, MASTERDOWN or TRYAGAIN"
+	}
+	return fmt.Sprintf("%d cannot-serve replies, the first: %s", len(rl.got), strings.Join(rl.got[:min(20, len(rl.got))], "; "))
+}
+
+type refusalHook struct {
+	rl   *refusalLog
+	addr string
+}
+
+func (h refusalHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h refusalHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.rl.note(h.addr, cmd)
+		return err
+	}
+}
+
+func (h refusalHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.rl.note(h.addr, cmds...)
+		return err
+	}
 }
 
 func newEnv(t *testing.T, c *cluster, p slidelog.Policy, opts ...slidelog.Option) *env {
@@ -102,6 +171,7 @@ func newEnvViaWith(t *testing.T, c *cluster, px *proxies, p slidelog.Policy, sto
 		o.Dialer = px.dial
 	}
 	e.client = redis.NewClusterClient(o)
+	e.refusals.watch(e.client)
 	var err error
 	e.store, err = redisstore.New(e.client, append([]redisstore.Option{redisstore.WithKeyPrefix("fault:" + t.Name() + ":")}, storeOpts...)...)
 	if err != nil {
@@ -548,6 +618,9 @@ func TestFaults(t *testing.T) {
 		ds := ld.finish()
 		r := summarize(ds, e.nodeOf, victim.Addr, killed, promoted)
 		r.checkWithLoss(t, ds, limit)
+		if t.Failed() {
+			t.Logf("victim %s; %s", victim.Addr, &e.refusals)
+		}
 		rec := requireRecovery(t, ds, e.nodeOf, victim.Addr, promoted)
 		after := checkGoroutines(t, baseline)
 		r.log(t, "kill -9", fmt.Sprintf("promoted after %v, back on Redis %v after promotion; slidelog goroutines %d before, %d after",
@@ -587,6 +660,9 @@ func TestFaults(t *testing.T) {
 				lost, name = limit, "SIGSTOP, failover"
 			}
 			r.checkWithLoss(t, ds, lost)
+			if t.Failed() {
+				t.Logf("victim %s; %s", victim.Addr, &e.refusals)
+			}
 			rec := requireRecovery(t, ds, e.nodeOf, victim.Addr, resumed)
 			after := checkGoroutines(t, baseline)
 			r.log(t, name, fmt.Sprintf("%v stopped; back on Redis %v after SIGCONT; slidelog goroutines %d before, %d after", tc.stop, rec.Round(time.Millisecond), baseline, after), e.reg)
