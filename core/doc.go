@@ -69,7 +69,8 @@
 // context: a call whose context ends while it waits returns at once with
 // an error (Store states the bound), which slidelogtest.WithStall checks
 // on a backend the test stops. An error that concerns one key only
-// (ErrDamagedKey) is not counted against the node's breaker.
+// (ErrDamagedKey, ErrUnservedKey) is not counted against the node's
+// breaker.
 // slidelogtest.RunStoreSuite tests each capability only where the store
 // has it (see Example_thirdPartyStore).
 //

@@ -51,6 +51,15 @@ var (
 	// breaker, so one bad key never sends other keys to the failure mode.
 	ErrDamagedKey = errors.New("slidelog: store data of the key is damaged")
 
+	// ErrUnservedKey is the cause of a store call that failed because no
+	// node serves the request's key just then (a Redis Cluster hash slot
+	// that has no master in the view of the node asked, as a failover can
+	// leave one for a moment), not because of the node: it answered. It
+	// comes wrapped in ErrUnavailable; a limiter hands the decision to its
+	// failure mode but does not count it against the node's circuit
+	// breaker, so the keys the node does serve stay on it.
+	ErrUnservedKey = errors.New("slidelog: no store node serves the key")
+
 	// ErrNameTaken reports a second limiter with the name of a limiter
 	// that is still open on the same store in this process (WithName). A
 	// limiter's name keys its logs, so two such limiters would share one

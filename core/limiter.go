@@ -399,8 +399,9 @@ func (l *Limiter) allowStore(ctx context.Context, key string, n int, policies []
 	}
 	l.causes.note(node, err) // before done: the breaker may open on it
 	if done != nil {
-		if errors.Is(err, ErrDamagedKey) {
-			// One key's data, not the node: the breaker does not count it.
+		if keyFault(err) {
+			// One key's data or slot, not the node: the breaker does
+			// not count it.
 			done(errCallerGone)
 		} else {
 			done(err)
@@ -412,6 +413,13 @@ func (l *Limiter) allowStore(ctx context.Context, key string, n int, policies []
 	}
 	l.metrics.commandDone(reason, took)
 	return l.failover(ctx, req, reason, err)
+}
+
+// keyFault reports whether err concerns the request's key, not its node:
+// the key's data is damaged (ErrDamagedKey) or no node serves the key
+// (ErrUnservedKey). A breaker does not count such errors.
+func keyFault(err error) bool {
+	return errors.Is(err, ErrDamagedKey) || errors.Is(err, ErrUnservedKey)
 }
 
 // route sets req.Route, asking the store once per decision where req
@@ -730,9 +738,9 @@ func (l *Limiter) call(ctx context.Context, req *Request, f func(context.Context
 		// The caller gave up: no fault of the node.
 		done(errCallerGone)
 		return ctx.Err()
-	case l.closed.Load() || errors.Is(err, ErrDamagedKey):
-		// The limiter closed, or one key's data is damaged: no fault
-		// of the node.
+	case l.closed.Load() || keyFault(err):
+		// The limiter closed, or the fault is one key's data or slot:
+		// no fault of the node.
 		done(errCallerGone)
 	default:
 		l.causes.note(node, err) // before done: the breaker may open on it

@@ -137,31 +137,36 @@ func labelledValue(t *testing.T, reg *prometheus.Registry, name, label, value st
 	return sum
 }
 
-// An error that concerns one key (ErrDamagedKey) goes to the failure mode
-// but never opens the node's breaker: other keys stay on the store.
+// An error that concerns one key (ErrDamagedKey: its data; ErrUnservedKey:
+// no node serves it) goes to the failure mode but never opens the node's
+// breaker: other keys stay on the store.
 func TestDamagedKeyDoesNotOpenBreaker(t *testing.T) {
-	mem := memstore.New()
-	defer mem.Close()
-	s := &fakeStore{take: func(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
-		if req.Key == "bad" {
-			return slidelog.Result{}, fmt.Errorf("%w: %w: WRONGTYPE", slidelog.ErrUnavailable, slidelog.ErrDamagedKey)
-		}
-		return mem.Take(ctx, req)
-	}}
-	reg := prometheus.NewRegistry()
-	l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute},
-		slidelog.WithObserver(prommetrics.New(reg)),
-		slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 2}))
-	for i := range 50 {
-		res, err := l.Allow(t.Context(), "bad")
-		require.NoError(t, err)
-		require.Equal(t, slidelog.SourceFallback, res.Source, "call %d", i)
+	for _, cause := range []error{slidelog.ErrDamagedKey, slidelog.ErrUnservedKey} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			mem := memstore.New()
+			defer mem.Close()
+			s := &fakeStore{take: func(ctx context.Context, req slidelog.Request) (slidelog.Result, error) {
+				if req.Key == "bad" {
+					return slidelog.Result{}, fmt.Errorf("%w: %w: the key's reply", slidelog.ErrUnavailable, cause)
+				}
+				return mem.Take(ctx, req)
+			}}
+			reg := prometheus.NewRegistry()
+			l := newResilientLimiter(t, s, slidelog.Policy{Name: "p", Limit: 1000, Window: time.Minute},
+				slidelog.WithObserver(prommetrics.New(reg)),
+				slidelog.WithBreaker(slidelog.BreakerSettings{ConsecutiveFailures: 2}))
+			for i := range 50 {
+				res, err := l.Allow(t.Context(), "bad")
+				require.NoError(t, err)
+				require.Equal(t, slidelog.SourceFallback, res.Source, "call %d", i)
+			}
+			assert.Equal(t, map[string]string{"store": "closed"}, slidelog.BreakerStates(l), "50 errors of one key leave the breaker closed")
+			assert.Equal(t, 50.0, labelledValue(t, reg, prommetrics.MetricFallbackActivations, "reason", "error"))
+			res, err := l.Allow(t.Context(), "good")
+			require.NoError(t, err)
+			assert.Equal(t, slidelog.Source("store"), res.Source, "another key is still decided by the store")
+		})
 	}
-	assert.Equal(t, map[string]string{"store": "closed"}, slidelog.BreakerStates(l), "50 errors of one key leave the breaker closed")
-	assert.Equal(t, 50.0, labelledValue(t, reg, prommetrics.MetricFallbackActivations, "reason", "error"))
-	res, err := l.Allow(t.Context(), "good")
-	require.NoError(t, err)
-	assert.Equal(t, slidelog.Source("store"), res.Source, "another key is still decided by the store")
 }
 
 func TestFallbackRefundAndReset(t *testing.T) {

@@ -897,16 +897,38 @@ func (p *pipelines) cannotServeReply(ctx context.Context, addr string, err error
 }
 
 // cannotServe reports whether err is a reply by which a server says it
-// cannot run any command now: the Cluster is down (CLUSTERDOWN), the
-// server is loading its data set (LOADING), or a replica lost its master
-// (MASTERDOWN). go-redis retries those with a back-off of up to half a
-// second, for up to MaxRedirects (or MaxRetries) attempts: a decision
-// would wait seconds on a node that cannot decide it. TRYAGAIN, MOVED,
-// ASK and READONLY are left to go-redis: a healthy Cluster moving a slot
-// or failing a master over answers them, and the retry finds the key.
+// cannot run any command now: the Cluster is down (CLUSTERDOWN, but for
+// an unserved slot: see unservedSlot), the server is loading its data set
+// (LOADING), or a replica lost its master (MASTERDOWN). go-redis retries
+// those with a back-off of up to half a second, for up to MaxRedirects
+// (or MaxRetries) attempts: a decision would wait seconds on a node that
+// cannot decide it. TRYAGAIN, MOVED, ASK and READONLY are left to
+// go-redis: a healthy Cluster moving a slot or failing a master over
+// answers them, and the retry finds the key.
 func cannotServe(err error) bool {
-	return redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "LOADING") ||
-		redis.HasErrorPrefix(err, "MASTERDOWN")
+	return (redis.HasErrorPrefix(err, "CLUSTERDOWN") && !unservedSlot(err)) ||
+		redis.HasErrorPrefix(err, "LOADING") || redis.HasErrorPrefix(err, "MASTERDOWN")
+}
+
+// unservedSlot reports whether err is a node's reply to a key whose hash
+// slot has no master in the node's view (CLUSTERDOWN Hash slot not
+// served): a fault of that slot, not of the node, which serves its own
+// slots on. A Cluster failing a master over can leave a slot so for a
+// moment, and go-redis sends the keys of a slot its map gives no master
+// to any node it knows: refusing that node would send the keys it does
+// serve to the failure mode.
+func unservedSlot(err error) bool {
+	return redis.HasErrorPrefix(err, "CLUSTERDOWN Hash slot not served")
+}
+
+// unservedError is the error of a store command answered as unservedSlot
+// says: it wraps slidelog.ErrUnservedKey, which a limiter's breaker does
+// not count, and carries the reply's text but not the reply, so that
+// go-redis does not send the command again (it retries CLUSTERDOWN with
+// a back-off of up to half a second, MaxRedirects times): the decision
+// goes to the failure mode with this reply.
+func unservedError(reply error) error {
+	return fmt.Errorf("%w: %s", slidelog.ErrUnservedKey, reply.Error())
 }
 
 // dialWatch is the hook a Store adds to its client (and, on a Cluster, to
@@ -969,7 +991,13 @@ func (h dialWatch) DialHook(next redis.DialHook) redis.DialHook {
 func (h dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if err != nil && cannotServe(err) {
+		switch {
+		case err == nil:
+		case unservedSlot(err):
+			if sentBy(ctx) != nil { // the store's own: it ends here
+				return unservedError(err)
+			}
+		case cannotServe(err):
 			h.p.cannotServeReply(ctx, h.addr, err)
 		}
 		return err
@@ -979,10 +1007,18 @@ func (h dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
+		own, refused := sentBy(ctx) != nil, false
 		for _, c := range cmds {
-			if e := c.Err(); e != nil && cannotServe(e) {
+			e := c.Err()
+			switch {
+			case e == nil:
+			case unservedSlot(e):
+				if own {
+					c.SetErr(unservedError(e))
+				}
+			case !refused && cannotServe(e):
 				h.p.cannotServeReply(ctx, h.addr, e)
-				break
+				refused = true
 			}
 		}
 		return err

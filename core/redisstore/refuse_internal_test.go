@@ -25,7 +25,7 @@ func TestCannotServeRefusesTheSendingBatcher(t *testing.T) {
 	p := newPipelines(client, 1, nil, DefaultStallTimeout, nil)
 	sender := p.batcher(":7000")         // the slot map's name
 	other := p.batcher("127.0.0.1:7001") // a node of its own
-	down := replyError("CLUSTERDOWN Hash slot not served")
+	down := replyError("CLUSTERDOWN The cluster is down")
 
 	// The node answers under its seed's name, a third one.
 	hook := dialWatch{p: p, addr: "127.0.0.1:7000"}
