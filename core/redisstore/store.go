@@ -62,7 +62,11 @@
 // key, and a field of its hashes that the script never writes is
 // repaired in the same run (rebuilt from what it summarises, or counted
 // as the limit) and logged as a warning naming the key; an error of one
-// key's data wraps slidelog.ErrDamagedKey. Close ends
+// key's data wraps slidelog.ErrDamagedKey. A node's reply that a key's
+// hash slot has no master (CLUSTERDOWN Hash slot not served, as a failover
+// can leave a slot for a moment) ends that call at once, not after
+// go-redis's retries, with an error wrapping slidelog.ErrUnservedKey: the
+// node serves its own slots on. Close ends
 // every waiting call, and every later one, with slidelog.ErrClosed. See docs/operations.md, "How a failing node is told
 // from a busy one".
 //
