@@ -1007,13 +1007,13 @@ func (h dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		own, refused := sentBy(ctx) != nil, false
+		refused := false
 		for _, c := range cmds {
 			e := c.Err()
 			switch {
 			case e == nil:
 			case unservedSlot(e):
-				if own {
+				if sentBy(ctx) != nil { // the store's own
 					c.SetErr(unservedError(e))
 				}
 			case !refused && cannotServe(e):
