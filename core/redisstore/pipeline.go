@@ -886,9 +886,9 @@ func (p *pipelines) refuse(addr string, err error) (b, unrouted *batcher) {
 // it cannot serve (see cannotServe), to a command run in ctx: when ctx is
 // a round trip's of a batcher (see sentBy), that batcher's callers go to
 // the failure mode too, whatever name it knows the node by. A Cluster
-// client routes a key whose slot has no master to any node it knows, and
-// it may know one server by two addresses (a seed's, and the one the
-// slot map gives).
+// client may know one server by two addresses (a seed's, and the one the
+// slot map gives), and its retry of a command may go to another node than
+// the first. (A reply about one slot refuses nothing: see unservedSlot.)
 func (p *pipelines) cannotServeReply(ctx context.Context, addr string, err error) {
 	b, unrouted := p.refuse(addr, err)
 	if sb := sentBy(ctx); sb != nil && sb != b && sb != unrouted {
