@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,7 +217,17 @@ func TestReplicaAckTwoReplicasSentinel(t *testing.T) {
 			t.Parallel()
 			var laggard *linkProxy
 			bed := redistest.StartSentinels(t, redistest.SentinelConfig{
-				Name: "ack", Replicas: 2, DownAfter: time.Second, FailoverTimeout: 10 * time.Second, RaisePriority: true,
+				Name: "ack", Replicas: 2, DownAfter: time.Second, RaisePriority: true,
+				// A Sentinel points a replica that replicates from another
+				// address than the master's (the laggard, through its
+				// proxy) at the master once failover-timeout has passed
+				// since it found it (+fix-slave-config): the laggard
+				// would catch up. Until the master dies, a timeout
+				// longer than the run; then the 10 s of a failover.
+				FailoverTimeout: 10 * time.Minute,
+				// The Sentinels choose from their replicas' last INFO:
+				// fresh, it has the acknowledged replica ahead.
+				InfoPeriod: time.Second,
 				// Each replica's first sync at once, not after Redis 7's 5 s
 				// wait for more replicas.
 				Args: []string{"--repl-diskless-sync-delay", "0"},
@@ -247,9 +260,14 @@ func TestReplicaAckTwoReplicasSentinel(t *testing.T) {
 					if tc.ackerDies {
 						bed.Replicas[0].Kill()
 					}
+					require.NoError(t, bed.Set(t.Context(), "failover-timeout", "10000"))
 				},
 				promoted:  func() bool { return bed.MasterAddr(t.Context()) == bed.Replicas[tc.promoted].Addr },
 				newMaster: bed.Replicas[tc.promoted].Addr,
+				explain:   func() string { return sentinelsSaid(t, bed) },
+				ready: func() error {
+					return sentinelsReady(t.Context(), bed, !tc.ackerDies, bed.Replicas[tc.promoted])
+				},
 			})
 			checkAckResults(t, results, tc.promoted == 1)
 		})
@@ -263,6 +281,13 @@ type ackFault struct {
 	fail      func()
 	promoted  func() bool
 	newMaster string
+	// ready, when set, returns nil once the failover would promote
+	// newMaster: for Sentinels, once each one's view of the replicas
+	// ranks it first. The run waits for it before failing the master.
+	ready func() error
+	// explain, when set, says why promoted has not come true: the
+	// Sentinels' or nodes' logs of the failover.
+	explain func() string
 }
 
 // runAckFailover runs the schedule on loads and returns what the checker
@@ -284,11 +309,30 @@ func runAckFailover(t *testing.T, loads []*ackLoad, f ackFault) []ackResult {
 	for i, a := range loads {
 		results[i] = ackResult{n: a.n, pendingAtFailover: a.store.ReplicaAckStats().Pending}
 	}
+	if f.ready != nil {
+		start := time.Now()
+		for err := f.ready(); err != nil; err = f.ready() {
+			if time.Since(start) > 15*time.Second {
+				why := ""
+				if f.explain != nil {
+					why = f.explain()
+				}
+				t.Fatalf("before the failover: %v%s", err, why)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	f.fail()
 	failed := time.Now()
 	for !f.promoted() {
-		if time.Since(failed) > 30*time.Second {
-			t.Fatalf("%s not promoted within 30 s", f.newMaster)
+		// A failover whose leader election fails is tried again after
+		// twice failover-timeout (20 s): the wait covers a second try.
+		if time.Since(failed) > 45*time.Second {
+			why := ""
+			if f.explain != nil {
+				why = f.explain()
+			}
+			t.Fatalf("%s not promoted within 45 s%s", f.newMaster, why)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -545,4 +589,64 @@ func TestReplicaAckCallWritingNothing(t *testing.T) {
 // ackRequest is request id of key k, limit per minute.
 func ackRequest(limit int, id uint64) slidelog.Request {
 	return slidelog.Request{Namespace: "ack", Key: "k", Cost: 1, ID: id, Policies: []slidelog.Policy{{Limit: limit, Window: time.Minute}}}
+}
+
+// sentinelsSaid returns what each Sentinel of bed says the master is and
+// the last lines of its log: the failover's events (+sdown, +odown,
+// +vote-for-leader, +selected-slave, -failover-abort-...).
+func sentinelsSaid(t *testing.T, bed *redistest.Sentinels) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "; replicas as started: %s (acknowledged), %s (laggard)", bed.Replicas[0].Addr, bed.Replicas[1].Addr)
+	for _, n := range bed.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: n.Addr})
+		a, err := sc.GetMasterAddrByName(t.Context(), bed.Name).Result()
+		_ = sc.Close()
+		log, _ := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
+		lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+		lines = lines[max(0, len(lines)-40):]
+		fmt.Fprintf(&b, "\nSentinel %s says the master is %v (%v); its log ends:\n\t%s", n.Addr, a, err, strings.Join(lines, "\n\t"))
+	}
+	return b.String()
+}
+
+// sentinelsReady returns nil if, in every Sentinel's view of the
+// replicas (their last INFO), the laggard (Replicas[1]) has a smaller
+// replication offset than the replica that acknowledged (its link is
+// still cut, and the acknowledged writes are in the view), and, if both
+// stay up, winner ranks above the other as a Sentinel ranks replicas for
+// promotion: the lower replica-priority, then the larger offset.
+func sentinelsReady(ctx context.Context, bed *redistest.Sentinels, both bool, winner *redistest.Server) error {
+	acker, laggard := bed.Replicas[0].Addr, bed.Replicas[1].Addr
+	for _, n := range bed.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: n.Addr})
+		rs, err := sc.Replicas(ctx, bed.Name).Result()
+		_ = sc.Close()
+		if err != nil {
+			return fmt.Errorf("sentinel %s: %w", n.Addr, err)
+		}
+		view := make(map[string]map[string]string, len(rs))
+		for _, r := range rs {
+			view[net.JoinHostPort(r["ip"], r["port"])] = r
+		}
+		num := func(addr, field string) int64 {
+			v, err := strconv.ParseInt(view[addr][field], 10, 64)
+			if err != nil {
+				return -1
+			}
+			return v
+		}
+		if num(laggard, "slave-repl-offset") >= num(acker, "slave-repl-offset") {
+			return fmt.Errorf("sentinel %s: the laggard %s is at offset %d, the replica that acknowledged %s at %d: the laggard does not lag",
+				n.Addr, laggard, num(laggard, "slave-repl-offset"), acker, num(acker, "slave-repl-offset"))
+		}
+		other := acker
+		if winner.Addr == acker {
+			other = laggard
+		}
+		p0, p1 := num(winner.Addr, "slave-priority"), num(other, "slave-priority")
+		if both && (p0 > p1 || p0 == p1 && num(winner.Addr, "slave-repl-offset") <= num(other, "slave-repl-offset")) {
+			return fmt.Errorf("sentinel %s ranks %s (priority %d) above %s (priority %d)", n.Addr, other, p1, winner.Addr, p0)
+		}
+	}
+	return nil
 }

@@ -513,7 +513,11 @@ type SentinelConfig struct {
 	// replicates from, given the master's: a proxy in front of the
 	// master, to cut that replica's link alone; "" is the master's
 	// address. The replica still announces its own address, so the
-	// Sentinels find it as they would without the proxy.
+	// Sentinels find it as they would without the proxy. But a Sentinel
+	// points a replica that replicates from another address than the
+	// master's at the master once FailoverTimeout has passed since it
+	// found the replica (+fix-slave-config): a test that needs the
+	// proxy longer sets a longer FailoverTimeout (see Sentinels.Set).
 	ReplicaOf func(i int, master string) (string, error)
 	// Sentinels is how many Sentinels run; 0: 3.
 	Sentinels int
@@ -524,6 +528,15 @@ type SentinelConfig struct {
 	DownAfter time.Duration
 	// FailoverTimeout is failover-timeout; 0: 10 s.
 	FailoverTimeout time.Duration
+	// InfoPeriod, when set, is how often each Sentinel asks the master
+	// and the replicas for INFO (SENTINEL DEBUG info-period), instead of
+	// every 10 s. A Sentinel picks the replica to promote from what its
+	// last INFO said (offset, priority) and passes over a replica whose
+	// INFO is more than 5 s old, so a test that expects one replica to
+	// win needs that INFO fresh. Sentinels before Redis 7.0 have no
+	// SENTINEL DEBUG and keep their 10 s (they ask every second once
+	// the master is down).
+	InfoPeriod time.Duration
 	// Args are more configuration arguments for the master and the
 	// replica.
 	Args []string
@@ -642,6 +655,13 @@ func (cfg SentinelConfig) Start(ctx context.Context) (_ *Sentinels, err error) {
 	}
 	for _, n := range s.Sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+		if cfg.InfoPeriod > 0 {
+			err := sc.Process(ctx, redis.NewStatusCmd(ctx, "sentinel", "debug", "info-period", cfg.InfoPeriod.Milliseconds()))
+			if err != nil && !strings.Contains(strings.ToLower(err.Error()), "unknown") {
+				_ = sc.Close()
+				return nil, fmt.Errorf("sentinel %s: SENTINEL DEBUG info-period (Redis 7.0 and later): %w", n.Addr, err)
+			}
+		}
 		err := poll(ctx, 30*time.Second, func(ctx context.Context) error {
 			rs, err := sc.Replicas(ctx, cfg.Name).Result()
 			if err != nil {
@@ -690,6 +710,20 @@ func (s *Sentinels) MasterAddr(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+// Set sets option of the master to value in every Sentinel (SENTINEL
+// SET name option value).
+func (s *Sentinels) Set(ctx context.Context, option, value string) error {
+	for _, n := range s.Sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+		err := sc.Set(ctx, s.Name, option, value).Err()
+		_ = sc.Close()
+		if err != nil {
+			return fmt.Errorf("sentinel %s: SENTINEL SET %s %s %s: %w", n.Addr, s.Name, option, value, err)
+		}
+	}
+	return nil
 }
 
 // Stop stops every process of the set.

@@ -1,6 +1,7 @@
 package redistest_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -95,6 +96,47 @@ func TestStartSentinels(t *testing.T) {
 	if m["down-after-milliseconds"] != "2000" || m["failover-timeout"] != "10000" || m["quorum"] != "2" {
 		t.Errorf("got down-after %s ms, failover-timeout %s ms, quorum %s, want 2000, 10000, 2", m["down-after-milliseconds"], m["failover-timeout"], m["quorum"])
 	}
+	if err := s.Set(t.Context(), "failover-timeout", "12345"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range s.Sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: n.Addr})
+		m, err := c.Master(t.Context(), s.Name).Result()
+		_ = c.Close()
+		if err != nil || m["failover-timeout"] != "12345" {
+			t.Errorf("sentinel %s after Set: failover-timeout %q (%v), want 12345", n.Addr, m["failover-timeout"], err)
+		}
+	}
+	if err := s.Set(t.Context(), "no-such-option", "1"); err == nil {
+		t.Error("Set of an unknown option: no error")
+	}
+}
+
+// InfoPeriod sets each Sentinel's info-period, on Sentinels that have
+// SENTINEL DEBUG (Redis 7.0 and later).
+func TestStartSentinelsInfoPeriod(t *testing.T) {
+	s := redistest.StartSentinels(t, redistest.SentinelConfig{Sentinels: 1, Quorum: 1, InfoPeriod: 700 * time.Millisecond})
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Sentinels[0].Addr})
+	defer sc.Close()
+	cmd := redis.NewSliceCmd(t.Context(), "sentinel", "debug")
+	_ = sc.Process(t.Context(), cmd)
+	v, err := cmd.Result()
+	if err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown") {
+		t.Logf("this Sentinel has no SENTINEL DEBUG (%v): InfoPeriod is left out", err)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(v); i += 2 {
+		if strings.EqualFold(fmt.Sprint(v[i]), "info-period") {
+			if got := fmt.Sprint(v[i+1]); got != "700" {
+				t.Errorf("info-period %s, want 700", got)
+			}
+			return
+		}
+	}
+	t.Errorf("SENTINEL DEBUG names no info-period: %v", v)
 }
 
 // With SLIDELOG_SERVER_PORTS and SLIDELOG_SENTINEL_PORTS set, servers and
