@@ -371,6 +371,15 @@ func checkAckResults(t *testing.T, results []ackResult, laggardPromoted bool) {
 		if kept := (ackLimit - ackBefore) * ackKeys; r.n == 2 && r.pendingAtFailover < kept {
 			t.Errorf("WithReplicaAck(2): the store kept %d admissions at the failover, want at least the %d that one replica of two acknowledged", r.pendingAtFailover, kept)
 		}
+		// The run's premise: the laggard missed what only the other
+		// replica acknowledged, and the replica that acknowledged lacks
+		// nothing.
+		if laggardPromoted && r.missing == 0 {
+			t.Errorf("WithReplicaAck(%d): the promoted laggard lacked no admission: its link was not cut, and the run measured nothing", r.n)
+		}
+		if !laggardPromoted && r.missing != 0 {
+			t.Errorf("WithReplicaAck(%d): the promoted replica, which acknowledged, lacked %d admissions", r.n, r.missing)
+		}
 		bound := ackLimit
 		if laggardPromoted && r.n == 1 {
 			bound = 2 * ackLimit
