@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -265,4 +267,125 @@ func BenchmarkSynSent(b *testing.B) {
 			b.Fatal("unknown")
 		}
 	}
+}
+
+// heardFrom dates the node's last bytes on this process's connections as
+// the kernel recorded them, read or not; unread bytes count; another
+// process's connection to the same node, and a node this process has no
+// connection to, tell nothing.
+func TestHeardFrom(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	node := ln.Addr().String()
+
+	_, _, heard, ok := heardFrom(node)
+	require.True(t, ok, "the kernel answers for %s", node)
+	require.False(t, heard, "no connection to %s yet, but heard from", node)
+
+	// Another process's connection to the node, with bytes from it
+	// waiting unread, is not this process's.
+	child := exec.Command("bash", "-c", "exec 3<>/dev/tcp/"+strings.ReplaceAll(node, ":", "/")+"; sleep 30")
+	require.NoError(t, child.Start(), "bash opens a connection")
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	theirs, err := ln.Accept()
+	require.NoError(t, err)
+	defer theirs.Close()
+	_, err = theirs.Write([]byte("+OK\r\n"))
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	_, _, heard, ok = heardFrom(node)
+	require.True(t, ok)
+	require.False(t, heard, "another process's connection to %s taken for this one's", node)
+
+	c, err := net.Dial("tcp", node)
+	require.NoError(t, err)
+	defer c.Close()
+	srv, err := ln.Accept()
+	require.NoError(t, err)
+	defer srv.Close()
+	_, err = srv.Write([]byte("+PONG\r\n"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ago, unread, heard, ok := heardFrom(node)
+		return ok && heard && unread && ago < time.Second
+	}, time.Second, 5*time.Millisecond, "the reply waiting unread on this process's connection to %s", node)
+
+	// Read: the kernel still dates its arrival, and the date ages.
+	buf := make([]byte, 16)
+	_, err = c.Read(buf)
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	ago, unread, heard, ok := heardFrom(node)
+	require.True(t, ok && heard, "a read reply still dates the node's last bytes")
+	require.False(t, unread)
+	require.GreaterOrEqual(t, ago, 250*time.Millisecond, "the kernel's date of the last bytes")
+	require.Less(t, ago, 5*time.Second)
+
+	for _, a := range []string{"localhost:6379", "/tmp/redis.sock", "", "no-port"} {
+		_, _, _, ok := heardFrom(a)
+		require.False(t, ok, "%q is not an IP address and port: unknown", a)
+	}
+}
+
+// A node judged in alive time is not judged stalled while the kernel
+// dates its bytes on this process's connections more recently than the
+// stall timeout, read or not: a process too busy to run the goroutine a
+// reply is for does not make a healthy node silent. Once the kernel's
+// record is as old as the silence, or the node has no connection of
+// this process's, alive time judges alone.
+func TestAliveSilenceAsksTheKernel(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	node := ln.Addr().String()
+	const stall = 150 * time.Millisecond
+
+	b := &batcher{node: node}
+	b.silence = 165 * time.Millisecond
+	silence, stalled := b.aliveSilence(stall)
+	require.True(t, stalled, "no connection to %s: alive time judges alone", node)
+	require.Equal(t, 165*time.Millisecond, silence)
+
+	c, err := net.Dial("tcp", node)
+	require.NoError(t, err)
+	defer c.Close()
+	srv, err := ln.Accept()
+	require.NoError(t, err)
+	defer srv.Close()
+	_, err = srv.Write([]byte("+PONG\r\n"))
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	b.silence = 165 * time.Millisecond
+	silence, stalled = b.aliveSilence(stall)
+	require.False(t, stalled, "the node's reply waits unread on this process's connection, yet %s was judged stalled after %v", node, silence)
+	require.Zero(t, silence)
+
+	// Read but not yet acted on: the kernel's date still counts.
+	buf := make([]byte, 16)
+	_, err = c.Read(buf)
+	require.NoError(t, err)
+	b.silence = 165 * time.Millisecond
+	silence, stalled = b.aliveSilence(stall)
+	require.False(t, stalled, "the node's reply arrived %v ago, yet %s was judged stalled", silence, node)
+	require.Less(t, silence, stall)
+
+	// The kernel's record ages past the stall timeout: alive time's
+	// silence, the shorter, judges.
+	time.Sleep(2 * stall)
+	b.silence = 165 * time.Millisecond
+	silence, stalled = b.aliveSilence(stall)
+	require.True(t, stalled, "%s silent for %v by both measures, not judged", node, silence)
+	require.Equal(t, 165*time.Millisecond, silence)
+
+	// A single server's address is the store's, not the batcher's.
+	addr := node
+	single := &batcher{master: &atomic.Pointer[string]{}}
+	single.master.Store(&addr)
+	_, err = srv.Write([]byte("+PONG\r\n"))
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	single.silence = 165 * time.Millisecond
+	_, stalled = single.aliveSilence(stall)
+	require.False(t, stalled, "a single server's node %s answered, yet judged stalled", node)
 }

@@ -6,8 +6,13 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // synSent reports whether this process has a TCP socket in SYN_SENT to
@@ -78,18 +83,39 @@ func synSent(addrs []string) (sent, ok bool) {
 	return false, !named
 }
 
-// diagSocket is a socket the kernel reported: its remote address and
-// its inode.
+// diagSocket is a socket the kernel reported: its remote address, its
+// inode and, when asked for (see tcpSockets), the bytes waiting unread in
+// it and how long ago data last arrived on it.
 type diagSocket struct {
-	dst   netip.AddrPort
-	inode uint32
+	dst    netip.AddrPort
+	inode  uint32
+	rqueue uint32
+	// recv is how long ago data last arrived (tcp_info's last_data_recv),
+	// hasRecv whether the kernel said.
+	recv    time.Duration
+	hasRecv bool
 }
 
 // errNoFamily is a dump the kernel refused for its address family.
 var errNoFamily = os.NewSyscallError("sock_diag", syscall.ENOENT)
 
+// TCP states as sock_diag numbers them.
+const (
+	tcpEstablished = 1 // TCP_ESTABLISHED
+	tcpSynSent     = 2 // TCP_SYN_SENT
+)
+
 // synSentSockets dumps the machine's TCP sockets of family in SYN_SENT.
 func synSentSockets(family uint8) ([]diagSocket, error) {
+	return tcpSockets(family, tcpSynSent, false)
+}
+
+// lastDataRecv is where tcp_info holds tcpi_last_data_recv.
+var lastDataRecv = int(unsafe.Offsetof(unix.TCPInfo{}.Last_data_recv))
+
+// tcpSockets dumps the machine's TCP sockets of family in state, with
+// their tcp_info when info is set.
+func tcpSockets(family uint8, state uint8, info bool) ([]diagSocket, error) {
 	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, syscall.NETLINK_INET_DIAG)
 	if err != nil {
 		return nil, os.NewSyscallError("socket", err)
@@ -103,7 +129,7 @@ func synSentSockets(family uint8) ([]diagSocket, error) {
 	}
 	const (
 		sockDiagByFamily = 20 // SOCK_DIAG_BY_FAMILY
-		tcpSynSent       = 2  // TCP_SYN_SENT
+		inetDiagInfo     = 2  // INET_DIAG_INFO: the socket's tcp_info
 		reqLen           = 16 + 56
 	)
 	// nlmsghdr, then inet_diag_req_v2: family, protocol, extensions,
@@ -115,7 +141,10 @@ func synSentSockets(family uint8) ([]diagSocket, error) {
 	ne.PutUint16(req[6:], syscall.NLM_F_REQUEST|syscall.NLM_F_DUMP)
 	ne.PutUint32(req[8:], 1)
 	req[16], req[17] = family, syscall.IPPROTO_TCP
-	ne.PutUint32(req[20:], 1<<tcpSynSent)
+	if info {
+		req[18] = 1 << (inetDiagInfo - 1)
+	}
+	ne.PutUint32(req[20:], 1<<state)
 	if err := syscall.Sendto(fd, req, 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
 		return nil, os.NewSyscallError("sendto", err)
 	}
@@ -146,9 +175,10 @@ func synSentSockets(family uint8) ([]diagSocket, error) {
 			// inet_diag_msg: family, state, timer, retrans; the socket
 			// id (source and destination ports, big-endian; source and
 			// destination addresses, 16 bytes each; interface; cookie);
-			// expires, queues, uid, inode.
+			// expires, queues (unread, then unsent), uid, inode; then
+			// the attributes asked for.
 			d := m.Data
-			if len(d) < 72 || d[1] != tcpSynSent {
+			if len(d) < 72 || d[1] != state {
 				continue
 			}
 			port := binary.BigEndian.Uint16(d[6:])
@@ -158,9 +188,92 @@ func synSentSockets(family uint8) ([]diagSocket, error) {
 			} else {
 				ip = netip.AddrFrom16([16]byte(d[24:40]))
 			}
-			socks = append(socks, diagSocket{netip.AddrPortFrom(ip, port), ne.Uint32(d[68:])})
+			s := diagSocket{dst: netip.AddrPortFrom(ip, port), rqueue: ne.Uint32(d[56:]), inode: ne.Uint32(d[68:])}
+			for a := d[72:]; len(a) >= 4; {
+				l := int(ne.Uint16(a))
+				if l < 4 || l > len(a) {
+					break
+				}
+				if ne.Uint16(a[2:]) == inetDiagInfo && l-4 >= lastDataRecv+4 {
+					s.recv = time.Duration(ne.Uint32(a[4+lastDataRecv:])) * time.Millisecond
+					s.hasRecv = true
+				}
+				a = a[min(len(a), (l+3)&^3):]
+			}
+			socks = append(socks, s)
 		}
 	}
+}
+
+// heardFrom reports what the kernel recorded of the node at addr (an IP
+// address and port) on this process's established TCP connections to
+// it: how long ago data last arrived on any of them, and whether bytes
+// wait unread on one. heard is false when none has received anything
+// the kernel can date; ok is false when the kernel cannot be asked or
+// addr is not an IP address and port (a host name, a Unix socket).
+//
+// It serves where the store does not track the node's connections (a
+// client used before New, TLS, go-redis's retries; see monitor): the
+// kernel dates the node's bytes whether or not this process has run to
+// read them, or has read them and not yet run the goroutine they were
+// for. One look walks the kernel's whole TCP table (about a millisecond,
+// BenchmarkSynSent), so the monitor asks only when it is about to judge
+// a node stalled.
+func heardFrom(addr string) (ago time.Duration, unread, heard, ok bool) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return 0, false, false, false
+	}
+	ip := ap.Addr().Unmap()
+	family := uint8(syscall.AF_INET6)
+	if ip.Is4() {
+		family = syscall.AF_INET
+	}
+	socks, err := tcpSockets(family, tcpEstablished, true)
+	if err != nil {
+		return 0, false, false, false
+	}
+	var mine map[uint32]bool
+	for _, s := range socks {
+		if s.dst.Port() != ap.Port() || s.dst.Addr().Unmap() != ip || !s.hasRecv && s.rqueue == 0 {
+			continue
+		}
+		if mine == nil {
+			if mine, ok = ownSockets(); !ok {
+				return 0, false, false, false
+			}
+		}
+		if !mine[s.inode] {
+			continue
+		}
+		unread = unread || s.rqueue > 0
+		if s.hasRecv && (!heard || s.recv < ago) {
+			ago, heard = s.recv, true
+		}
+	}
+	return ago, unread, heard || unread, true
+}
+
+// ownSockets returns the inodes of this process's sockets; ok is false
+// when its descriptors cannot be read or are more than maxOwnScan.
+func ownSockets() (inodes map[uint32]bool, ok bool) {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil || len(fds) > maxOwnScan {
+		return nil, false
+	}
+	inodes = make(map[uint32]bool)
+	for _, fd := range fds {
+		link, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if err != nil {
+			continue // closed since the directory was read
+		}
+		if n, ok := strings.CutPrefix(link, "socket:["); ok {
+			if v, err := strconv.ParseUint(strings.TrimSuffix(n, "]"), 10, 32); err == nil {
+				inodes[uint32(v)] = true
+			}
+		}
+	}
+	return inodes, true
 }
 
 // owned caches, by inode, whether a socket in SYN_SENT is this process's:

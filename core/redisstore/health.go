@@ -287,7 +287,7 @@ func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, nee
 	b.byAlive = false
 	if b.conns == nil || b.conns.untracked.Load() {
 		*needed, b.byAlive = true, true
-		return b.silence, b.silence >= m.stall
+		return b.aliveSilence(m.stall)
 	}
 	ev := b.conns.silence()
 	if ev.answered {
@@ -299,7 +299,7 @@ func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, nee
 		b.quiet, b.quietSince = 0, 0
 		if ev.unknown {
 			*needed, b.byAlive = true, true
-			return b.silence, b.silence >= m.stall
+			return b.aliveSilence(m.stall)
 		}
 		// No request is owed on any connection: the calls wait for this
 		// process to send them, which is not the node's silence.
@@ -319,6 +319,40 @@ func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, nee
 		m.suspect = true
 	}
 	return b.quiet, b.quiet >= m.stall
+}
+
+// aliveSilence reports b's silence counted in alive time, and whether it
+// reaches stall. Before it says so, it asks the kernel what it recorded
+// of the node on this process's TCP connections to it (heardFrom): a
+// node whose bytes arrived more recently than the silence counts, or
+// wait unread, answered, however long this process then took to read
+// them or to run the goroutine they were for. Alive time can only
+// discount the time this process queued for a CPU that its threads'
+// clocks record; the kernel's record holds whatever the scheduler did.
+// The silence is then the shorter of the two.
+func (b *batcher) aliveSilence(stall time.Duration) (time.Duration, bool) {
+	if b.silence < stall {
+		return b.silence, false
+	}
+	addr := b.node
+	if addr == "" && b.master != nil {
+		if a := b.master.Load(); a != nil {
+			addr = *a
+		}
+	}
+	switch ago, unread, heard, ok := heardFrom(addr); {
+	case !ok:
+		b.kernelSaid = "unknown"
+	case !heard:
+		b.kernelSaid = "nothing"
+	default:
+		if unread {
+			ago = 0
+		}
+		b.kernelSaid = ago.String()
+		b.silence = min(b.silence, ago)
+	}
+	return b.silence, b.silence >= stall
 }
 
 // close stops the monitor and ends every call still waiting with
@@ -421,7 +455,7 @@ func (b *batcher) verdict(silence time.Duration, evidence []any) {
 // and how many connections owed a reply.
 func (b *batcher) evidenceAttrs(now int64) []any {
 	if b.conns == nil || b.conns.untracked.Load() {
-		return []any{"evidence", "alive time"}
+		return []any{"evidence", "alive time", "kernel_last_byte", b.kernelSaid}
 	}
 	owed, conns := 0, 0
 	var oldest int64
@@ -439,6 +473,9 @@ func (b *batcher) evidenceAttrs(now int64) []any {
 		evidence = "alive time" // the kernel could not tell (see monitor.stalled)
 	}
 	attrs := []any{"evidence", evidence, "connections", conns, "owing", owed}
+	if b.byAlive {
+		attrs = append(attrs, "kernel_last_byte", b.kernelSaid)
+	}
 	if oldest > 0 {
 		attrs = append(attrs, "oldest_request", time.Duration(now-oldest).Round(time.Millisecond))
 	}

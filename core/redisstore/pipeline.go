@@ -145,6 +145,11 @@ type batcher struct {
 	// byAlive is set when the monitor last judged the node in alive time
 	// (the kernel could not tell), for the verdict's log line.
 	byAlive bool
+	// kernelSaid is what the kernel said of the node before a verdict
+	// in alive time (see aliveSilence), for the log line: how long ago
+	// its last bytes arrived on this process's connections, or "unknown"
+	// or "nothing" (no connection has received any).
+	kernelSaid string
 
 	// The calls sent inline (see inline) share inlineCtx, made when the
 	// first of them needs it and cancelled, then dropped, when they are

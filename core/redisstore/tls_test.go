@@ -140,6 +140,7 @@ func TestTLSDialToAStoppedNode(t *testing.T) {
 	// The verdict's line is written as its calls are released.
 	require.Eventually(t, func() bool { return logs.Count("node stalled") > 0 }, 10*stall, stall/10)
 	require.Contains(t, logs.String(), `evidence="alive time"`, "the verdict says how the node was judged")
+	require.Contains(t, logs.String(), "kernel_last_byte=", "the verdict says what the kernel recorded of the node")
 	require.Contains(t, logs.String(), "dialing=1")
 	resume()
 	require.Eventually(t, func() bool {
