@@ -282,6 +282,12 @@ func TestHeardFrom(t *testing.T) {
 	_, _, heard, ok := heardFrom(node)
 	require.True(t, ok, "the kernel answers for %s", node)
 	require.False(t, heard, "no connection to %s yet, but heard from", node)
+	// A Unix socket's node is unknown to the kernel's TCP table.
+	b := &batcher{node: "/tmp/redis.sock"}
+	b.silence = time.Second
+	_, stalled := b.aliveSilence(100 * time.Millisecond)
+	require.True(t, stalled)
+	require.Equal(t, "unknown", b.kernelSaid)
 
 	// Another process's connection to the node, with bytes from it
 	// waiting unread, is not this process's.
@@ -346,6 +352,7 @@ func TestAliveSilenceAsksTheKernel(t *testing.T) {
 	silence, stalled := b.aliveSilence(stall)
 	require.True(t, stalled, "no connection to %s: alive time judges alone", node)
 	require.Equal(t, 165*time.Millisecond, silence)
+	require.Equal(t, "nothing", b.kernelSaid, "what the verdict's line says the kernel recorded")
 
 	c, err := net.Dial("tcp", node)
 	require.NoError(t, err)
@@ -353,6 +360,15 @@ func TestAliveSilenceAsksTheKernel(t *testing.T) {
 	srv, err := ln.Accept()
 	require.NoError(t, err)
 	defer srv.Close()
+	// A connection the node's kernel accepted, with no byte from the
+	// node yet, is no answer: a stopped Redis's kernel completes
+	// handshakes too.
+	time.Sleep(20 * time.Millisecond)
+	b.silence = 165 * time.Millisecond
+	silence, stalled = b.aliveSilence(stall)
+	require.True(t, stalled, "a connection that has received nothing from %s was taken for its answer (%v)", node, silence)
+	require.Equal(t, "nothing", b.kernelSaid)
+
 	_, err = srv.Write([]byte("+PONG\r\n"))
 	require.NoError(t, err)
 	time.Sleep(20 * time.Millisecond)

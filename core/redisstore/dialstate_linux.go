@@ -91,7 +91,7 @@ type diagSocket struct {
 	inode  uint32
 	rqueue uint32
 	// recv is how long ago data last arrived (tcp_info's last_data_recv),
-	// hasRecv whether the kernel said.
+	// hasRecv whether the kernel said and the socket has received data.
 	recv    time.Duration
 	hasRecv bool
 }
@@ -110,8 +110,11 @@ func synSentSockets(family uint8) ([]diagSocket, error) {
 	return tcpSockets(family, tcpSynSent, false)
 }
 
-// lastDataRecv is where tcp_info holds tcpi_last_data_recv.
-var lastDataRecv = int(unsafe.Offsetof(unix.TCPInfo{}.Last_data_recv))
+// Where tcp_info holds tcpi_last_data_recv and tcpi_bytes_received.
+var (
+	lastDataRecv  = int(unsafe.Offsetof(unix.TCPInfo{}.Last_data_recv))
+	bytesReceived = int(unsafe.Offsetof(unix.TCPInfo{}.Bytes_received))
+)
 
 // tcpSockets dumps the machine's TCP sockets of family in state, with
 // their tcp_info when info is set.
@@ -194,7 +197,11 @@ func tcpSockets(family uint8, state uint8, info bool) ([]diagSocket, error) {
 				if l < 4 || l > len(a) {
 					break
 				}
-				if ne.Uint16(a[2:]) == inetDiagInfo && l-4 >= lastDataRecv+4 {
+				// A socket that has received no data dates its
+				// handshake as its last data: it is dated only once the
+				// node has sent some (bytes_received, Linux 4.1 and
+				// later; an older kernel dates none).
+				if ne.Uint16(a[2:]) == inetDiagInfo && l-4 >= bytesReceived+8 && ne.Uint64(a[4+bytesReceived:]) > 0 {
 					s.recv = time.Duration(ne.Uint32(a[4+lastDataRecv:])) * time.Millisecond
 					s.hasRecv = true
 				}

@@ -98,7 +98,11 @@ func WithStallTimeout(d time.Duration) Option {
 //     silence counted in alive time: each tick adds at most two ticks of
 //     the time its thread could run, less the time the monitor then
 //     queued for a CPU after yielding once, so time in which the process
-//     could not run does not count against the node.
+//     could not run does not count against the node. Before a verdict,
+//     the kernel is asked when the node's bytes last arrived on any TCP
+//     connection of this process's to it (sock_diag, with tcp_info; a
+//     node named by its IP address): the silence is the shorter of the
+//     two (see aliveSilence).
 //
 // A stalled node's waiting calls end with ErrStalled, its connections are
 // broken off (their reads fail at once, however go-redis's timeouts are
