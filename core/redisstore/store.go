@@ -55,9 +55,14 @@
 // call waits a full stall timeout again. A dial is owed while the kernel
 // shows its socket waiting for the node's answer (SYN_SENT), not once the
 // handshake is done, unless the client dials over TLS (the node then owes
-// the answer to the TLS hello). Where the kernel keeps no record (a Unix
-// socket, TLS, a client used before New), the silence is counted in alive
-// time. A key
+// the answer to the TLS hello). On a Unix socket the evidence is the
+// bytes the kernel holds unread. Where the kernel keeps no record of the
+// order of requests and replies (TLS, a client used before New, go-redis's
+// retries), the silence is counted in alive time, and before a verdict
+// the kernel is asked when the node's bytes last arrived on this
+// process's TCP connections to it (for a node named by its IP address):
+// the shorter silence counts, so a reply that arrived is never taken for
+// silence, read or not. A key
 // of a log that holds another type is deleted and rebuilt like a lost
 // key, and a field of its hashes that the script never writes is
 // repaired in the same run (rebuilt from what it summarises, or counted
