@@ -5,6 +5,7 @@ package redisstore
 import (
 	"context"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -316,6 +317,20 @@ func TestHeardFrom(t *testing.T) {
 		ago, unread, heard, ok := heardFrom(node)
 		return ok && heard && unread && ago < time.Second
 	}, time.Second, 5*time.Millisecond, "the reply waiting unread on this process's connection to %s", node)
+
+	// The kernel's filter: the sockets to the node's port alone, where
+	// the whole table holds others (the accepted ends, to this process's
+	// ports).
+	ap := netip.MustParseAddrPort(node)
+	all, err := tcpSockets(syscall.AF_INET, tcpEstablished, true, 0)
+	require.NoError(t, err)
+	socks, err := tcpSockets(syscall.AF_INET, tcpEstablished, true, ap.Port())
+	require.NoError(t, err)
+	require.NotEmpty(t, socks, "no socket to %s passed the kernel's filter", node)
+	require.Greater(t, len(all), len(socks), "the filter kept every socket")
+	for _, s := range socks {
+		require.Equal(t, ap.Port(), s.dst.Port(), "the kernel's filter let a socket to another port through")
+	}
 
 	// Read: the kernel still dates its arrival, and the date ages.
 	buf := make([]byte, 16)
