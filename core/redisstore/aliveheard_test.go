@@ -1,0 +1,137 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/redisstore"
+	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
+	"github.com/stretchr/testify/require"
+)
+
+// holdReplies is a go-redis hook that, once armed, holds each reply to a
+// script for hold after the client has read it: a process that has taken
+// the node's answer off the socket and not yet run the goroutine it is
+// for.
+type holdReplies struct {
+	armed atomic.Bool
+	hold  time.Duration
+}
+
+func (h *holdReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.armed.Load() && cmd.Name() != "ping" {
+			time.Sleep(h.hold)
+		}
+		return err
+	}
+}
+
+func (h *holdReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if h.armed.Load() && len(cmds) > 0 && cmds[0].Name() != "ping" {
+			time.Sleep(h.hold)
+		}
+		return err
+	}
+}
+
+// A node whose silence is counted in alive time (here a client used
+// before New, on a real redis-server) is not judged stalled while it
+// answers this process on other connections: the store asks the kernel,
+// before a verdict, when the node's bytes last arrived on this process's
+// connections to it. The call's reply is held for four stall timeouts
+// after the client read it, while PINGs on the same client are answered
+// every few milliseconds: the call must get Redis's decision, and no
+// verdict be logged. Without the kernel's record (the PINGs stopped) the
+// same held reply is judged stalled after the stall timeout, as alive
+// time alone judges it.
+func TestAliveTimeHearsTheNodesOtherAnswers(t *testing.T) {
+	const stall = redisstore.DefaultStallTimeout
+	client := redistest.RedisClient(t)
+	hold := &holdReplies{hold: 4 * stall}
+	client.AddHook(hold)
+	require.NoError(t, client.Ping(t.Context()).Err(), "PING before New: the store cannot track these connections")
+	var logs syncBuffer
+	store, err := redisstore.New(client, redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client)),
+		redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	require.Contains(t, logs.String(), "connections to this node before New", "the case judges in alive time only if the store found the client used")
+	host, _, err := net.SplitHostPort(client.Options().Addr)
+	require.NoError(t, err)
+	require.NotNil(t, net.ParseIP(host), "the node is named by its IP address, which the kernel's table has")
+
+	req := slidelog.Request{Key: "k", Policies: []slidelog.Policy{{Name: "p", Limit: 1000, Window: time.Hour}}, Cost: 1}
+	_, err = store.Take(t.Context(), req)
+	require.NoError(t, err)
+
+	// The node answers PINGs on other connections of this process's
+	// while the script's reply is held.
+	stop := make(chan struct{})
+	var pings sync.WaitGroup
+	pings.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				_ = client.Ping(context.Background()).Err()
+			}
+		}
+	})
+	hold.armed.Store(true)
+	start := time.Now()
+	res, err := store.Take(t.Context(), req)
+	took := time.Since(start)
+	close(stop)
+	pings.Wait()
+	require.NoError(t, err, "a node answering this process's PINGs was judged stalled after %v (logs: %s)", took, logs.String())
+	require.Equal(t, redisstore.Source, res.Source)
+	require.GreaterOrEqual(t, took, hold.hold, "the reply was held")
+	require.NotContains(t, logs.String(), "node stalled")
+
+	// Nothing else from the node: the held reply is silence by both
+	// measures, and the verdict comes by the stall timeout, saying what
+	// the kernel recorded.
+	start = time.Now()
+	_, err = store.Take(t.Context(), req)
+	took = time.Since(start)
+	require.ErrorIs(t, err, slidelog.ErrStalled, "after %v", took)
+	require.Less(t, took, hold.hold, "judged by the stall timeout, not after the held reply")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "node stalled") }, time.Second, 10*time.Millisecond)
+	require.Contains(t, logs.String(), `evidence="alive time"`)
+	require.Regexp(t, `kernel_last_byte=\d+(\.\d+)?m?s`, logs.String(), "the verdict's line dates the node's last bytes")
+	hold.armed.Store(false)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
