@@ -1,11 +1,9 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	slidelog "github.com/slidelog/slidelog/core"
+	"github.com/slidelog/slidelog/core/internal/logbuf"
 	"github.com/slidelog/slidelog/core/redisstore"
 	"github.com/slidelog/slidelog/core/slidelogtest/redistest"
 	"github.com/stretchr/testify/require"
@@ -65,7 +64,7 @@ func TestAliveTimeHearsTheNodesOtherAnswers(t *testing.T) {
 	hold := &holdReplies{hold: 4 * stall}
 	client.AddHook(hold)
 	require.NoError(t, client.Ping(t.Context()).Err(), "PING before New: the store cannot track these connections")
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	store, err := redisstore.New(client, redisstore.WithKeyPrefix(redistest.KeyPrefix(t, client)),
 		redisstore.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)
@@ -112,26 +111,8 @@ func TestAliveTimeHearsTheNodesOtherAnswers(t *testing.T) {
 	took = time.Since(start)
 	require.ErrorIs(t, err, slidelog.ErrStalled, "after %v", took)
 	require.Less(t, took, hold.hold, "judged by the stall timeout, not after the held reply")
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "node stalled") }, time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return logs.Count("node stalled") > 0 }, time.Second, 10*time.Millisecond)
 	require.Contains(t, logs.String(), `evidence="alive time"`)
 	require.Regexp(t, `kernel_last_byte=\d+(\.\d+)?m?s`, logs.String(), "the verdict's line dates the node's last bytes")
 	hold.armed.Store(false)
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -241,33 +241,49 @@ func TestDialWaitsAreTheProcesses(t *testing.T) {
 // stall monitor takes on a tick while a dial is in progress, beside 1,000
 // established loopback connections that the kernel's filter skips.
 func BenchmarkSynSent(b *testing.B) {
+	addrs := []string{connectedNode(b, false)}
+	for b.Loop() {
+		if _, ok := synSent(addrs); !ok {
+			b.Fatal("unknown")
+		}
+	}
+}
+
+// connectedNode returns the address of a loopback listener to which this
+// process holds 1,000 connections, each having read the listener's
+// greeting when greet is set.
+func connectedNode(b *testing.B, greet bool) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
+	b.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			defer c.Close()
+			b.Cleanup(func() { _ = c.Close() })
+			if greet {
+				_, _ = c.Write([]byte("+OK\r\n"))
+			}
 		}
 	}()
+	buf := make([]byte, 8)
 	for range 1000 {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.Close()
-	}
-	addrs := []string{ln.Addr().String()}
-	for b.Loop() {
-		if _, ok := synSent(addrs); !ok {
-			b.Fatal("unknown")
+		b.Cleanup(func() { _ = c.Close() })
+		if greet {
+			if _, err := c.Read(buf); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
+	return ln.Addr().String()
 }
 
 // heardFrom dates the node's last bytes on this process's connections as
@@ -426,34 +442,9 @@ func TestAliveSilenceAsksTheKernel(t *testing.T) {
 // the node, each having received a byte, beside their 1,000 accepted
 // ends.
 func BenchmarkHeardFrom(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			_, _ = c.Write([]byte("+OK\r\n"))
-		}
-	}()
-	buf := make([]byte, 8)
-	for range 1000 {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.Read(buf); err != nil {
-			b.Fatal(err)
-		}
-	}
+	node := connectedNode(b, true)
 	for b.Loop() {
-		if _, _, heard, ok := heardFrom(ln.Addr().String()); !ok || !heard {
+		if _, _, heard, ok := heardFrom(node); !ok || !heard {
 			b.Fatal("the node's bytes not found")
 		}
 	}
