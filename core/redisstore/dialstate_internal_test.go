@@ -321,12 +321,7 @@ func TestHeardFrom(t *testing.T) {
 	require.True(t, ok)
 	require.False(t, heard, "another process's connection to %s taken for this one's", node)
 
-	c, err := net.Dial("tcp", node)
-	require.NoError(t, err)
-	defer c.Close()
-	srv, err := ln.Accept()
-	require.NoError(t, err)
-	defer srv.Close()
+	c, srv := connPair(t, ln)
 	_, err = srv.Write([]byte("+PONG\r\n"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -385,12 +380,7 @@ func TestAliveSilenceAsksTheKernel(t *testing.T) {
 	require.Equal(t, 165*time.Millisecond, silence)
 	require.Equal(t, "nothing", b.kernelSaid, "what the verdict's line says the kernel recorded")
 
-	c, err := net.Dial("tcp", node)
-	require.NoError(t, err)
-	defer c.Close()
-	srv, err := ln.Accept()
-	require.NoError(t, err)
-	defer srv.Close()
+	c, srv := connPair(t, ln)
 	// A connection the node's kernel accepted, with no byte from the
 	// node yet, is no answer: a stopped Redis's kernel completes
 	// handshakes too.
@@ -448,4 +438,17 @@ func BenchmarkHeardFrom(b *testing.B) {
 			b.Fatal("the node's bytes not found")
 		}
 	}
+}
+
+// connPair returns a connection to ln and its accepted end, closed when
+// the test ends.
+func connPair(t *testing.T, ln net.Listener) (c, srv net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	srv, err = ln.Accept()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	return c, srv
 }
