@@ -170,7 +170,7 @@ func (m *monitor) fire() {
 		return
 	}
 	for _, b := range m.p.batchers() {
-		b.seen, b.silence = b.progress(), 0
+		b.seen, b.silence, b.unread = b.progress(), 0, false
 	}
 	m.running = true
 	m.stopped.Add(1)
@@ -259,7 +259,7 @@ func (m *monitor) check(alive, elapsed, ran time.Duration) bool {
 		b.mu.Unlock()
 		p := b.progress()
 		if waiting == 0 || p != b.seen {
-			b.seen, b.silence = p, 0
+			b.seen, b.silence, b.unread = p, 0, false
 		} else {
 			b.silence += alive
 		}
@@ -328,12 +328,18 @@ func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, nee
 // aliveSilence reports b's silence counted in alive time, and whether it
 // reaches stall. Before it says so, it asks the kernel what it recorded
 // of the node on this process's TCP connections to it (heardFrom): a
-// node whose bytes arrived more recently than the silence counts, or
-// wait unread, answered, however long this process then took to read
-// them or to run the goroutine they were for. Alive time can only
-// discount the time this process queued for a CPU that its threads'
-// clocks record; the kernel's record holds whatever the scheduler did.
-// The silence is then the shorter of the two.
+// node whose bytes arrived more recently than the silence answered,
+// however long this process then took to act on them, and the silence is
+// then the shorter of the two. Alive time can only discount the time
+// this process queued for a CPU that the monitor's own thread records;
+// the kernel's record holds whatever the scheduler did to the reader.
+//
+// Bytes that wait unread are an answer this process has not read yet,
+// and postpone the verdict by one stall timeout more of alive time at
+// most: a reader that stays stuck that long while the monitor runs (a
+// connection wrapper that no longer reads, say) would otherwise hold its
+// calls until the client's own timeouts, and the calls go to the failure
+// mode instead.
 func (b *batcher) aliveSilence(stall time.Duration) (time.Duration, bool) {
 	if b.silence < stall {
 		return b.silence, false
@@ -344,18 +350,23 @@ func (b *batcher) aliveSilence(stall time.Duration) (time.Duration, bool) {
 			addr = *a
 		}
 	}
-	switch ago, unread, heard, ok := heardFrom(addr); {
+	ago, unread, heard, ok := heardFrom(addr)
+	switch {
 	case !ok:
 		b.kernelSaid = "unknown"
 	case !heard:
 		b.kernelSaid = "nothing"
-	default:
-		if unread {
-			ago = 0
+	case unread:
+		if !b.unread {
+			b.unread, b.unreadAt = true, b.silence
 		}
+		b.kernelSaid = "unread for " + (b.silence - b.unreadAt).String()
+		return b.silence, b.silence-b.unreadAt >= stall
+	default:
 		b.kernelSaid = ago.String()
 		b.silence = min(b.silence, ago)
 	}
+	b.unread = false
 	return b.silence, b.silence >= stall
 }
 
