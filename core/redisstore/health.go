@@ -344,13 +344,7 @@ func (b *batcher) aliveSilence(stall time.Duration) (time.Duration, bool) {
 	if b.silence < stall {
 		return b.silence, false
 	}
-	addr := b.node
-	if addr == "" && b.master != nil {
-		if a := b.master.Load(); a != nil {
-			addr = *a
-		}
-	}
-	ago, unread, heard, ok := heardFrom(addr)
+	ago, unread, heard, ok := heardFrom(b.addr())
 	switch {
 	case !ok:
 		b.kernelSaid = "unknown"

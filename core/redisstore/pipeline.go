@@ -770,12 +770,21 @@ func (p *pipelines) singleNode() string {
 // name names b's node in logs and errors: its address, or on a single
 // server the address of the server the client reaches.
 func (b *batcher) name() string {
+	if a := b.addr(); a != b.node {
+		return a // the single server's, as the store found it
+	}
+	return nodeName(b.node)
+}
+
+// addr returns the address of b's node: its own, or on a single server
+// the store's (see pipelines.master); "" when neither is known.
+func (b *batcher) addr() string {
 	if b.node == "" && b.master != nil {
 		if a := b.master.Load(); a != nil {
 			return *a
 		}
 	}
-	return nodeName(b.node)
+	return b.node
 }
 
 // connSet returns the connections of the node at addr.
