@@ -170,7 +170,7 @@ func (m *monitor) fire() {
 		return
 	}
 	for _, b := range m.p.batchers() {
-		b.seen, b.silence, b.unread = b.progress(), 0, false
+		b.seen, b.silence = b.progress(), 0
 	}
 	m.running = true
 	m.stopped.Add(1)
@@ -259,7 +259,7 @@ func (m *monitor) check(alive, elapsed, ran time.Duration) bool {
 		b.mu.Unlock()
 		p := b.progress()
 		if waiting == 0 || p != b.seen {
-			b.seen, b.silence, b.unread = p, 0, false
+			b.seen, b.silence = p, 0
 		} else {
 			b.silence += alive
 		}
@@ -329,38 +329,26 @@ func (m *monitor) stalled(b *batcher, now int64, elapsed, ran time.Duration, nee
 // reaches stall. Before it says so, it asks the kernel what it recorded
 // of the node on this process's TCP connections to it (heardFrom): a
 // node whose bytes arrived more recently than the silence answered,
-// however long this process then took to act on them, and the silence is
-// then the shorter of the two. Alive time can only discount the time
-// this process queued for a CPU that the monitor's own thread records;
-// the kernel's record holds whatever the scheduler did to the reader.
-//
-// Bytes that wait unread are an answer this process has not read yet,
-// and postpone the verdict by one stall timeout more of alive time at
-// most: a reader that stays stuck that long while the monitor runs (a
-// connection wrapper that no longer reads, say) would otherwise hold its
-// calls until the client's own timeouts, and the calls go to the failure
-// mode instead.
+// however long this process then took to read them or to act on them,
+// and the silence is then the shorter of the two. Alive time can only
+// discount the time this process queued for a CPU that the monitor's own
+// thread records; the kernel dates the node's bytes whatever the
+// scheduler did to the reader. Bytes left unread count from their
+// arrival, no longer: a reader stuck while the monitor runs (a
+// connection wrapper that no longer reads) is judged as before.
 func (b *batcher) aliveSilence(stall time.Duration) (time.Duration, bool) {
 	if b.silence < stall {
 		return b.silence, false
 	}
-	ago, unread, heard, ok := heardFrom(b.addr())
-	switch {
+	switch ago, _, heard, ok := heardFrom(b.addr()); {
 	case !ok:
 		b.kernelSaid = "unknown"
 	case !heard:
 		b.kernelSaid = "nothing"
-	case unread:
-		if !b.unread {
-			b.unread, b.unreadAt = true, b.silence
-		}
-		b.kernelSaid = "unread for " + (b.silence - b.unreadAt).String()
-		return b.silence, b.silence-b.unreadAt >= stall
 	default:
 		b.kernelSaid = ago.String()
 		b.silence = min(b.silence, ago)
 	}
-	b.unread = false
 	return b.silence, b.silence >= stall
 }
 

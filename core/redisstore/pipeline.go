@@ -150,11 +150,6 @@ type batcher struct {
 	// its last bytes arrived on this process's connections, or "unknown"
 	// or "nothing" (no connection has received any).
 	kernelSaid string
-	// unread is set while the kernel has held the node's bytes unread
-	// since unreadAt, the alive silence at which it was first seen to
-	// (see aliveSilence).
-	unread   bool
-	unreadAt time.Duration
 
 	// The calls sent inline (see inline) share inlineCtx, made when the
 	// first of them needs it and cancelled, then dropped, when they are

@@ -62,8 +62,7 @@
 // the kernel is asked when the node's bytes last arrived on this
 // process's TCP connections to it (for a node named by its IP address):
 // the shorter silence counts, so a reply that arrived is not taken for
-// silence, read or not (bytes left unread postpone the verdict by one
-// stall timeout at most). A key
+// silence, read or not (its bytes count from their arrival). A key
 // of a log that holds another type is deleted and rebuilt like a lost
 // key, and a field of its hashes that the script never writes is
 // repaired in the same run (rebuilt from what it summarises, or counted
