@@ -32,11 +32,13 @@ type logKey struct{ namespace, key string }
 // The fields a decision reads come first, in the order it reads them: a
 // lookup compares the key, whose bytes, when few, are kept here too; then
 // it takes mu and reads the window's leading fields, those of an exact
-// decision first (window.ExactDecisionBytes). On a table larger than the
-// cache each cache line a decision touches is a miss of its own, and a
-// log's lines are fetched in aligned pairs: a log is 384 bytes
-// (TestLogLayout), a block of that size class, and a decision reads its
-// first two pairs. A log is never copied (its window points into itself).
+// decision first (window.ExactDecisionBytes), within the log's first 256
+// bytes (TestLogLayout). On a table larger than the cache each cache line
+// a decision touches is a miss of its own. A log is 480 bytes at most, a
+// block of that size class: a block of 512, aligned to its size, puts
+// every log's leading lines in half the cache's sets, and measured slower
+// (docs/benchmarks.md). A log is never copied (its window points into
+// itself).
 type log struct {
 	mu sync.Mutex
 	// Set when the log is made, before its shard's index publishes it:

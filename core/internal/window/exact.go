@@ -15,6 +15,12 @@ const maxCursors = 8
 // minRing is the smallest capacity of an exact log's ring, in entries.
 const minRing = 4
 
+// ends is how many entries each end of a narrow ring keeps in its
+// exactLog (first, last), a power of two: four, half a cache line each,
+// measured as fast as eight on BenchmarkAdmitWithHistory in a smaller
+// log (docs/benchmarks.md).
+const ends = 4
+
 // wideWords is how many words an entry takes in the wide form.
 const wideWords = 3
 
@@ -56,8 +62,20 @@ type exactLog struct {
 	// until retainUntil.
 	retain, retainUntil int64
 	buf                 []int64 // the ring, in either form; nil until first use
-	cursors             []cursor
-	next                int // cursor slot to replace next
+	// The ends of a narrow ring, kept here so that a steady admission,
+	// which evicts the oldest entry and appends one, touches the ring's
+	// lines once every ends admissions instead of two lines each: first
+	// copies the entries at positions [firstAt, firstAt+nFirst), which
+	// buf holds too (only evictNarrow reads it); last holds the newest
+	// nLast entries, positions [tail-nLast, tail), whose slots in buf are
+	// not written yet (at reads them there; flush writes them when they
+	// end a group of ends slots, and resize moves them). Both are empty
+	// while the ring is wide.
+	firstAt       int
+	nFirst, nLast int32
+	first, last   [ends]int64
+	cursors       []cursor
+	next          int // cursor slot to replace next
 }
 
 // narrow reports whether the ring is in the narrow form.
@@ -78,6 +96,9 @@ func (x *exactLog) wide(pos int) int { return wideWords * (pos & (len(x.buf)/wid
 // at returns the time of the entry at pos.
 func (x *exactLog) at(pos int) int64 {
 	if n := len(x.buf); n&(n-1) == 0 {
+		if i := pos - (x.tail - int(x.nLast)); i >= 0 {
+			return x.last[i&(ends-1)]
+		}
 		return x.buf[pos&(n-1)]
 	}
 	return x.buf[x.wide(pos)]
@@ -124,13 +145,62 @@ func (x *exactLog) evict(cutoff int64) {
 	}
 }
 
-// evictNarrow is evict on a narrow ring, small enough to inline.
+// evictNarrow is evict on a narrow ring: it reads the oldest entries
+// from first, filling it from the ring as it empties, and the newest from
+// last.
 func (x *exactLog) evictNarrow(cutoff int64) {
-	n := len(x.buf)
-	for x.head < x.tail && x.buf[x.head&(n-1)] <= cutoff {
+	for x.head < x.tail {
+		var t int64
+		if i := uint(x.head - x.firstAt); i < uint(x.nFirst) {
+			t = x.first[i]
+		} else if j := x.head - (x.tail - int(x.nLast)); j >= 0 {
+			t = x.last[j]
+		} else {
+			t = x.fill()
+		}
+		if t > cutoff {
+			return
+		}
 		x.head++
 		x.base++
 	}
+}
+
+// fill copies to first the entries of the ring from head on, up to ends
+// of them and no further than the end of head's group of ends slots, and
+// returns the oldest. Called on a narrow ring whose head is in buf. A
+// group lies within one cache line: a ring's memory is a power of two of
+// at least ends words, aligned to its size by Go's allocator.
+func (x *exactLog) fill() int64 {
+	n := len(x.buf)
+	k := min(x.tail-int(x.nLast)-x.head, ends-x.head&(ends-1))
+	for j := range k {
+		x.first[j] = x.buf[(x.head+j)&(n-1)]
+	}
+	x.firstAt, x.nFirst = x.head, int32(k)
+	return x.first[0]
+}
+
+// appendNarrow appends at to a narrow ring with room for it, in last,
+// and writes last to the ring when the entries there end a group of ends
+// slots.
+func (x *exactLog) appendNarrow(at int64) {
+	x.last[x.nLast&(ends-1)] = at
+	x.nLast++
+	x.tail++
+	if x.tail&(ends-1) == 0 || x.nLast == ends {
+		x.flush()
+	}
+}
+
+// flush writes last's entries to their slots in a narrow ring.
+func (x *exactLog) flush() {
+	n := len(x.buf)
+	from := x.tail - int(x.nLast)
+	for j := range int(x.nLast) {
+		x.buf[(from+j)&(n-1)] = x.last[j]
+	}
+	x.nLast = 0
 }
 
 // evictWide is evict on a wide ring.
@@ -204,7 +274,7 @@ func (x *exactLog) resize(n int, narrow bool, ids uint64) {
 		for p := x.head; p < x.tail; p++ {
 			buf[p&(n-1)] = x.at(p)
 		}
-		x.buf = buf
+		x.buf, x.nLast = buf, 0
 		return
 	}
 	buf := make([]int64, wideWords*n)
@@ -212,7 +282,7 @@ func (x *exactLog) resize(n int, narrow bool, ids uint64) {
 		i := wideWords * (p & (n - 1))
 		buf[i], buf[i+1], buf[i+2] = x.at(p), int64(x.idAt(p, ids)), x.cumBefore(p+1)
 	}
-	x.buf = buf
+	x.buf, x.nLast, x.nFirst = buf, 0, 0
 }
 
 // widen turns a narrow ring wide, ids being the last ID the log gave.
@@ -224,15 +294,13 @@ func (x *exactLog) widen(ids uint64) {
 
 // push appends, to a narrow ring with room for it, an admission at at of
 // cost 1 given the log's next ID, id, prev being the ID before it, and
-// reports whether it did: the common case of insert, small enough to
-// inline. The caller has checked that id is the last ID the log gave.
+// reports whether it did: the common case of insert. The caller has checked that id is the last ID the log gave.
 func (x *exactLog) push(at int64, id, prev uint64) bool {
 	n := len(x.buf)
 	if n&(n-1) != 0 || x.tail-x.head >= n || id != prev+1 || (x.head < x.tail && x.newest > at) {
 		return false
 	}
-	x.buf[x.tail&(n-1)] = at
-	x.tail++
+	x.appendNarrow(at)
 	x.total++
 	x.newest = at
 	return true
@@ -250,8 +318,7 @@ func (x *exactLog) insert(at int64, id uint64, cost int64, prev, ids uint64) {
 		}
 		if x.narrow() {
 			x.grow()
-			x.buf[x.tail&(len(x.buf)-1)] = at
-			x.tail++
+			x.appendNarrow(at)
 			x.total++
 			x.newest = at
 			return
@@ -352,7 +419,7 @@ func (x *exactLog) nth(from int, k int64) int {
 func (x *exactLog) reset() {
 	buf := x.buf
 	cursors := x.cursors[:0]
-	*x = exactLog{buf: buf, cursors: cursors}
+	*x = exactLog{buf: buf, cursors: cursors} // first and last empty
 }
 
 // bytes is the memory the exact log holds beyond its own struct.

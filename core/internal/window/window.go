@@ -133,15 +133,18 @@ type recent struct {
 // decision touches is a miss of its own, so the fields each reads lie
 // together. Everything the exact decision reads comes first, in the
 // Log's first ExactDecisionBytes (memlog.TestLogLayout holds them within
-// its log's first two 128-byte pairs of lines), then the bucketed
-// decision's fields.
+// its log's first 256 bytes), then the bucketed decision's fields.
 type Log struct {
 	_ noCopy
 	// exactLive is set while the exact log is in use.
 	exactLive bool
-	next      uint8  // slot of recent to write next
-	ids       uint64 // the last ID newID returned; 0 before the first
-	exact     exactLog
+	next      uint8 // slot of recent to write next
+	// bucketed tells whether the log has bucket rings (len(rings) > 0),
+	// so that an exact decision reads it here, beside the fields it reads,
+	// rather than from rings. setRings keeps it.
+	bucketed bool
+	ids      uint64 // the last ID newID returned; 0 before the first
+	exact    exactLog
 	// expires is when the bucket rings' admissions and the retentions
 	// set by the general path lapse; Expires adds the exact log's
 	// retention, which takeExact alone extends.
@@ -154,8 +157,13 @@ type Log struct {
 
 // ExactDecisionBytes is how many of a Log's first bytes an exact decision
 // on a log of that policy alone (takeExact) reads and writes, the ring's
-// entries aside: up to and including the length of the exact log's ring.
-const ExactDecisionBytes = unsafe.Offsetof(Log{}.exact) + unsafe.Offsetof(exactLog{}.buf) + 2*unsafe.Sizeof(uintptr(0))
+// entries aside: up to and including the exact log's ends (first, last).
+const ExactDecisionBytes = unsafe.Offsetof(Log{}.exact) + unsafe.Offsetof(exactLog{}.last) + unsafe.Sizeof(exactLog{}.last)
+
+// setRings sets the log's bucket rings, and bucketed with them.
+func (l *Log) setRings(rings []bucketRing) {
+	l.rings, l.bucketed = rings, len(rings) > 0
+}
 
 // ring returns the bucket ring of precision p, or nil.
 func (l *Log) ring(p int64) *bucketRing {
@@ -210,7 +218,7 @@ func (l *Log) prepare(now int64, policies []Policy) {
 			last := len(l.rings) - 1
 			l.rings[i], l.rings[last] = l.rings[last], l.rings[i]
 			l.rings[last].reset()
-			l.rings = l.rings[:last]
+			l.setRings(l.rings[:last])
 			i--
 		}
 	}
@@ -320,7 +328,7 @@ func (l *Log) newRing(now, p, w int64) *bucketRing {
 	if l.rings == nil {
 		l.rings = l.ring0[:0]
 	}
-	l.rings = append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq})
+	l.setRings(append(l.rings, bucketRing{p: p, cum: cum, first: lo, last: lo - 1, bornSeq: l.seq}))
 	if &l.rings[0] != &l.ring0[0] {
 		l.ring0[0] = bucketRing{} // moved out: hold no counters the rings no longer use
 	}
@@ -440,7 +448,7 @@ func (l *Log) TakeOne(now int64, cost int64, p Policy) (out State, d Decision) {
 // retention is p's window.
 func (l *Log) exactOnly(now int64, p Policy) bool {
 	x := &l.exact
-	return p.Precision == 0 && l.exactLive && len(l.rings) == 0 && !longerKept(x.retain, x.retainUntil, p.Window, now)
+	return p.Precision == 0 && l.exactLive && !l.bucketed && !longerKept(x.retain, x.retainUntil, p.Window, now)
 }
 
 func (l *Log) take(now int64, id uint64, cost int64, policies []Policy, out []State, record bool) Decision {
@@ -721,14 +729,15 @@ func (l *Log) CopyFrom(src *Log) {
 	x.buf, x.cursors = slices.Clone(y.buf), slices.Clone(y.cursors)
 	x.head, x.tail, x.base, x.total, x.newest = y.head, y.tail, y.base, y.total, y.newest
 	x.retain, x.retainUntil, x.next = y.retain, y.retainUntil, y.next
+	x.firstAt, x.nFirst, x.nLast, x.first, x.last = y.firstAt, y.nFirst, y.nLast, y.first, y.last
 	x.widen(src.ids) // its entries' IDs are src's, not those l will give
 	switch len(src.rings) {
 	case 0:
-		l.rings = nil
+		l.setRings(nil)
 	case 1:
-		l.rings = l.ring0[:1]
+		l.setRings(l.ring0[:1])
 	default:
-		l.rings = make([]bucketRing, len(src.rings))
+		l.setRings(make([]bucketRing, len(src.rings)))
 	}
 	for i := range src.rings {
 		l.rings[i] = src.rings[i]
@@ -753,7 +762,7 @@ func (l *Log) Reset() {
 	for i := range l.rings {
 		l.rings[i].reset()
 	}
-	l.rings = l.rings[:0]
+	l.setRings(l.rings[:0])
 	clear(l.recent)
 	l.next, l.seq, l.expires = 0, 0, 0
 }

@@ -327,9 +327,29 @@ func TestAgainstModel(t *testing.T) {
 // the sequences spend most steps narrow with entries held, and that they
 // turn wide and narrow again, so that both forms and the changes between
 // them are what is compared.
+// checkEnds holds an exact log's ends to what they stand for: while the
+// ring is narrow, first copies the ring's entries still in the log at its
+// positions, and last holds fewer than ends entries (a full last is
+// written to the ring); while it is wide, both are empty.
+func checkEnds(t *testing.T, x *exactLog, where string) {
+	t.Helper()
+	if !x.narrow() {
+		require.Zero(t, x.nFirst, where)
+		require.Zero(t, x.nLast, where)
+		return
+	}
+	require.Less(t, int(x.nLast), ends, where)
+	n := len(x.buf)
+	for j := range int(x.nFirst) {
+		if p := x.firstAt + j; p >= x.head && p < x.tail-int(x.nLast) {
+			require.Equal(t, x.buf[p&(n-1)], x.first[j], "%s: first's copy of position %d", where, p)
+		}
+	}
+}
+
 func TestNarrowAgainstModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	var narrowSteps, steps, widenings, narrowings int
+	var narrowSteps, steps, widenings, narrowings, pendingWidened, firstUsed int
 	for seq := range 300 {
 		policies := randomPoliciesOf(r, []int64{0}, 10_000, 400_000, 40)
 		m, minLimit, now, ids := startSequence(r, policies)
@@ -340,6 +360,7 @@ func TestNarrowAgainstModel(t *testing.T) {
 		for step := range 300 {
 			where := fmt.Sprintf("sequence %d step %d policies %+v", seq, step, policies)
 			now = advance(r, now, 40, 500_000, 20, 3_000)
+			pending := l.exact.narrow() && l.exact.nLast > 0
 			switch op := r.IntN(80); {
 			case op >= 4 || op < 2:
 				cost := int64(1)
@@ -366,8 +387,15 @@ func TestNarrowAgainstModel(t *testing.T) {
 			if narrow && x.len() > 1 {
 				narrowSteps++
 			}
+			checkEnds(t, x, where)
+			if x.nFirst > 0 {
+				firstUsed++
+			}
 			if wasNarrow && !narrow {
 				widenings++
+				if pending {
+					pendingWidened++
+				}
 			} else if !wasNarrow && narrow {
 				narrowings++
 			}
@@ -385,7 +413,10 @@ func TestNarrowAgainstModel(t *testing.T) {
 			require.LessOrEqual(t, x.size(), max(minRing, 2*peak), where)
 		}
 	}
-	t.Logf("%d of %d steps narrow with entries; %d widenings, %d narrowings", narrowSteps, steps, widenings, narrowings)
+	t.Logf("%d of %d steps narrow with entries; %d widenings, %d of them with entries in last; %d narrowings; %d steps with entries in first",
+		narrowSteps, steps, widenings, pendingWidened, narrowings, firstUsed)
+	require.Greater(t, pendingWidened, 20, "too few narrow logs turned wide with entries not yet in the ring")
+	require.Greater(t, firstUsed, steps/8, "too few steps with the oldest entries copied to first")
 	require.Greater(t, narrowSteps, steps/4, "too few steps with a narrow log holding entries")
 	require.Greater(t, widenings, 100, "too few narrow logs turned wide")
 	require.Greater(t, narrowings, 100, "too few wide logs turned narrow again")
