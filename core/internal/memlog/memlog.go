@@ -34,9 +34,10 @@ type logKey struct{ namespace, key string }
 // it takes mu and reads the window's leading fields, those of an exact
 // decision first (window.ExactDecisionBytes), within the log's first 256
 // bytes (TestLogLayout). On a table larger than the cache each cache line
-// a decision touches is a miss of its own. A log is 480 bytes at most, a
-// block of that size class: a block of 512, aligned to its size, puts
-// every log's leading lines in half the cache's sets, and measured slower
+// a decision touches is a miss of its own. A log takes a block of 448
+// bytes, seven cache lines, so that every log starts a line and its first
+// 256 bytes are four lines. A block of 512, aligned to its size, would put
+// every log's leading lines in half the cache's sets: it measured slower
 // (docs/benchmarks.md). A log is never copied (its window points into
 // itself).
 type log struct {

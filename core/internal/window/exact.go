@@ -64,18 +64,17 @@ type exactLog struct {
 	buf                 []int64 // the ring, in either form; nil until first use
 	// The ends of a narrow ring, kept here so that a steady admission,
 	// which evicts the oldest entry and appends one, touches the ring's
-	// lines once every ends admissions instead of two lines each: first
-	// copies the entries at positions [firstAt, firstAt+nFirst), which
-	// buf holds too (only evictNarrow reads it); last holds the newest
-	// nLast entries, positions [tail-nLast, tail), whose slots in buf are
-	// not written yet (at reads them there; flush writes them when they
-	// end a group of ends slots, and resize moves them). Both are empty
-	// while the ring is wide.
-	firstAt       int
-	nFirst, nLast int32
-	first, last   [ends]int64
-	cursors       []cursor
-	next          int // cursor slot to replace next
+	// lines once every ends admissions instead of two lines each:
+	// first[fi:nFirst] copies the entries at positions head on, which buf
+	// holds too (only evictNarrow, which alone moves head on a narrow
+	// ring, reads it); last[:nLast] holds the newest entries, positions
+	// [tail-nLast, tail), whose slots in buf are not written yet (at reads
+	// them there; flush writes them when they end a group of ends slots,
+	// and resize moves them). Both are empty while the ring is wide.
+	fi, nFirst, nLast uint8
+	next              uint8 // cursor slot to replace next
+	first, last       [ends]int64
+	cursors           []cursor
 }
 
 // narrow reports whether the ring is in the narrow form.
@@ -151,10 +150,10 @@ func (x *exactLog) evict(cutoff int64) {
 func (x *exactLog) evictNarrow(cutoff int64) {
 	for x.head < x.tail {
 		var t int64
-		if i := uint(x.head - x.firstAt); i < uint(x.nFirst) {
-			t = x.first[i]
+		if x.fi < x.nFirst {
+			t = x.first[x.fi&(ends-1)]
 		} else if j := x.head - (x.tail - int(x.nLast)); j >= 0 {
-			t = x.last[j]
+			t = x.last[j&(ends-1)]
 		} else {
 			t = x.fill()
 		}
@@ -163,6 +162,9 @@ func (x *exactLog) evictNarrow(cutoff int64) {
 		}
 		x.head++
 		x.base++
+		if x.fi < x.nFirst {
+			x.fi++
+		}
 	}
 }
 
@@ -177,7 +179,7 @@ func (x *exactLog) fill() int64 {
 	for j := range k {
 		x.first[j] = x.buf[(x.head+j)&(n-1)]
 	}
-	x.firstAt, x.nFirst = x.head, int32(k)
+	x.fi, x.nFirst = 0, uint8(k)
 	return x.first[0]
 }
 
@@ -251,7 +253,7 @@ func (x *exactLog) seek(w, cutoff int64) int {
 	if len(x.cursors) < maxCursors {
 		x.cursors = append(x.cursors, cursor{w, pos})
 	} else {
-		x.cursors[x.next] = cursor{w, pos}
+		x.cursors[x.next%maxCursors] = cursor{w, pos}
 		x.next = (x.next + 1) % maxCursors
 	}
 	return pos
@@ -282,7 +284,7 @@ func (x *exactLog) resize(n int, narrow bool, ids uint64) {
 		i := wideWords * (p & (n - 1))
 		buf[i], buf[i+1], buf[i+2] = x.at(p), int64(x.idAt(p, ids)), x.cumBefore(p+1)
 	}
-	x.buf, x.nLast, x.nFirst = buf, 0, 0
+	x.buf, x.nLast, x.fi, x.nFirst = buf, 0, 0, 0
 }
 
 // widen turns a narrow ring wide, ids being the last ID the log gave.

@@ -729,7 +729,7 @@ func (l *Log) CopyFrom(src *Log) {
 	x.buf, x.cursors = slices.Clone(y.buf), slices.Clone(y.cursors)
 	x.head, x.tail, x.base, x.total, x.newest = y.head, y.tail, y.base, y.total, y.newest
 	x.retain, x.retainUntil, x.next = y.retain, y.retainUntil, y.next
-	x.firstAt, x.nFirst, x.nLast, x.first, x.last = y.firstAt, y.nFirst, y.nLast, y.first, y.last
+	x.fi, x.nFirst, x.nLast, x.first, x.last = y.fi, y.nFirst, y.nLast, y.first, y.last
 	x.widen(src.ids) // its entries' IDs are src's, not those l will give
 	switch len(src.rings) {
 	case 0:

@@ -340,10 +340,10 @@ func checkEnds(t *testing.T, x *exactLog, where string) {
 	}
 	require.Less(t, int(x.nLast), ends, where)
 	n := len(x.buf)
-	for j := range int(x.nFirst) {
-		if p := x.firstAt + j; p >= x.head && p < x.tail-int(x.nLast) {
-			require.Equal(t, x.buf[p&(n-1)], x.first[j], "%s: first's copy of position %d", where, p)
-		}
+	for j := int(x.fi); j < int(x.nFirst); j++ {
+		p := x.head + j - int(x.fi)
+		require.Less(t, p, x.tail-int(x.nLast), where)
+		require.Equal(t, x.buf[p&(n-1)], x.first[j], "%s: first's copy of position %d", where, p)
 	}
 }
 
@@ -388,7 +388,7 @@ func TestNarrowAgainstModel(t *testing.T) {
 				narrowSteps++
 			}
 			checkEnds(t, x, where)
-			if x.nFirst > 0 {
+			if x.fi < x.nFirst {
 				firstUsed++
 			}
 			if wasNarrow && !narrow {
