@@ -171,8 +171,10 @@ func (x *exactLog) evictNarrow(cutoff int64) {
 // fill copies to first the entries of the ring from head on, up to ends
 // of them and no further than the end of head's group of ends slots, and
 // returns the oldest. Called on a narrow ring whose head is in buf. A
-// group lies within one cache line: a ring's memory is a power of two of
-// at least ends words, aligned to its size by Go's allocator.
+// group lies within one cache line while the ring's memory is aligned to
+// ends words, as Go's allocator aligns the blocks a ring takes (a power
+// of two of words, or three times one for a wide ring narrowed in place);
+// were it not, a fill would read two lines, and be as correct.
 func (x *exactLog) fill() int64 {
 	n := len(x.buf)
 	k := min(x.tail-int(x.nLast)-x.head, ends-x.head&(ends-1))
