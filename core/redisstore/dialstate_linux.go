@@ -239,8 +239,9 @@ func tcpSockets(family uint8, state uint8, info bool, port uint16) ([]diagSocket
 
 // heardFrom reports what the kernel recorded of the node at addr (an IP
 // address and port) on this process's established TCP connections to
-// it: how long ago data last arrived on any of them, and whether bytes
-// wait unread on one. heard is false when none has received anything;
+// it: how long ago data last arrived on any of them, read or not (bytes
+// left unread count from their arrival, as read ones do: see
+// aliveSilence). heard is false when none has received anything;
 // ok is false when the kernel cannot be asked or addr is not an IP
 // address and port (a host name, a Unix socket).
 //
@@ -253,10 +254,10 @@ func tcpSockets(family uint8, state uint8, info bool, port uint16) ([]diagSocket
 // so the monitor asks only when it is about to judge a node stalled. A
 // socket counts only when it is this process's (see ownSocket), looked
 // up from the most recent: the first of this process's answers.
-func heardFrom(addr string) (ago time.Duration, unread, heard, ok bool) {
+func heardFrom(addr string) (ago time.Duration, heard, ok bool) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return 0, false, false, false
+		return 0, false, false
 	}
 	ip := ap.Addr().Unmap()
 	family := uint8(syscall.AF_INET6)
@@ -265,31 +266,23 @@ func heardFrom(addr string) (ago time.Duration, unread, heard, ok bool) {
 	}
 	socks, err := tcpSockets(family, tcpEstablished, true, ap.Port())
 	if err != nil {
-		return 0, false, false, false
+		return 0, false, false
 	}
 	socks = slices.DeleteFunc(socks, func(s diagSocket) bool {
 		return s.dst.Port() != ap.Port() || s.dst.Addr().Unmap() != ip || !s.hasRecv && s.rqueue == 0
 	})
-	// Bytes waiting unread first, then the most recent arrival.
-	slices.SortFunc(socks, func(a, b diagSocket) int {
-		if (a.rqueue > 0) != (b.rqueue > 0) {
-			if a.rqueue > 0 {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.recv, b.recv)
-	})
+	// The most recent arrival first.
+	slices.SortFunc(socks, func(a, b diagSocket) int { return cmp.Compare(a.recv, b.recv) })
 	for _, s := range socks {
 		own, known := ownSocket(s.inode)
 		if !known {
-			return 0, false, false, false
+			return 0, false, false
 		}
 		if own {
-			return s.recv, s.rqueue > 0, true, true
+			return s.recv, true, true
 		}
 	}
-	return 0, false, false, true
+	return 0, false, true
 }
 
 // owned caches, by inode, whether a socket is this process's: a dial

@@ -10,4 +10,4 @@ func synSent([]string) (sent, ok bool) { return false, false }
 
 // heardFrom reports that the kernel cannot be asked: only Linux's socket
 // table is read.
-func heardFrom(string) (ago time.Duration, unread, heard, ok bool) { return 0, false, false, false }
+func heardFrom(string) (ago time.Duration, heard, ok bool) { return 0, false, false }

@@ -340,7 +340,7 @@ func (b *batcher) aliveSilence(stall time.Duration) (time.Duration, bool) {
 	if b.silence < stall {
 		return b.silence, false
 	}
-	switch ago, _, heard, ok := heardFrom(b.addr()); {
+	switch ago, heard, ok := heardFrom(b.addr()); {
 	case !ok:
 		b.kernelSaid = "unknown"
 	case !heard:
