@@ -125,7 +125,7 @@ func decideMemory(res *Result, table *memlog.Table, clock memlog.Clock, req *mem
 		states = make([]window.State, len(windows))
 	}
 	d, now := table.Take(clock, req, windows, states)
-	setResult(res, policies, d, now, states, source)
+	WindowResult(res, policies, d, now, states, source)
 }
 
 // peekMemory writes to res the Result a decision of req would get on
@@ -137,17 +137,20 @@ func peekMemory(res *Result, table *memlog.Table, now int64, req *memlog.Request
 		states = make([]window.State, len(windows))
 	}
 	d := table.Peek(now, *req, windows, states)
-	setResult(res, policies, d, now, states, source)
+	WindowResult(res, policies, d, now, states, source)
 }
 
-// setResult writes to res the Result of the decision d that package
-// window made on policies at now (microseconds), states[i] being the
-// state of policies[i]: the one place where window state becomes a
-// Result. One policy's state is written to the top-level fields in
-// place, field by field (a Result is large, and every copy shows on a
-// memory decision); several go through NewResult, which chooses the
-// binding policy.
-func setResult(res *Result, policies []Policy, d window.Decision, now int64, states []window.State, source Source) {
+// WindowResult writes to res the Result of the decision d that this
+// module's memory logs made on policies at now (microseconds), states[i]
+// being the state of policies[i], with source as its Source: the one
+// place where window state becomes a Result, for a limiter's memory path,
+// its local fallback and package memstore's Take and Peek alike. One
+// policy's state is written to the top-level fields in place, field by
+// field (a Result is large, and every copy shows on a memory decision);
+// several go through NewResult, which chooses the binding policy. The
+// types of d and states are internal to the core module, so no package
+// outside it can call WindowResult.
+func WindowResult(res *Result, policies []Policy, d window.Decision, now int64, states []window.State, source Source) {
 	if len(policies) == 1 {
 		setOne(res, &policies[0], d, now, states[0], source)
 		return
@@ -165,7 +168,7 @@ func setResult(res *Result, policies []Policy, d window.Decision, now int64, sta
 	res.StableFor = micros(d.Steady)
 }
 
-// setOne is setResult on the one policy p, whose state is st.
+// setOne is WindowResult on the one policy p, whose state is st.
 func setOne(res *Result, p *Policy, d window.Decision, now int64, st window.State, source Source) {
 	res.Allowed = d.Allowed
 	res.Limit = p.Limit

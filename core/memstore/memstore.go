@@ -161,7 +161,7 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 		ps := [1]window.Policy{{Limit: int64(p.Limit), Window: p.Window.Microseconds(), Precision: p.Precision.Microseconds()}}
 		r := request(&req)
 		d, now := s.table.Take(s, &r, ps[:], st[:])
-		setResult(&res, req.Policies, d, now, st[:])
+		slidelog.WindowResult(&res, req.Policies, d, now, st[:], Source)
 		return res, nil
 	}
 	var pbuf [maxStack]window.Policy
@@ -172,39 +172,8 @@ func (s *Store) Take(ctx context.Context, req slidelog.Request) (res slidelog.Re
 	}
 	r := request(&req)
 	d, now := s.table.Take(s, &r, policies(req, pbuf[:0]), states)
-	setResult(&res, req.Policies, d, now, states)
+	slidelog.WindowResult(&res, req.Policies, d, now, states, Source)
 	return res, nil
-}
-
-// setResult writes to res the Result of the table's decision d at now on
-// policies, states[i] being the state of policies[i]. It is the
-// limiter's conversion (slidelog's setResult, which this package cannot
-// call: its arguments are internal types): one policy's state is written
-// to the top-level fields in place (every copy of a Result shows on a
-// decision that takes a tenth of a microsecond), several go through
-// slidelog.NewResult, which chooses the binding policy.
-func setResult(res *slidelog.Result, policies []slidelog.Policy, d window.Decision, now int64, states []window.State) {
-	if len(policies) == 1 {
-		p, st := &policies[0], &states[0]
-		res.Allowed, res.Limit, res.Policy, res.Remaining = d.Allowed, p.Limit, *p, int(st.Remaining)
-		res.RetryAfter = time.Duration(st.RetryAfter) * time.Microsecond
-		res.ResetAfter = time.Duration(st.ResetAfter) * time.Microsecond
-		res.Source, res.DecidedAt = Source, time.UnixMicro(now)
-		res.StableFor = time.Duration(d.Steady) * time.Microsecond
-		return
-	}
-	var buf [maxStack]slidelog.PolicyResult
-	out := buf[:0]
-	for i, st := range states[:len(policies)] {
-		out = append(out, slidelog.PolicyResult{
-			Policy: policies[i], Allowed: d.Allowed || st.Allowed, Remaining: int(st.Remaining),
-			RetryAfter: time.Duration(st.RetryAfter) * time.Microsecond,
-			ResetAfter: time.Duration(st.ResetAfter) * time.Microsecond,
-		})
-	}
-	*res = slidelog.NewResult(out, Source)
-	res.DecidedAt = time.UnixMicro(now)
-	res.StableFor = time.Duration(d.Steady) * time.Microsecond
 }
 
 // validExact reports, cheaper than Request.Validate, that a request of

@@ -26,6 +26,6 @@ func (s *Store) Peek(ctx context.Context, req slidelog.Request) (slidelog.Result
 	}
 	d := s.table.Peek(now, request(&req), policies(req, pbuf[:0]), states)
 	var res slidelog.Result
-	setResult(&res, req.Policies, d, now, states)
+	slidelog.WindowResult(&res, req.Policies, d, now, states, Source)
 	return res, nil
 }
