@@ -235,7 +235,14 @@ func (x *exactLog) search(lo, hi int, cutoff int64) int {
 
 // seek returns the position of the oldest entry stamped after now-w,
 // moving w's cursor there: amortised O(1) while time moves forward.
+//
+// A window whose oldest entry is the log's oldest (the longest, once the
+// log was evicted to its retention, as Log.prepare does) needs no cursor:
+// a log decided on that one window never makes one.
 func (x *exactLog) seek(w, cutoff int64) int {
+	if x.head == x.tail || x.at(x.head) > cutoff {
+		return x.head // entries are in time order: all are in the window
+	}
 	for i := range x.cursors {
 		c := &x.cursors[i]
 		if c.window != w {

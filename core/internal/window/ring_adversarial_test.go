@@ -322,6 +322,7 @@ func TestNeverUnderCountsAcrossPolicyChanges(t *testing.T) {
 					adms = adms[:0]
 				}
 			}
+			require.Equal(t, len(l.rings) > 0, l.bucketed, "%s: bucketed against the rings", where)
 			// Each policy's count, read with a limit nothing reaches.
 			big := slices.Clone(policies)
 			for i := range big {

@@ -224,6 +224,7 @@ func checkTake(t *testing.T, m *model, l *Log, now int64, id uint64, cost int64,
 	wantD, want := m.take(now, id, cost)
 	require.Equal(t, wantD, gotD, where)
 	require.Equal(t, want, out[:len(policies)], where)
+	require.Equal(t, len(l.rings) > 0, l.bucketed, "%s: bucketed against the rings", where)
 	return gotD.ID
 }
 
@@ -339,6 +340,7 @@ func checkEnds(t *testing.T, x *exactLog, where string) {
 		return
 	}
 	require.Less(t, int(x.nLast), ends, where)
+	require.LessOrEqual(t, x.len(), x.size(), where)
 	n := len(x.buf)
 	for j := int(x.fi); j < int(x.nFirst); j++ {
 		p := x.head + j - int(x.fi)
@@ -900,5 +902,25 @@ func TestExactSeededFromRingAhead(t *testing.T) {
 			}
 			require.LessOrEqual(t, n, 5, "ahead %d µs: admissions in the window ending at +%d µs", ahead, end-now)
 		}
+	}
+}
+
+// TestCutoffLeavesEveryWindow holds each exact window to its bound: an
+// admission stamped exactly at now-W has left a window of W, in a
+// shorter window of a log decided on two as in the longest.
+func TestCutoffLeavesEveryWindow(t *testing.T) {
+	const s = int64(1_000_000)
+	policies := []Policy{{Limit: 1, Window: 5 * s}, {Limit: 10, Window: 10 * s}}
+	var l Log
+	out := make([]State, 2)
+	for _, now := range []int64{0, 5 * s, 10 * s, 15 * s} {
+		d := l.Take(now, 0, 1, policies, out)
+		require.True(t, d.Allowed, "at %d s the admission 5 s before has left the 5 s window", now/s)
+		require.Zero(t, out[0].Remaining, "at %d s", now/s)
+		want := int64(8) // this admission and the one 5 s before
+		if now == 0 {
+			want = 9
+		}
+		require.Equal(t, want, out[1].Remaining, "at %d s: the 10 s window", now/s)
 	}
 }
