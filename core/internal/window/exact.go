@@ -262,7 +262,7 @@ func (x *exactLog) seek(w, cutoff int64) int {
 	if len(x.cursors) < maxCursors {
 		x.cursors = append(x.cursors, cursor{w, pos})
 	} else {
-		x.cursors[x.next%maxCursors] = cursor{w, pos}
+		x.cursors[x.next] = cursor{w, pos}
 		x.next = (x.next + 1) % maxCursors
 	}
 	return pos
