@@ -86,12 +86,11 @@ func synSent(addrs []string) (sent, ok bool) {
 }
 
 // diagSocket is a socket the kernel reported: its remote address, its
-// inode and, when asked for (see tcpSockets), the bytes waiting unread in
-// it and how long ago data last arrived on it.
+// inode and, when asked for (see tcpSockets), how long ago data last
+// arrived on it.
 type diagSocket struct {
-	dst    netip.AddrPort
-	inode  uint32
-	rqueue uint32
+	dst   netip.AddrPort
+	inode uint32
 	// recv is how long ago data last arrived (tcp_info's last_data_recv),
 	// hasRecv whether the kernel said and the socket has received data.
 	recv    time.Duration
@@ -216,7 +215,7 @@ func tcpSockets(family uint8, state uint8, info bool, port uint16) ([]diagSocket
 			} else {
 				ip = netip.AddrFrom16([16]byte(d[24:40]))
 			}
-			s := diagSocket{dst: netip.AddrPortFrom(ip, port), rqueue: ne.Uint32(d[56:]), inode: ne.Uint32(d[68:])}
+			s := diagSocket{dst: netip.AddrPortFrom(ip, port), inode: ne.Uint32(d[68:])}
 			for a := d[72:]; len(a) >= 4; {
 				l := int(ne.Uint16(a))
 				if l < 4 || l > len(a) {
@@ -269,7 +268,10 @@ func heardFrom(addr string) (ago time.Duration, heard, ok bool) {
 		return 0, false, false
 	}
 	socks = slices.DeleteFunc(socks, func(s diagSocket) bool {
-		return s.dst.Port() != ap.Port() || s.dst.Addr().Unmap() != ip || !s.hasRecv && s.rqueue == 0
+		// A socket the kernel does not date tells nothing, bytes waiting
+		// in it or not (an older kernel dates none: the silence stays in
+		// alive time).
+		return s.dst.Port() != ap.Port() || s.dst.Addr().Unmap() != ip || !s.hasRecv
 	})
 	// The most recent arrival first.
 	slices.SortFunc(socks, func(a, b diagSocket) int { return cmp.Compare(a.recv, b.recv) })
