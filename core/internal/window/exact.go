@@ -305,7 +305,8 @@ func (x *exactLog) widen(ids uint64) {
 
 // push appends, to a narrow ring with room for it, an admission at at of
 // cost 1 given the log's next ID, id, prev being the ID before it, and
-// reports whether it did: the common case of insert. The caller has checked that id is the last ID the log gave.
+// reports whether it did: the common case of insert. The caller has
+// checked that id is the last ID the log gave.
 func (x *exactLog) push(at int64, id, prev uint64) bool {
 	n := len(x.buf)
 	if n&(n-1) != 0 || x.tail-x.head >= n || id != prev+1 || (x.head < x.tail && x.newest > at) {
