@@ -85,12 +85,32 @@ step() {
     failed+=("$name ($((SECONDS - t0))s, cpu ${cpu}s)")
   fi
 }
-# cputime prints the CPU seconds (user and system) this shell's finished
-# children have taken so far (cutime and cstime in /proc/PID/stat).
+# cputime prints the CPU seconds (user and system) the finished children
+# of this shell, or of the shell of PID $1, have taken so far (cutime and
+# cstime in /proc/PID/stat).
 cputime() {
-  awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "%d\n", ($14 + $15) / hz }' "/proc/$$/stat"
+  awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "%d\n", ($14 + $15) / hz }' "/proc/${1:-$$}/stat"
 }
+# The modules whose tests neither make load nor wait on faults (the
+# adapters, bench, deploy, tools) run as one go test over all their
+# packages, two test binaries at a time as go test runs a module's own
+# packages: on a busy machine that is about half their time one after
+# another. core, examples and faulttest each run alone.
+light=()
 for m in "${modules[@]}"; do
+  case "$m" in
+  adapters/* | bench | deploy | tools/*) light+=("./$m/...") ;;
+  esac
+done
+if ((${#light[@]})); then
+  echo
+  echo "=== modules ${light[*]}: go test -race -count=1 (one run)"
+  step "adapters, bench, deploy, tools (${#light[@]} modules)" bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" "$@"' _ "$ROOT" "${light[@]}"
+fi
+for m in "${modules[@]}"; do
+  case "$m" in
+  adapters/* | bench | deploy | tools/*) continue ;;
+  esac
   echo
   flags=()
   pkgs=(./...)
@@ -113,33 +133,84 @@ for m in "${modules[@]}"; do
   fi
 done
 
+# The short fuzz runs and the install check make no load on the rig and
+# assert no timing: they run beside each other, two at a time (runtasks),
+# each into a log of its own that is printed whole when it ends. On a busy
+# machine two at a time take a larger share of the cores than one, and the
+# links and module loads of one overlap another's fuzzing.
+#
+# A task is "name|title|dir|fuzz target|fuzz time"; a task without a fuzz
+# target is the install check.
+tasks=()
 # Core fuzz targets, each in its package: a missing target fails the run
 # (it was moved or renamed without this list following).
 for target in "core/redisstore FuzzRedisKey" "core/httplimit FuzzClientIP"; do
   read -r dir name <<<"$target"
-  echo
-  echo "=== $dir: go test -run='^\$' -fuzz='^$name\$' -fuzztime=$FUZZTIME ."
-  step "$dir(fuzz $name)" bash -c 'grep -qs "func $2" "$1"/*_test.go && cd "$1" && go test -run="^\$" -fuzz="^$2\$" -fuzztime="$FUZZTIME" .' _ "$ROOT/$dir" "$name"
+  tasks+=("$dir(fuzz $name)|$dir: go test -run='^\$' -fuzz='^$name\$' -fuzztime=$FUZZTIME .|$dir|$name|$FUZZTIME")
 done
-
 # FuzzMiddleware drives each adapter with crafted requests; a count, not a
 # duration, for the same reason as above. An adapter without it fails the
 # run, as a core target does.
 HTTP_FUZZTIME="${SLIDELOG_HTTP_FUZZTIME:-5000x}"
-export HTTP_FUZZTIME
 for m in "${modules[@]}"; do
   [[ "$m" == adapters/* ]] || continue
-  echo
-  echo "=== module $m: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME ."
-  step "$m(fuzz FuzzMiddleware)" bash -c 'grep -qs "func FuzzMiddleware" "$1"/*_test.go && cd "$1" && go test -run="^\$" -fuzz="^FuzzMiddleware\$" -fuzztime="$HTTP_FUZZTIME" .' _ "$ROOT/$m"
+  tasks+=("$m(fuzz FuzzMiddleware)|module $m: go test -run='^\$' -fuzz='^FuzzMiddleware\$' -fuzztime=$HTTP_FUZZTIME .|$m|FuzzMiddleware|$HTTP_FUZZTIME")
 done
-
 # install-check: every adapter installs by version, outside the workspace,
 # from a file-system module proxy built from this working tree, and its
 # docs page's quick start builds (tools/installcheck; make install-check).
-echo
-echo "=== install-check: go run ./tools/installcheck -version ${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
-step install-check go run ./tools/installcheck -root "$ROOT" -version "${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
+INSTALLCHECK_VERSION="${SLIDELOG_INSTALLCHECK_VERSION:-v0.0.0-installcheck}"
+tasks+=("install-check|install-check: go run ./tools/installcheck -version $INSTALLCHECK_VERSION|.||")
+
+# runtask runs one task's command in dir: the fuzz target, which must
+# exist in the package's tests, or the install check.
+runtask() {
+  local dir=$1 target=$2 fuzztime=$3
+  cd "$ROOT/$dir" || return 1
+  if [[ -z "$target" ]]; then
+    go run ./tools/installcheck -root "$ROOT" -version "$INSTALLCHECK_VERSION"
+    return
+  fi
+  grep -qs "func $target" ./*_test.go || {
+    echo "test.sh: no $target in $dir" >&2
+    return 1
+  }
+  go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" .
+}
+
+# runtasks runs the tasks, at most $1 at a time, each with its output in a
+# file of its own, and files each under its name as passed or failed in
+# the order the tasks are listed, with its wall time and the CPU its
+# processes took, as step does.
+runtasks() {
+  local width=$1 dir i name title tdir target fuzztime rc secs cpu
+  dir=$(mktemp -d)
+  for i in "${!tasks[@]}"; do
+    while (($(jobs -rp | wc -l) >= width)); do wait -n; done
+    IFS='|' read -r name title tdir target fuzztime <<<"${tasks[$i]}"
+    (
+      t0=$SECONDS me=$BASHPID
+      runtask "$tdir" "$target" "$fuzztime" >"$dir/$i.log" 2>&1
+      rc=$?
+      echo "$rc $((SECONDS - t0)) $(cputime "$me")" >"$dir/$i.rc"
+    ) &
+  done
+  wait
+  for i in "${!tasks[@]}"; do
+    IFS='|' read -r name title _ <<<"${tasks[$i]}"
+    echo
+    echo "=== $title"
+    cat "$dir/$i.log"
+    read -r rc secs cpu <"$dir/$i.rc" || { rc=1 secs=0 cpu=0; }
+    if ((rc == 0)); then
+      passed+=("$name (${secs}s, cpu ${cpu}s)")
+    else
+      failed+=("$name (${secs}s, cpu ${cpu}s)")
+    fi
+  done
+  rm -rf "$dir"
+}
+runtasks 2
 
 echo
 echo "=== test.sh summary ($((SECONDS - start))s)"
