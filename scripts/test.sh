@@ -4,13 +4,17 @@
 # Installs Redis, nginx-light and haproxy if needed (the adapters' proxy
 # suite runs them), brings up scripts/redis-rig.sh (standalone +
 # cluster), exports SLIDELOG_REDIS_ADDR / SLIDELOG_CLUSTER_ADDRS /
-# SLIDELOG_REQUIRE_REDIS=1, runs `go test -race -count=1 ./...` in every
-# module listed in go.work (core's load-making exactness and stall-bound
-# tests in a step of their own, right after core's others; nothing runs
-# beside another module's tests, see the README's "Tests need real
-# Redis"), short FuzzRedisKey and FuzzClientIP runs in core, a short FuzzMiddleware run in each adapter, the install check
+# SLIDELOG_REQUIRE_REDIS=1, and runs `go test -race -count=1` on every
+# module listed in go.work: first the modules that neither make load nor
+# wait on faults (adapters, bench, deploy, tools) as one go test; then
+# core, core's load-making exactness and stall-bound tests in a step of
+# their own, examples and faulttest, one after another with nothing
+# beside them (see the README's "Tests need real Redis"); last, two at a
+# time, short FuzzRedisKey and FuzzClientIP runs in core, a short
+# FuzzMiddleware run in each adapter and the install check
 # (tools/installcheck: each adapter by version from a file proxy of the
-# working tree), and prints a per-module summary. Exits non-zero if anything failed.
+# working tree). It prints a per-step summary and exits non-zero if
+# anything failed.
 #
 # The rig is stopped on exit (success, failure, Ctrl-C) if this run started
 # it. A rig that was already up and healthy before the run (someone's
