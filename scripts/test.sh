@@ -98,8 +98,9 @@ cputime() {
 # The modules whose tests neither make load nor wait on faults (the
 # adapters, bench, deploy, tools) run as one go test over all their
 # packages, two test binaries at a time as go test runs a module's own
-# packages: on a busy machine that is about half their time one after
-# another. core, examples and faulttest each run alone.
+# packages: about three fifths of their time one after another, on a
+# quiet machine and beside two CPU hogs alike. core, examples and
+# faulttest each run alone.
 light=()
 for m in "${modules[@]}"; do
   case "$m" in
