@@ -101,11 +101,10 @@ cputime() {
 # packages: about three fifths of their time one after another, on a
 # quiet machine and beside two CPU hogs alike. core, examples and
 # faulttest each run alone.
+is_light() { [[ "$1" == adapters/* || "$1" == bench || "$1" == deploy || "$1" == tools/* ]]; }
 light=()
 for m in "${modules[@]}"; do
-  case "$m" in
-  adapters/* | bench | deploy | tools/*) light+=("./$m/...") ;;
-  esac
+  is_light "$m" && light+=("./$m/...")
 done
 if ((${#light[@]})); then
   echo
@@ -113,9 +112,7 @@ if ((${#light[@]})); then
   step "adapters, bench, deploy, tools (${#light[@]} modules)" bash -c 'cd "$1" && shift && go test -race -count=1 -timeout="$TEST_TIMEOUT" "$@"' _ "$ROOT" "${light[@]}"
 fi
 for m in "${modules[@]}"; do
-  case "$m" in
-  adapters/* | bench | deploy | tools/*) continue ;;
-  esac
+  is_light "$m" && continue
   echo
   flags=()
   pkgs=(./...)
